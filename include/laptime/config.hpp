@@ -1,0 +1,53 @@
+// laptime: configuration macros and the versioned namespace.
+//
+// Every macro here can be defined by the caller first (normally as a compile definition carried by
+// the CMake target laptime::laptime); the caller's definition wins. docs/configuration.md lists
+// each one with its cost.
+#pragma once
+
+#define LAPTIME_VERSION_MAJOR 0
+#define LAPTIME_VERSION_MINOR 1
+#define LAPTIME_VERSION_PATCH 0
+#define LAPTIME_VERSION_STRING "0.1.0"
+
+// LAPTIME_DISABLE: compile the instrumentation out. Every type and signature stays, the bodies are
+// empty, and the macros (LAPTIME_MEAS, LAPTIME_RANGE, ...) expand to nothing. Code built with and
+// without it may be linked into one program: the two variants live in different inline
+// namespaces, so they never collide under the one-definition rule.
+#ifdef LAPTIME_DISABLE
+#define LAPTIME_ENABLED 0
+#define LAPTIME_ABI_NAMESPACE v1_disabled
+#else
+#define LAPTIME_ENABLED 1
+#define LAPTIME_ABI_NAMESPACE v1
+#endif
+
+#define LAPTIME_BEGIN_NAMESPACE \
+  namespace laptime {           \
+  inline namespace LAPTIME_ABI_NAMESPACE {
+#define LAPTIME_END_NAMESPACE \
+  }                           \
+  }
+
+// LAPTIME_MAX_NAMES: the most distinct measurement names per process (fixed so that per-thread
+// storage never moves while a report reads it). Cost: 16 bytes of pointers per name and thread.
+#ifndef LAPTIME_MAX_NAMES
+#define LAPTIME_MAX_NAMES 4096
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define LAPTIME_LIKELY(x) __builtin_expect(!!(x), 1)
+#define LAPTIME_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define LAPTIME_NOINLINE __attribute__((noinline))
+#define LAPTIME_COLD __attribute__((noinline, cold))
+#define LAPTIME_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define LAPTIME_LIKELY(x) (x)
+#define LAPTIME_UNLIKELY(x) (x)
+#define LAPTIME_NOINLINE
+#define LAPTIME_COLD
+#define LAPTIME_ALWAYS_INLINE inline
+#endif
+
+#define LAPTIME_CONCAT_IMPL(a, b) a##b
+#define LAPTIME_CONCAT(a, b) LAPTIME_CONCAT_IMPL(a, b)
