@@ -1,0 +1,133 @@
+// laptime internals: per-thread records that every copy of the header agrees on.
+//
+// A plain `thread_local` is per copy of the code: a measurement started through one shared object
+// (a Python extension) and ended through another (a C++ extension) would see two different slots.
+// So the per-thread state lives in the process-wide object, one Record per OS thread, and each
+// copy keeps only a thread_local *pointer* to it, found once per thread under the registry lock.
+//
+// Records are never freed (a report may read them at any time). When a thread exits, its record
+// is retired, and a later thread may adopt it: memory stays bounded by the largest number of
+// threads alive at once, not by how many were ever created (loaders that respawn workers).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <mutex>
+#include <new>
+
+#include "laptime/config.hpp"
+#include "laptime/detail/thread.hpp"
+
+LAPTIME_BEGIN_NAMESPACE
+namespace detail {
+
+/// Record must be default-constructible and provide `void adopt(long tid) noexcept`, called under
+/// the registry lock when a thread takes the record (fresh or retired): it clears what belonged to
+/// the previous thread (running measurements, range stacks) and keeps what is accumulated.
+template <class Record>
+class ThreadRegistry {
+ public:
+  ThreadRegistry() = default;
+  ThreadRegistry(const ThreadRegistry&) = delete;
+  ThreadRegistry& operator=(const ThreadRegistry&) = delete;
+
+  /// The calling thread's record. Fast path: one thread_local load and compare.
+  LAPTIME_ALWAYS_INLINE Record& local() {
+    Cache& c = cache();
+    if (LAPTIME_LIKELY(c.owner == this)) return c.node->record;
+    return attach(c);
+  }
+
+  /// Visits every record (threads alive or exited) under the registry lock: f(Record&, long tid,
+  /// bool alive). Records keep their accumulated data after their thread exits.
+  template <class F>
+  void for_each(F&& f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Node* n = head_; n != nullptr; n = n->next) {
+      f(n->record, n->tid, n->alive);
+    }
+  }
+
+  /// Call in a forked child (pthread_atfork): the lock may have been held by a thread that does
+  /// not exist in the child; only the forking thread is alive there.
+  void after_fork_in_child(long surviving_tid) noexcept {
+    new (&mutex_) std::mutex();
+    for (Node* n = head_; n != nullptr; n = n->next) n->alive = (n->tid == surviving_tid);
+  }
+
+  /// Retires the calling thread's record now (also done automatically at thread exit).
+  void retire_current() noexcept {
+    Cache& c = cache();
+    if (c.owner != this) return;
+    retire(c.node, c.tid);
+    c.owner = nullptr;
+    c.node = nullptr;
+  }
+
+ private:
+  struct Node {
+    Record record;
+    long tid = 0;
+    bool alive = false;
+    Node* next = nullptr;
+  };
+
+  // One per thread and per copy of the code; its destructor runs at thread exit and retires the
+  // record, so that a new thread reusing the same tid never inherits a running measurement.
+  struct Cache {
+    ThreadRegistry* owner = nullptr;
+    Node* node = nullptr;
+    long tid = 0;
+    ~Cache() {
+      if (owner != nullptr) owner->retire(node, tid);
+    }
+  };
+
+  static Cache& cache() {
+    thread_local Cache c;
+    return c;
+  }
+
+  LAPTIME_NOINLINE Record& attach(Cache& c) {
+    if (c.owner != nullptr) c.owner->retire(c.node, c.tid);  // cached for another registry (tests)
+    const long tid = current_tid();
+    std::lock_guard<std::mutex> lock(mutex_);
+    Node* found = nullptr;
+    Node* spare = nullptr;
+    for (Node* n = head_; n != nullptr; n = n->next) {
+      if (n->alive && n->tid == tid) {
+        found = n;  // this thread already attached through another copy of the code
+        break;
+      }
+      if (!n->alive && spare == nullptr) spare = n;
+    }
+    if (found == nullptr) {
+      found = spare;
+      if (found == nullptr) {
+        found = new Node();
+        found->next = head_;
+        head_ = found;
+      }
+      found->tid = tid;
+      found->alive = true;
+      found->record.adopt(tid);
+    }
+    c.owner = this;
+    c.node = found;
+    c.tid = tid;
+    return found->record;
+  }
+
+  // Another copy of the code may have retired the node already, and a new thread adopted it:
+  // only the thread that owns it may retire it.
+  void retire(Node* node, long tid) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (node->tid == tid) node->alive = false;
+  }
+
+  std::mutex mutex_;
+  Node* head_ = nullptr;
+};
+
+}  // namespace detail
+LAPTIME_END_NAMESPACE
