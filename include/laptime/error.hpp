@@ -1,7 +1,8 @@
 // laptime: usage errors and what happens on them (SPEC §4).
 //
-//   laptime::set_error_policy(laptime::ErrorPolicy::Warn);  // production: never die of instrumentation
-//   try { sw.end_meas("never started"); } catch (const laptime::UsageError& e) { ... }
+//   laptime::set_error_policy(laptime::ErrorPolicy::Warn);  // production: never die of
+//   instrumentation try { sw.end_meas("never started"); } catch (const laptime::UsageError& e) {
+//   ... }
 #pragma once
 
 #include <atomic>
@@ -55,7 +56,9 @@ struct ErrorState {
   std::unordered_set<std::string> warned;
 };
 
-inline ErrorState& error_state() { return process_singleton<ErrorState>("errors"); }
+inline ErrorState& error_state() {
+  return process_singleton<ErrorState>("errors");
+}
 
 /// Prints "laptime: warning: <message>" to stderr the first time `key` is seen in this process.
 inline void warn_once(std::string_view key, std::string_view message) {

@@ -1,0 +1,175 @@
+// laptime internals: bounded-memory statistics of interval lengths.
+//
+// Plain arithmetic, apart from any clock or OS access, so that it is tested with known data
+// (tests/stats-test.cpp). Thread model: one writer (the thread that owns the statistics) and any
+// number of concurrent readers (reports). Counters are relaxed atomics written with plain
+// load+store, which costs the same as a non-atomic add on x86 and ARM, and lets a reader see each
+// counter whole (a live report may be a few intervals behind; a final one is exact).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <limits>
+
+#include "laptime/config.hpp"
+
+LAPTIME_BEGIN_NAMESPACE
+namespace detail {
+
+template <class T>
+LAPTIME_ALWAYS_INLINE void single_writer_add(std::atomic<T>& a, T delta) noexcept {
+  a.store(a.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
+
+/// A log-linear histogram of nanosecond values (the HDR histogram layout): values below 64 have a
+/// bucket each; above, every power of two is split into 64 equal buckets. Reporting a bucket's
+/// midpoint is then within 1/128 (0.8 %) of any value in it. Fixed size: 22 KiB, whatever the
+/// number of values. Values from 2^47 ns (39 h) up share the last bucket.
+class Histogram {
+ public:
+  static constexpr int kSubBits = 6;
+  static constexpr std::uint64_t kSub = 1u << kSubBits;  // 64
+  static constexpr int kMaxExponent = 47;
+  static constexpr std::size_t kBuckets = kSub + (kMaxExponent - kSubBits + 1) * kSub;
+
+  static constexpr std::size_t bucket_of(std::uint64_t v) noexcept {
+    if (v < kSub) return static_cast<std::size_t>(v);
+    const int e = 63 - __builtin_clzll(v);  // floor(log2 v), >= kSubBits
+    if (e > kMaxExponent) return kBuckets - 1;
+    const std::uint64_t sub = (v >> (e - kSubBits)) & (kSub - 1);
+    return static_cast<std::size_t>(kSub + (e - kSubBits) * kSub + sub);
+  }
+  /// The smallest value in bucket b.
+  static constexpr std::uint64_t bucket_low(std::size_t b) noexcept {
+    if (b < kSub) return b;
+    const std::size_t e = (b - kSub) / kSub + kSubBits;
+    const std::uint64_t sub = (b - kSub) % kSub;
+    return (std::uint64_t{1} << e) + (sub << (e - kSubBits));
+  }
+  static constexpr std::uint64_t bucket_width(std::size_t b) noexcept {
+    if (b < kSub) return 1;
+    const std::size_t e = (b - kSub) / kSub + kSubBits;
+    return std::uint64_t{1} << (e - kSubBits);
+  }
+
+  LAPTIME_ALWAYS_INLINE void add(std::uint64_t v) noexcept {
+    single_writer_add<std::uint64_t>(counts_[bucket_of(v)], 1);
+  }
+  void clear() noexcept {
+    for (auto& c : counts_) c.store(0, std::memory_order_relaxed);
+  }
+  void merge_from(const Histogram& other) noexcept {
+    for (std::size_t b = 0; b < kBuckets; ++b) {
+      const std::uint64_t n = other.counts_[b].load(std::memory_order_relaxed);
+      if (n != 0) counts_[b].fetch_add(n, std::memory_order_relaxed);
+    }
+  }
+  std::uint64_t total_count() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& c : counts_) n += c.load(std::memory_order_relaxed);
+    return n;
+  }
+  /// The q-quantile (0 <= q <= 1) by the nearest-rank rule, as the midpoint of its bucket
+  /// (exact below 64 ns). 0 when empty.
+  double quantile(double q) const noexcept {
+    const std::uint64_t n = total_count();
+    if (n == 0) return 0.0;
+    q = std::clamp(q, 0.0, 1.0);
+    // nearest rank: the smallest value with at least ceil(q*n) values <= it (rank >= 1)
+    std::uint64_t rank = static_cast<std::uint64_t>(q * static_cast<double>(n) + 0.999999999);
+    rank = std::clamp<std::uint64_t>(rank, 1, n);
+    std::uint64_t seen = 0;
+    for (std::size_t b = 0; b < kBuckets; ++b) {
+      seen += counts_[b].load(std::memory_order_relaxed);
+      if (seen >= rank) {
+        const double width = static_cast<double>(bucket_width(b));
+        return static_cast<double>(bucket_low(b)) + (width - 1.0) / 2.0;
+      }
+    }
+    return static_cast<double>(bucket_low(kBuckets - 1));
+  }
+
+ private:
+  std::array<std::atomic<std::uint64_t>, kBuckets> counts_{};
+};
+
+/// Exact count, total, min and max, plus a Histogram for the percentiles.
+/// Single writer; the histogram is allocated on the first value (22 KiB per name and thread).
+class IntervalStats {
+ public:
+  IntervalStats() = default;
+  IntervalStats(const IntervalStats&) = delete;
+  IntervalStats& operator=(const IntervalStats&) = delete;
+  ~IntervalStats() { delete hist_.load(std::memory_order_relaxed); }
+
+  void add(std::uint64_t ns) {
+    Histogram* h = hist_.load(std::memory_order_relaxed);
+    if (LAPTIME_UNLIKELY(h == nullptr)) {
+      h = new Histogram();
+      hist_.store(h, std::memory_order_release);
+    }
+    h->add(ns);
+    single_writer_add<std::uint64_t>(count_, 1);
+    single_writer_add<std::uint64_t>(total_, ns);
+    if (ns < min_.load(std::memory_order_relaxed)) min_.store(ns, std::memory_order_relaxed);
+    if (ns > max_.load(std::memory_order_relaxed)) max_.store(ns, std::memory_order_relaxed);
+  }
+  /// Forget everything (the writer calls this; the histogram memory is kept for reuse).
+  void clear() noexcept {
+    count_.store(0, std::memory_order_relaxed);
+    total_.store(0, std::memory_order_relaxed);
+    min_.store(std::numeric_limits<std::uint64_t>::max(), std::memory_order_relaxed);
+    max_.store(0, std::memory_order_relaxed);
+    if (Histogram* h = hist_.load(std::memory_order_relaxed)) h->clear();
+  }
+  /// Adds other's figures into this one (a reader merging per-thread statistics).
+  void merge_from(const IntervalStats& other) {
+    const std::uint64_t n = other.count_.load(std::memory_order_relaxed);
+    if (n == 0) return;
+    count_.fetch_add(n, std::memory_order_relaxed);
+    total_.fetch_add(other.total_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    min_.store(
+        std::min(min_.load(std::memory_order_relaxed), other.min_.load(std::memory_order_relaxed)),
+        std::memory_order_relaxed);
+    max_.store(
+        std::max(max_.load(std::memory_order_relaxed), other.max_.load(std::memory_order_relaxed)),
+        std::memory_order_relaxed);
+    if (const Histogram* oh = other.hist_.load(std::memory_order_acquire)) {
+      Histogram* h = hist_.load(std::memory_order_relaxed);
+      if (h == nullptr) {
+        h = new Histogram();
+        hist_.store(h, std::memory_order_release);
+      }
+      h->merge_from(*oh);
+    }
+  }
+
+  std::uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
+  std::uint64_t total_ns() const noexcept { return total_.load(std::memory_order_relaxed); }
+  std::uint64_t min_ns() const noexcept {
+    return count() ? min_.load(std::memory_order_relaxed) : 0;
+  }
+  std::uint64_t max_ns() const noexcept { return max_.load(std::memory_order_relaxed); }
+  double mean_ns() const noexcept {
+    const std::uint64_t n = count();
+    return n ? static_cast<double>(total_ns()) / static_cast<double>(n) : 0.0;
+  }
+  /// The q-quantile, clamped to the exact [min, max] (so p0 and p100 are exact).
+  double quantile_ns(double q) const noexcept {
+    const Histogram* h = hist_.load(std::memory_order_acquire);
+    if (h == nullptr || count() == 0) return 0.0;
+    return std::clamp(h->quantile(q), static_cast<double>(min_ns()), static_cast<double>(max_ns()));
+  }
+
+ private:
+  std::atomic<std::uint64_t> count_{0};
+  std::atomic<std::uint64_t> total_{0};
+  std::atomic<std::uint64_t> min_{std::numeric_limits<std::uint64_t>::max()};
+  std::atomic<std::uint64_t> max_{0};
+  std::atomic<Histogram*> hist_{nullptr};
+};
+
+}  // namespace detail
+LAPTIME_END_NAMESPACE

@@ -1,0 +1,580 @@
+// laptime internals: the Stopwatch's process-wide state and its hot paths.
+//
+// Layout (see docs/design.md):
+//   - names are interned once into a process-wide table (id = first-seen order);
+//   - every OS thread has a ThreadRecord (ThreadRegistry) holding one Slot per name it used:
+//     the running interval and the statistics this thread accumulated for the name. A start/end
+//     pair touches only the calling thread's record: no lock, no shared cache line written;
+//   - a report merges the slots of all threads (threads alive or gone).
+// Name lookup on the hot path: a direct-mapped cache keyed by the caller's pointer and length,
+// verified against the interned bytes; then the thread's own hash map; only a name new to this
+// thread takes the process-wide lock.
+#pragma once
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "laptime/config.hpp"
+#include "laptime/cuda.hpp"
+#include "laptime/detail/env.hpp"
+#include "laptime/detail/histogram.hpp"
+#include "laptime/detail/process_singleton.hpp"
+#include "laptime/detail/thread_registry.hpp"
+#include "laptime/error.hpp"
+#include "laptime/nvtx.hpp"
+#include "laptime/resources.hpp"
+#include "laptime/results.hpp"
+
+LAPTIME_BEGIN_NAMESPACE
+namespace detail {
+
+/// The monotonic clock, in nanoseconds (std::chrono::steady_clock: CLOCK_MONOTONIC via the vDSO).
+LAPTIME_ALWAYS_INLINE std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+inline constexpr std::uint32_t kNoName = 0xffffffffu;
+inline constexpr std::size_t kChunk = 64;
+inline constexpr std::size_t kChunks = (LAPTIME_MAX_NAMES + kChunk - 1) / kChunk;
+
+// Bits of StopwatchState::features: what the hot path must do beyond taking timestamps.
+inline constexpr unsigned kFeatCudaSync = 1;
+inline constexpr unsigned kFeatGpuTiming = 2;
+inline constexpr unsigned kFeatTracked = 4;
+
+// Bits of StopwatchState::name_flags.
+inline constexpr std::uint8_t kNameTracked = 1;
+inline constexpr std::uint8_t kNameSeen = 2;
+
+/// Resource sampling state of one (thread, tracked name); guarded by ThreadRecord::mutex.
+struct ResourceSlot {
+  resources::Sample start;
+  resources::Usage usage;
+};
+
+/// One (thread, name): the running interval, and what this thread accumulated for the name.
+struct Slot {
+  std::int64_t start_ns = 0;
+  bool running = false;
+  bool prepared = false;
+  bool sampled = false;          // resources were sampled at start
+  bool measuring = false;        // started after warm-up (decides the CUDA sync at the end)
+  std::uint32_t generation = 0;  // StopwatchState::generation the statistics belong to
+  std::uint32_t gpu_token = cuda::GpuEventTimer::kInvalid;
+  IntervalStats stats;
+  std::atomic<ResourceSlot*> resources{nullptr};
+};
+
+struct NameCacheEntry {
+  const char* ptr = nullptr;
+  std::size_t len = 0;
+  const char* interned = nullptr;
+  std::uint32_t id = kNoName;
+};
+
+struct ThreadRecord {
+  std::array<std::atomic<Slot*>, kChunks> chunks{};
+  std::array<NameCacheEntry, 64> cache{};
+  std::unordered_map<std::string_view, std::uint32_t> known;  // keys view interned names
+  int running = 0;                                            // intervals running on this thread
+  long tid = 0;
+  std::mutex mutex;  // resource slots: written by the owner, read by reports
+
+  /// A thread takes this record: what ran on the previous owner is dropped (it can never end),
+  /// what it accumulated stays.
+  void adopt(long new_tid) noexcept {
+    tid = new_tid;
+    running = 0;
+    for (auto& c : chunks) {
+      if (Slot* s = c.load(std::memory_order_relaxed)) {
+        for (std::size_t i = 0; i < kChunk; ++i) s[i].running = false;
+      }
+    }
+  }
+
+  LAPTIME_ALWAYS_INLINE Slot& slot(std::uint32_t id) {
+    Slot* c = chunks[id / kChunk].load(std::memory_order_relaxed);
+    if (LAPTIME_UNLIKELY(c == nullptr)) c = add_chunk(id / kChunk);
+    return c[id % kChunk];
+  }
+
+  LAPTIME_NOINLINE Slot* add_chunk(std::size_t index) {
+    Slot* c = new Slot[kChunk];
+    chunks[index].store(c, std::memory_order_release);
+    return c;
+  }
+};
+
+struct OneTime {
+  std::string name;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  bool running = true;
+};
+
+struct GpuAggregate {
+  IntervalStats stats;
+};
+
+struct StopwatchState {
+  StopwatchState();
+
+  // --- hot-path reads (relaxed) ---
+  std::atomic<bool> enabled{false};
+  std::atomic<unsigned> features{0};
+  std::atomic<std::int64_t> finished_iters{0};
+  std::atomic<int> warmup{0};
+  std::atomic<std::uint32_t> generation{1};
+  std::array<std::atomic<std::uint8_t>, LAPTIME_MAX_NAMES> name_flags{};
+  std::array<std::atomic<const std::string*>, LAPTIME_MAX_NAMES> names{};
+  std::atomic<void*> gpu_stream{nullptr};
+
+  // --- configuration (changed under config_mutex) ---
+  std::mutex config_mutex;
+  bool configured = false;
+  int cfg_warmup = 0;
+  std::optional<int> cfg_print_every;
+  bool cfg_cuda_sync = false;
+  std::atomic<int> print_every{0};  // 0: never
+  std::atomic<bool> print_rank0_only{false};
+  std::atomic<PrintFunction> print_fn{nullptr};
+  std::atomic<void*> print_user{nullptr};
+
+  // --- names ---
+  std::mutex names_mutex;
+  std::unordered_map<std::string, std::uint32_t> name_ids;
+  std::atomic<std::uint32_t> name_count{0};
+
+  ThreadRegistry<ThreadRecord> threads;
+
+  std::mutex one_time_mutex;
+  std::vector<OneTime> one_time;
+
+  std::mutex gpu_mutex;
+  std::unordered_map<std::uint32_t, std::unique_ptr<GpuAggregate>> gpu;
+
+  std::mutex report_mutex;
+  pid_t owner_pid = 0;
+  RankInfo rank;
+  std::string host;
+
+  // --- exit output (LAPTIME_OUTPUT, LAPTIME_PRINT_AT_EXIT) ---
+  std::atomic<bool> exit_hook_registered{false};
+  std::string exit_output_path;
+  bool exit_print = false;
+
+  // --- operations ---
+  std::uint32_t intern(std::string_view name);
+  LAPTIME_ALWAYS_INLINE std::uint32_t lookup(ThreadRecord& rec, std::string_view name);
+  std::uint32_t lookup_slow(ThreadRecord& rec, std::string_view name, NameCacheEntry& entry);
+  void prepare(Slot& s);
+  void start(std::string_view name);
+  void end(std::string_view name);
+  void start_features(Slot& s, std::uint32_t id, unsigned feats, bool measuring);
+  void end_features(ThreadRecord& rec, Slot& s, std::uint32_t id, unsigned feats, bool measuring,
+                    std::int64_t dt);
+  void finish_iter();
+  std::size_t collect_gpu(bool wait);
+  Results results();
+  void print(const std::string& text);
+  void reset();
+  void after_fork_in_child();
+};
+
+// The state made by this copy of the code, for its fork handler (which cannot capture).
+inline std::atomic<StopwatchState*>& created_stopwatch_state() {
+  static std::atomic<StopwatchState*> p{nullptr};
+  return p;
+}
+
+inline StopwatchState::StopwatchState()
+    : owner_pid(::getpid()), rank(detect_rank()), host(host_name()) {
+  created_stopwatch_state().store(this);
+  // A forked child (a DataLoader worker) gets a copy of this state, possibly with a lock held by
+  // a thread that does not exist there: re-arm every lock in the child. The child may keep
+  // measuring on its own copy; it never prints or writes the parent's results at exit.
+  ::pthread_atfork(nullptr, nullptr, [] {
+    if (StopwatchState* s = created_stopwatch_state().load()) s->after_fork_in_child();
+  });
+}
+
+inline void StopwatchState::after_fork_in_child() {
+  new (&config_mutex) std::mutex();
+  new (&names_mutex) std::mutex();
+  new (&one_time_mutex) std::mutex();
+  new (&gpu_mutex) std::mutex();
+  new (&report_mutex) std::mutex();
+  threads.after_fork_in_child(current_tid());
+  threads.for_each([](ThreadRecord& r, long, bool) { new (&r.mutex) std::mutex(); });
+}
+
+inline std::uint32_t StopwatchState::intern(std::string_view name) {
+  std::lock_guard<std::mutex> lock(names_mutex);
+  if (auto it = name_ids.find(std::string(name)); it != name_ids.end()) return it->second;
+  const std::uint32_t id = name_count.load(std::memory_order_relaxed);
+  if (id >= LAPTIME_MAX_NAMES) return kNoName;
+  auto [it, inserted] = name_ids.emplace(std::string(name), id);
+  (void)inserted;
+  names[id].store(&it->first, std::memory_order_release);  // node-based map: the key never moves
+  name_count.store(id + 1, std::memory_order_release);
+  return id;
+}
+
+LAPTIME_ALWAYS_INLINE std::uint32_t StopwatchState::lookup(ThreadRecord& rec,
+                                                           std::string_view name) {
+  const auto key = reinterpret_cast<std::uintptr_t>(name.data());
+  NameCacheEntry& e = rec.cache[((key >> 3) ^ (key >> 9) ^ name.size()) & 63];
+  if (LAPTIME_LIKELY(e.ptr == name.data() && e.len == name.size() &&
+                     std::memcmp(name.data(), e.interned, name.size()) == 0)) {
+    return e.id;
+  }
+  return lookup_slow(rec, name, e);
+}
+
+// Out of line on purpose: keeps the hot path small.
+LAPTIME_NOINLINE inline std::uint32_t StopwatchState::lookup_slow(ThreadRecord& rec,
+                                                                  std::string_view name,
+                                                                  NameCacheEntry& entry) {
+  std::uint32_t id;
+  if (auto it = rec.known.find(name); it != rec.known.end()) {
+    id = it->second;
+  } else {
+    id = intern(name);
+    if (id == kNoName) {
+      usage_error("start_meas/end_meas",
+                  "more than LAPTIME_MAX_NAMES (" + std::to_string(LAPTIME_MAX_NAMES) +
+                      ") distinct measurement names; " + quoted(name) + " is not measured");
+      return kNoName;
+    }
+    rec.known.emplace(*names[id].load(std::memory_order_acquire), id);
+  }
+  const std::string* interned = names[id].load(std::memory_order_acquire);
+  entry.ptr = name.data();
+  entry.len = name.size();
+  entry.interned = interned->data();
+  entry.id = id;
+  return id;
+}
+
+inline void StopwatchState::prepare(Slot& s) {
+  // The histogram is allocated here, on the first start on this thread, so end_meas never
+  // allocates.
+  s.stats.add(0);
+  s.stats.clear();
+  s.generation = generation.load(std::memory_order_relaxed);
+  s.prepared = true;
+}
+
+inline void StopwatchState::start(std::string_view name) {
+  ThreadRecord& rec = threads.local();
+  const std::uint32_t id = lookup(rec, name);
+  if (LAPTIME_UNLIKELY(id == kNoName)) return;
+  Slot& s = rec.slot(id);
+  if (LAPTIME_UNLIKELY(!s.prepared)) prepare(s);
+  if (LAPTIME_UNLIKELY(s.running)) {
+    usage_error("start_meas(" + quoted(name) + ")",
+                quoted(name) +
+                    " is already running on this thread (end it with end_meas first; other "
+                    "threads may time the same name at the same time)");
+    return;
+  }
+  std::atomic<std::uint8_t>& flags = name_flags[id];
+  if (LAPTIME_UNLIKELY(!(flags.load(std::memory_order_relaxed) & kNameSeen))) {
+    flags.fetch_or(kNameSeen, std::memory_order_relaxed);
+  }
+  const bool measuring =
+      finished_iters.load(std::memory_order_relaxed) >= warmup.load(std::memory_order_relaxed);
+  s.measuring = measuring;
+  s.running = true;
+  ++rec.running;
+  const unsigned feats = features.load(std::memory_order_relaxed);
+  if (LAPTIME_UNLIKELY(feats != 0)) start_features(s, id, feats, measuring);
+  s.start_ns = now_ns();
+}
+
+inline void StopwatchState::start_features(Slot& s, std::uint32_t id, unsigned feats,
+                                           bool measuring) {
+  if ((feats & kFeatTracked) && (name_flags[id].load(std::memory_order_relaxed) & kNameTracked)) {
+    s.sampled = true;
+    ResourceSlot* r = s.resources.load(std::memory_order_relaxed);
+    if (r == nullptr) {
+      r = new ResourceSlot();
+      s.resources.store(r, std::memory_order_release);
+    }
+    r->start = resources::sample();
+  } else {
+    s.sampled = false;
+  }
+  if (feats & kFeatGpuTiming) {
+    s.gpu_token = cuda::GpuEventTimer::instance().start(gpu_stream.load(std::memory_order_relaxed));
+  }
+  // The sync comes last, right before the start timestamp (SPEC §1).
+  if ((feats & kFeatCudaSync) && measuring) cuda::synchronize();
+}
+
+inline void StopwatchState::end(std::string_view name) {
+  const unsigned feats = features.load(std::memory_order_relaxed);
+  if (LAPTIME_UNLIKELY(feats & kFeatCudaSync)) {
+    // Sync before the end timestamp, for intervals that synced at their start (after warm-up).
+    // Decided per interval below; here we only know whether syncing is configured at all.
+    ThreadRecord& rec = threads.local();
+    const std::uint32_t id = lookup(rec, name);
+    if (id != kNoName) {
+      Slot& s = rec.slot(id);
+      if (s.running && s.measuring) cuda::synchronize();
+    }
+  }
+  const std::int64_t t = now_ns();
+  ThreadRecord& rec = threads.local();
+  const std::uint32_t id = lookup(rec, name);
+  if (LAPTIME_UNLIKELY(id == kNoName)) return;
+  Slot& s = rec.slot(id);
+  if (LAPTIME_UNLIKELY(!s.running)) {
+    usage_error("end_meas(" + quoted(name) + ")",
+                quoted(name) + " is not running on this thread (no start_meas(" + quoted(name) +
+                    ") on this thread, or it already ended)");
+    return;
+  }
+  s.running = false;
+  --rec.running;
+  const std::int64_t dt = t > s.start_ns ? t - s.start_ns : 0;
+  const std::uint32_t gen = generation.load(std::memory_order_relaxed);
+  if (LAPTIME_UNLIKELY(s.generation != gen)) {  // reset() since this thread last wrote
+    s.stats.clear();
+    if (ResourceSlot* r = s.resources.load(std::memory_order_relaxed)) {
+      std::lock_guard<std::mutex> lock(rec.mutex);
+      r->usage = resources::Usage();
+    }
+    s.generation = gen;
+  }
+  // An interval belongs to the iteration in which it ends: warm-up is decided now.
+  const bool measuring =
+      finished_iters.load(std::memory_order_relaxed) >= warmup.load(std::memory_order_relaxed);
+  if (LAPTIME_LIKELY(measuring)) s.stats.add(static_cast<std::uint64_t>(dt));
+  std::atomic<std::uint8_t>& flags = name_flags[id];
+  if (LAPTIME_UNLIKELY(!(flags.load(std::memory_order_relaxed) & kNameSeen))) {
+    flags.fetch_or(kNameSeen, std::memory_order_relaxed);  // started before a reset()
+  }
+  if (LAPTIME_UNLIKELY(feats != 0)) end_features(rec, s, id, feats, measuring, dt);
+}
+
+inline void StopwatchState::end_features(ThreadRecord& rec, Slot& s, std::uint32_t id,
+                                         unsigned feats, bool measuring, std::int64_t dt) {
+  if (s.sampled) {
+    s.sampled = false;
+    const resources::Sample end_sample = resources::sample();
+    if (measuring) {
+      ResourceSlot* r = s.resources.load(std::memory_order_relaxed);
+      std::lock_guard<std::mutex> lock(rec.mutex);
+      r->usage.add(r->start, end_sample, static_cast<std::uint64_t>(dt));
+    }
+  }
+  if (s.gpu_token != cuda::GpuEventTimer::kInvalid) {
+    // tag: bit 63 = discard (warm-up), bits 32..62 = generation, bits 0..31 = name id
+    const std::uint64_t tag = (measuring ? 0 : (std::uint64_t{1} << 63)) |
+                              (std::uint64_t{s.generation & 0x7fffffffu} << 32) | id;
+    cuda::GpuEventTimer::instance().stop(s.gpu_token, gpu_stream.load(std::memory_order_relaxed),
+                                         tag);
+    s.gpu_token = cuda::GpuEventTimer::kInvalid;
+  }
+  (void)feats;
+}
+
+inline void StopwatchState::finish_iter() {
+  ThreadRecord& rec = threads.local();
+  if (LAPTIME_UNLIKELY(rec.running > 0)) {
+    std::string running;
+    const std::uint32_t n = name_count.load(std::memory_order_acquire);
+    for (std::uint32_t id = 0; id < n; ++id) {
+      Slot* c = rec.chunks[id / kChunk].load(std::memory_order_relaxed);
+      if (c != nullptr && c[id % kChunk].running) {
+        if (!running.empty()) running += ", ";
+        running += quoted(*names[id].load(std::memory_order_acquire));
+      }
+    }
+    usage_error("finish_iter()", "measurement still running on this thread: " + running +
+                                     " (end it before finishing the iteration; measurements "
+                                     "running on other threads are fine)");
+    return;
+  }
+  const std::int64_t finished = finished_iters.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (NVTXRangeWrapper::instance().is_enabled()) {
+    char text[48];
+    std::snprintf(text, sizeof text, "iteration %lld", static_cast<long long>(finished));
+    NVTXRangeWrapper::instance().mark(text);
+  }
+  if (features.load(std::memory_order_relaxed) & kFeatGpuTiming) collect_gpu(false);
+  const int every = print_every.load(std::memory_order_relaxed);
+  const std::int64_t measured = finished - warmup.load(std::memory_order_relaxed);
+  if (every > 0 && measured > 0 && measured % every == 0) {
+    if (!print_rank0_only.load(std::memory_order_relaxed) || rank.rank == 0) {
+      print(results().to_text());
+    }
+  }
+}
+
+/// Resolves finished GPU event pairs into the per-name GPU statistics; returns how many pend.
+inline std::size_t StopwatchState::collect_gpu(bool wait) {
+  const std::uint32_t gen = generation.load(std::memory_order_relaxed) & 0x7fffffffu;
+  auto on_done = [&](std::uint64_t tag, std::uint64_t gpu_ns) {
+    if (tag >> 63) return;                           // ended during warm-up
+    if (((tag >> 32) & 0x7fffffffu) != gen) return;  // before a reset()
+    const auto id = static_cast<std::uint32_t>(tag & 0xffffffffu);
+    std::lock_guard<std::mutex> lock(gpu_mutex);
+    auto& agg = gpu[id];
+    if (!agg) agg = std::make_unique<GpuAggregate>();
+    agg->stats.add(gpu_ns);
+  };
+  auto& timer = cuda::GpuEventTimer::instance();
+  if (wait) {
+    timer.drain(on_done);
+    return 0;
+  }
+  return timer.poll(on_done);
+}
+
+inline void StopwatchState::print(const std::string& text) {
+  std::lock_guard<std::mutex> lock(report_mutex);
+  if (PrintFunction fn = print_fn.load()) {
+    fn(text.data(), text.size(), print_user.load());
+  } else {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+}
+
+inline Results StopwatchState::results() {
+  Results r;
+  r.rank = rank.rank;
+  r.world_size = rank.world_size;
+  r.pid = static_cast<long>(::getpid());
+  r.host = host;
+  r.num_warmup_iters = warmup.load(std::memory_order_relaxed);
+  r.iterations_finished = finished_iters.load(std::memory_order_relaxed);
+  r.iterations_measured = std::max<std::int64_t>(0, r.iterations_finished - r.num_warmup_iters);
+  const std::uint32_t gen = generation.load(std::memory_order_relaxed);
+  const std::uint32_t n = name_count.load(std::memory_order_acquire);
+
+  struct Merged {
+    IntervalStats stats;
+    int running = 0;
+    std::optional<resources::Usage> usage;
+  };
+  std::vector<std::unique_ptr<Merged>> merged(n);
+  for (auto& m : merged) m = std::make_unique<Merged>();
+  threads.for_each([&](ThreadRecord& rec, long, bool alive) {
+    for (std::uint32_t id = 0; id < n; ++id) {
+      Slot* c = rec.chunks[id / kChunk].load(std::memory_order_acquire);
+      if (c == nullptr) continue;
+      Slot& s = c[id % kChunk];
+      if (alive && s.running) ++merged[id]->running;
+      if (s.generation != gen) continue;
+      merged[id]->stats.merge_from(s.stats);
+      if (ResourceSlot* rs = s.resources.load(std::memory_order_acquire)) {
+        std::lock_guard<std::mutex> lock(rec.mutex);
+        if (!merged[id]->usage) merged[id]->usage.emplace();
+        merged[id]->usage->merge(rs->usage);
+      }
+    }
+  });
+  const bool gpu_timing = (features.load(std::memory_order_relaxed) & kFeatGpuTiming) != 0;
+  const std::uint64_t pending = gpu_timing ? collect_gpu(false) : 0;
+  std::lock_guard<std::mutex> gpu_lock(gpu_mutex);
+  for (std::uint32_t id = 0; id < n; ++id) {
+    const std::uint8_t flags = name_flags[id].load(std::memory_order_relaxed);
+    if (!(flags & kNameSeen)) continue;
+    const Merged& m = *merged[id];
+    MeasurementResult out;
+    out.name = *names[id].load(std::memory_order_acquire);
+    out.count = m.stats.count();
+    out.total_ns = static_cast<double>(m.stats.total_ns());
+    out.mean_per_iter_ns =
+        r.iterations_measured > 0 ? out.total_ns / static_cast<double>(r.iterations_measured) : 0.0;
+    out.mean_per_interval_ns = m.stats.mean_ns();
+    out.min_ns = static_cast<double>(m.stats.min_ns());
+    out.median_ns = m.stats.quantile_ns(0.5);
+    out.p90_ns = m.stats.quantile_ns(0.9);
+    out.p99_ns = m.stats.quantile_ns(0.99);
+    out.max_ns = static_cast<double>(m.stats.max_ns());
+    out.running = m.running;
+    if (flags & kNameTracked) {
+      ResourceFigures f;
+      if (m.usage) {
+        f.process_percent = m.usage->process_percent();
+        f.process_cores = m.usage->process_cores();
+        f.system_percent = m.usage->system_percent();
+        f.read_mb_per_s = m.usage->read_mb_per_s();
+        f.write_mb_per_s = m.usage->write_mb_per_s();
+        f.rchar_mb_per_s = m.usage->rchar_mb_per_s();
+        f.wchar_mb_per_s = m.usage->wchar_mb_per_s();
+      }
+      out.resources = f;
+    }
+    if (auto it = gpu.find(id); it != gpu.end() || gpu_timing) {
+      GpuFigures g;
+      if (it != gpu.end()) {
+        const IntervalStats& st = it->second->stats;
+        g.count = st.count();
+        g.total_ns = static_cast<double>(st.total_ns());
+        g.mean_per_interval_ns = st.mean_ns();
+        g.mean_per_iter_ns = r.iterations_measured > 0
+                                 ? g.total_ns / static_cast<double>(r.iterations_measured)
+                                 : 0.0;
+        g.min_ns = static_cast<double>(st.min_ns());
+        g.median_ns = st.quantile_ns(0.5);
+        g.max_ns = static_cast<double>(st.max_ns());
+      }
+      g.pending = pending;
+      out.gpu = g;
+    }
+    r.measurements.push_back(std::move(out));
+  }
+  {
+    std::lock_guard<std::mutex> lock(one_time_mutex);
+    for (const OneTime& o : one_time) {
+      r.one_time.push_back(
+          {o.name, static_cast<double>(o.running ? 0 : o.end_ns - o.start_ns), o.running});
+    }
+  }
+  return r;
+}
+
+inline void StopwatchState::reset() {
+  // Statistics are dropped lazily: a slot whose generation is old is cleared by its own thread
+  // on its next end_meas, and ignored by reports until then.
+  generation.fetch_add(1, std::memory_order_relaxed);
+  finished_iters.store(0, std::memory_order_relaxed);
+  const std::uint32_t n = name_count.load(std::memory_order_acquire);
+  for (std::uint32_t id = 0; id < n; ++id) {
+    name_flags[id].fetch_and(static_cast<std::uint8_t>(~kNameSeen), std::memory_order_relaxed);
+  }
+  {
+    std::lock_guard<std::mutex> lock(one_time_mutex);
+    one_time.clear();
+  }
+  std::lock_guard<std::mutex> lock(gpu_mutex);
+  gpu.clear();
+}
+
+inline StopwatchState& stopwatch_state() {
+  return process_singleton<StopwatchState>("stopwatch");
+}
+
+}  // namespace detail
+LAPTIME_END_NAMESPACE
