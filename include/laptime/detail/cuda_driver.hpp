@@ -1,0 +1,264 @@
+// laptime internals: the CUDA driver, loaded at run time.
+//
+// laptime links nothing of CUDA. It opens libcuda.so.1 with dlopen the first time a CUDA feature
+// is used, initialises it, and looks up the few entry points it needs through cuGetProcAddress
+// (falling back to dlsym for drivers older than 11.3). Because the driver is the layer below every
+// CUDA runtime, this works whatever runtime the framework links (PyTorch's bundled cudart, a
+// static cudart, another toolkit version) and syncs the very context that runtime made current.
+//
+// The toolkit's cuda.h is used for types only, and only where LAPTIME_HAVE_CUDA_HEADERS is
+// defined (the CMake target laptime::laptime defines it where the toolkit is found). Without it
+// nothing CUDA is declared and every CUDA feature reports "unavailable".
+#pragma once
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <initializer_list>
+#include <string>
+
+#include "laptime/config.hpp"
+#include "laptime/detail/process_singleton.hpp"
+
+// LAPTIME_CUDA_DRIVER_API: 1 where the driver layer is compiled in (enabled and cuda.h known).
+#ifndef LAPTIME_CUDA_DRIVER_API
+#if LAPTIME_ENABLED && defined(LAPTIME_HAVE_CUDA_HEADERS)
+#define LAPTIME_CUDA_DRIVER_API 1
+#else
+#define LAPTIME_CUDA_DRIVER_API 0
+#endif
+#endif
+
+#if LAPTIME_CUDA_DRIVER_API
+#include <cuda.h>
+#endif
+
+LAPTIME_BEGIN_NAMESPACE
+namespace detail {
+
+#if LAPTIME_CUDA_DRIVER_API
+
+/// The driver entry points laptime calls. Plain function pointers so that tests can hand a fake
+/// driver to the code that uses them (GpuEventTimer takes a CudaDriverApi).
+struct CudaDriverApi {
+  CUresult(CUDAAPI* init)(unsigned int flags) = nullptr;
+  CUresult(CUDAAPI* driver_get_version)(int* version) = nullptr;
+  CUresult(CUDAAPI* device_get_count)(int* count) = nullptr;
+  CUresult(CUDAAPI* get_error_name)(CUresult error, const char** name) = nullptr;
+  CUresult(CUDAAPI* ctx_synchronize)() = nullptr;
+  CUresult(CUDAAPI* ctx_get_current)(CUcontext* ctx) = nullptr;
+  CUresult(CUDAAPI* ctx_push_current)(CUcontext ctx) = nullptr;
+  CUresult(CUDAAPI* ctx_pop_current)(CUcontext* ctx) = nullptr;
+  CUresult(CUDAAPI* stream_is_capturing)(CUstream stream, CUstreamCaptureStatus* status) = nullptr;
+  CUresult(CUDAAPI* event_create)(CUevent* event, unsigned int flags) = nullptr;
+  CUresult(CUDAAPI* event_destroy)(CUevent event) = nullptr;
+  CUresult(CUDAAPI* event_record)(CUevent event, CUstream stream) = nullptr;
+  CUresult(CUDAAPI* event_query)(CUevent event) = nullptr;
+  CUresult(CUDAAPI* event_synchronize)(CUevent event) = nullptr;
+  CUresult(CUDAAPI* event_elapsed_time)(float* ms, CUevent start, CUevent end) = nullptr;
+  CUresult(CUDAAPI* profiler_start)() = nullptr;
+  CUresult(CUDAAPI* profiler_stop)() = nullptr;
+};
+
+/// Names of the errors laptime reports where the driver cannot name them itself (cuInit failing
+/// before cuGetErrorName works, the toolkit's stub library).
+inline const char* cuda_error_fallback_name(CUresult r) noexcept {
+  // Numbers, not enumerators: older cuda.h versions lack some of these names.
+  switch (static_cast<int>(r)) {
+    case 3:
+      return "CUDA_ERROR_NOT_INITIALIZED";
+    case 4:
+      return "CUDA_ERROR_DEINITIALIZED";
+    case 34:
+      return "CUDA_ERROR_STUB_LIBRARY (a stub libcuda, no real driver)";
+    case 46:
+      return "CUDA_ERROR_DEVICE_UNAVAILABLE";
+    case 100:
+      return "CUDA_ERROR_NO_DEVICE";
+    case 201:
+      return "CUDA_ERROR_INVALID_CONTEXT";
+    case 400:
+      return "CUDA_ERROR_INVALID_HANDLE";
+    case 600:
+      return "CUDA_ERROR_NOT_READY";
+    case 709:
+      return "CUDA_ERROR_CONTEXT_IS_DESTROYED";
+    case 803:
+      return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+    case 804:
+      return "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE";
+    default:
+      return "CUDA error";
+  }
+}
+
+/// "CUDA_ERROR_NOT_READY (600)": the driver's name for `r` where it has one.
+inline std::string cuda_error_text(const CudaDriverApi& api, CUresult r) {
+  const char* name = nullptr;
+  if (api.get_error_name == nullptr || api.get_error_name(r, &name) != CUDA_SUCCESS ||
+      name == nullptr) {
+    name = cuda_error_fallback_name(r);
+  }
+  return std::string(name) + " (" + std::to_string(static_cast<int>(r)) + ")";
+}
+
+#endif  // LAPTIME_CUDA_DRIVER_API
+
+/// The process's driver: loaded once, shared by every copy of the header (process_singleton).
+struct CudaDriver {
+#if LAPTIME_CUDA_DRIVER_API
+  CudaDriverApi api;
+#endif
+  bool available = false;  // loaded, cuInit succeeded, at least one device
+  int driver_version = 0;  // cuDriverGetVersion: 13000 for CUDA 13.0
+  int device_count = 0;
+  std::string status;  // one line for users: what was loaded, or why CUDA is unavailable
+};
+
+#if LAPTIME_CUDA_DRIVER_API
+
+/// The CUDA version whose entry-point ABI laptime asks for: the headers it was compiled against,
+/// capped at what the driver supports. Asking for the driver's own version instead could hand
+/// back a newer variant (a future _v3) whose signature differs from the one declared above.
+inline int cuda_abi_version(int driver_version) noexcept {
+  return driver_version < CUDA_VERSION ? driver_version : CUDA_VERSION;
+}
+
+/// Opens the driver library at `path` and fills a CudaDriver. Never throws; on failure `status`
+/// says what went wrong. Public for tests (a missing library, the toolkit's stub library).
+inline CudaDriver load_cuda_driver(const char* path) {
+  CudaDriver d;
+  // RTLD_NODELETE: function pointers into the driver must stay valid for the whole process.
+  void* lib = ::dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (lib == nullptr) {
+    const char* why = ::dlerror();
+    d.status = std::string("unavailable: cannot load the CUDA driver ") + path + " (" +
+               (why != nullptr ? why : "dlopen failed") + ")";
+    return d;
+  }
+  CudaDriverApi& a = d.api;
+  auto sym = [lib](const char* name) { return ::dlsym(lib, name); };
+  a.init = reinterpret_cast<decltype(a.init)>(sym("cuInit"));
+  a.driver_get_version =
+      reinterpret_cast<decltype(a.driver_get_version)>(sym("cuDriverGetVersion"));
+  a.get_error_name = reinterpret_cast<decltype(a.get_error_name)>(sym("cuGetErrorName"));
+  if (a.init == nullptr || a.driver_get_version == nullptr) {
+    d.status = std::string("unavailable: ") + path + " is not a CUDA driver (no cuInit)";
+    return d;
+  }
+  if (const CUresult r = a.init(0); r != CUDA_SUCCESS) {
+    d.status = "unavailable: cuInit failed: " + cuda_error_text(a, r);
+    return d;
+  }
+  (void)a.driver_get_version(&d.driver_version);
+  const int abi = cuda_abi_version(d.driver_version);
+
+  // cuGetProcAddress_v2 (CUDA 12.0+) reports per symbol whether the version sufficed;
+  // cuGetProcAddress (11.3+) has no status argument.
+  using GetProc2 =
+      CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+  using GetProc1 = CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t);
+  const auto get_proc2 = reinterpret_cast<GetProc2>(sym("cuGetProcAddress_v2"));
+  const auto get_proc1 = reinterpret_cast<GetProc1>(sym("cuGetProcAddress"));
+  // `base` is the name without version suffix (what cuGetProcAddress wants); `fallbacks` are the
+  // exported names for dlsym, newest ABI first. LEGACY_STREAM: a null stream handle means the
+  // legacy default stream, as documented for GpuEventTimer.
+  auto resolve = [&](const char* base, std::initializer_list<const char*> fallbacks) -> void* {
+    void* fn = nullptr;
+    if (get_proc2 != nullptr) {
+      CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+      if (get_proc2(base, &fn, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) != CUDA_SUCCESS ||
+          found != CU_GET_PROC_ADDRESS_SUCCESS) {
+        fn = nullptr;
+      }
+    } else if (get_proc1 != nullptr) {
+      if (get_proc1(base, &fn, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM) != CUDA_SUCCESS)
+        fn = nullptr;
+    }
+    for (const char* name : fallbacks) {
+      if (fn != nullptr) break;
+      fn = sym(name);
+    }
+    return fn;
+  };
+#define LAPTIME_CUDA_RESOLVE(member, base, ...) \
+  a.member = reinterpret_cast<decltype(a.member)>(resolve(base, {__VA_ARGS__}))
+  LAPTIME_CUDA_RESOLVE(device_get_count, "cuDeviceGetCount", "cuDeviceGetCount");
+  LAPTIME_CUDA_RESOLVE(ctx_synchronize, "cuCtxSynchronize", "cuCtxSynchronize");
+  LAPTIME_CUDA_RESOLVE(ctx_get_current, "cuCtxGetCurrent", "cuCtxGetCurrent");
+  LAPTIME_CUDA_RESOLVE(ctx_push_current, "cuCtxPushCurrent", "cuCtxPushCurrent_v2");
+  LAPTIME_CUDA_RESOLVE(ctx_pop_current, "cuCtxPopCurrent", "cuCtxPopCurrent_v2");
+  LAPTIME_CUDA_RESOLVE(stream_is_capturing, "cuStreamIsCapturing", "cuStreamIsCapturing");
+  LAPTIME_CUDA_RESOLVE(event_create, "cuEventCreate", "cuEventCreate");
+  LAPTIME_CUDA_RESOLVE(event_destroy, "cuEventDestroy", "cuEventDestroy_v2");
+  LAPTIME_CUDA_RESOLVE(event_record, "cuEventRecord", "cuEventRecord");
+  LAPTIME_CUDA_RESOLVE(event_query, "cuEventQuery", "cuEventQuery");
+  LAPTIME_CUDA_RESOLVE(event_synchronize, "cuEventSynchronize", "cuEventSynchronize");
+  // CUDA 12.8 added cuEventElapsedTime_v2 (same signature); CUDA 13 exports only that one.
+  LAPTIME_CUDA_RESOLVE(event_elapsed_time, "cuEventElapsedTime", "cuEventElapsedTime_v2",
+                       "cuEventElapsedTime");
+  LAPTIME_CUDA_RESOLVE(profiler_start, "cuProfilerStart", "cuProfilerStart");
+  LAPTIME_CUDA_RESOLVE(profiler_stop, "cuProfilerStop", "cuProfilerStop");
+#undef LAPTIME_CUDA_RESOLVE
+
+  const char* missing = nullptr;
+  if (a.device_get_count == nullptr) missing = "cuDeviceGetCount";
+  if (a.ctx_synchronize == nullptr) missing = "cuCtxSynchronize";
+  if (a.ctx_get_current == nullptr) missing = "cuCtxGetCurrent";
+  if (a.ctx_push_current == nullptr) missing = "cuCtxPushCurrent";
+  if (a.ctx_pop_current == nullptr) missing = "cuCtxPopCurrent";
+  if (a.stream_is_capturing == nullptr) missing = "cuStreamIsCapturing";
+  if (a.event_create == nullptr) missing = "cuEventCreate";
+  if (a.event_destroy == nullptr) missing = "cuEventDestroy";
+  if (a.event_record == nullptr) missing = "cuEventRecord";
+  if (a.event_query == nullptr) missing = "cuEventQuery";
+  if (a.event_synchronize == nullptr) missing = "cuEventSynchronize";
+  if (a.event_elapsed_time == nullptr) missing = "cuEventElapsedTime";
+  if (a.profiler_start == nullptr) missing = "cuProfilerStart";
+  if (a.profiler_stop == nullptr) missing = "cuProfilerStop";
+  const std::string version =
+      std::to_string(d.driver_version / 1000) + "." + std::to_string(d.driver_version % 1000 / 10);
+  if (missing != nullptr) {
+    d.status = "unavailable: the CUDA driver (" + version + ") has no " + missing;
+    return d;
+  }
+  if (const CUresult r = a.device_get_count(&d.device_count); r != CUDA_SUCCESS) {
+    d.status = "unavailable: cuDeviceGetCount failed: " + cuda_error_text(a, r);
+    return d;
+  }
+  if (d.device_count <= 0) {
+    d.status = "unavailable: the CUDA driver (" + version + ") sees no device";
+    return d;
+  }
+  d.available = true;
+  d.status = "CUDA driver " + version + " (" + path + "), " + std::to_string(d.device_count) +
+             (d.device_count == 1 ? " device" : " devices");
+  return d;
+}
+
+#endif  // LAPTIME_CUDA_DRIVER_API
+
+struct CudaDriverHolder {
+  CudaDriverHolder() {
+#if LAPTIME_CUDA_DRIVER_API
+    // LAPTIME_CUDA_DRIVER: another driver library (a non-standard install, a test double).
+    const char* path = std::getenv("LAPTIME_CUDA_DRIVER");
+    driver = load_cuda_driver(path != nullptr && *path != '\0' ? path : "libcuda.so.1");
+#elif LAPTIME_ENABLED
+    driver.status =
+        "unavailable: laptime was built without the CUDA headers (LAPTIME_HAVE_CUDA_HEADERS)";
+#else
+    driver.status = "unavailable: laptime is compiled out (LAPTIME_DISABLE)";
+#endif
+  }
+  CudaDriver driver;
+};
+
+/// The process's CUDA driver, loaded on first use (thread-safe; one load per process).
+inline const CudaDriver& cuda_driver() {
+  return process_singleton<CudaDriverHolder>("cuda_driver").driver;
+}
+
+}  // namespace detail
+LAPTIME_END_NAMESPACE
