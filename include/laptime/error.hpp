@@ -91,7 +91,7 @@ inline void warn_once(std::string_view key, std::string_view message) {
       std::fprintf(stderr, "%s\n", message.c_str());
       return;
     case ErrorPolicy::Abort:
-      std::fprintf(stderr, "%s (aborting: LAPTIME_ON_ERROR=abort)\n", message.c_str());
+      std::fprintf(stderr, "%s (aborting: laptime error policy is Abort)\n", message.c_str());
       std::abort();
     case ErrorPolicy::Throw:
       break;

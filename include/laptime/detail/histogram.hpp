@@ -160,6 +160,8 @@ class IntervalStats {
   double quantile_ns(double q) const noexcept {
     const Histogram* h = hist_.load(std::memory_order_acquire);
     if (h == nullptr || count() == 0) return 0.0;
+    if (q <= 0.0) return static_cast<double>(min_ns());
+    if (q >= 1.0) return static_cast<double>(max_ns());
     return std::clamp(h->quantile(q), static_cast<double>(min_ns()), static_cast<double>(max_ns()));
   }
 

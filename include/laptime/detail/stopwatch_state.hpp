@@ -576,5 +576,26 @@ inline StopwatchState& stopwatch_state() {
   return process_singleton<StopwatchState>("stopwatch");
 }
 
+/// Tests only: back to the state before the first enable() (names stay interned).
+inline void testing_reset_stopwatch() {
+  StopwatchState& s = stopwatch_state();
+  {
+    std::lock_guard<std::mutex> lock(s.config_mutex);
+    s.enabled.store(false);
+    s.configured = false;
+    s.features.store(0);
+    s.warmup.store(0);
+    s.print_every.store(0);
+    s.print_rank0_only.store(false);
+    s.print_fn.store(nullptr);
+    s.gpu_stream.store(nullptr);
+  }
+  const std::uint32_t n = s.name_count.load(std::memory_order_acquire);
+  for (std::uint32_t id = 0; id < n; ++id) s.name_flags[id].store(0);
+  ThreadRecord& rec = s.threads.local();
+  rec.adopt(rec.tid);  // drop what a failed test left running on this thread
+  s.reset();
+}
+
 }  // namespace detail
 LAPTIME_END_NAMESPACE

@@ -1,0 +1,172 @@
+// The statistics and formatting are plain code: tested here with known data.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "laptime/detail/env.hpp"
+#include "laptime/detail/format.hpp"
+#include "laptime/detail/histogram.hpp"
+#include "test_support.hpp"
+
+using laptime::detail::Histogram;
+using laptime::detail::IntervalStats;
+
+namespace {
+double exact_quantile(std::vector<std::uint64_t> v, double q) {
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return static_cast<double>(v[std::max<std::size_t>(rank, 1) - 1]);
+}
+}  // namespace
+
+TEST_CASE("every value falls in a bucket whose range contains it") {
+  for (std::uint64_t v : {0ull, 1ull, 63ull, 64ull, 65ull, 127ull, 128ull, 1000ull, 123456789ull,
+                          (1ull << 47) - 1, (1ull << 47)}) {
+    const std::size_t b = Histogram::bucket_of(v);
+    CAPTURE(v);
+    REQUIRE(b < Histogram::kBuckets);
+    CHECK(Histogram::bucket_low(b) <= v);
+    if (v < (1ull << 47)) CHECK(v < Histogram::bucket_low(b) + Histogram::bucket_width(b));
+  }
+  // buckets are contiguous and increasing
+  for (std::size_t b = 1; b < Histogram::kBuckets; ++b) {
+    CHECK(Histogram::bucket_low(b) ==
+          Histogram::bucket_low(b - 1) + Histogram::bucket_width(b - 1));
+  }
+}
+
+TEST_CASE("percentiles are within 1 % of the exact ones on known data") {
+  std::mt19937_64 rng(42);
+  std::lognormal_distribution<double> dist(std::log(2e6), 0.8);  // ~2 ms, heavy tail
+  std::vector<std::uint64_t> values;
+  IntervalStats stats;
+  for (int i = 0; i < 100000; ++i) {
+    const auto v = static_cast<std::uint64_t>(dist(rng));
+    values.push_back(v);
+    stats.add(v);
+  }
+  for (double q : {0.01, 0.1, 0.5, 0.9, 0.99, 0.999}) {
+    CAPTURE(q);
+    const double exact = exact_quantile(values, q);
+    CHECK(std::fabs(stats.quantile_ns(q) - exact) / exact <= 0.01);
+  }
+  CHECK(stats.min_ns() == *std::min_element(values.begin(), values.end()));
+  CHECK(stats.max_ns() == *std::max_element(values.begin(), values.end()));
+  std::uint64_t total = 0;
+  for (auto v : values) total += v;
+  CHECK(stats.total_ns() == total);  // exact
+  CHECK(stats.count() == values.size());
+  CHECK(stats.quantile_ns(0.0) == stats.min_ns());
+  CHECK(stats.quantile_ns(1.0) == stats.max_ns());
+}
+
+TEST_CASE("small values are exact and uniform data gives the textbook percentiles") {
+  IntervalStats stats;
+  for (std::uint64_t v = 1; v <= 50; ++v) stats.add(v);
+  CHECK(stats.quantile_ns(0.5) == 25);
+  CHECK(stats.quantile_ns(0.9) == 45);
+  CHECK(stats.mean_ns() == doctest::Approx(25.5));
+
+  IntervalStats uniform;
+  for (std::uint64_t v = 1; v <= 1000000; ++v) uniform.add(v * 1000);  // 1 µs .. 1 s
+  CHECK(uniform.quantile_ns(0.5) == doctest::Approx(500e6).epsilon(0.01));
+  CHECK(uniform.quantile_ns(0.9) == doctest::Approx(900e6).epsilon(0.01));
+  CHECK(uniform.quantile_ns(0.99) == doctest::Approx(990e6).epsilon(0.01));
+}
+
+TEST_CASE("memory is bounded: the statistics have a fixed size whatever the number of values") {
+  static_assert(sizeof(Histogram) == Histogram::kBuckets * sizeof(std::uint64_t));
+  CHECK(sizeof(Histogram) < 32 * 1024);
+  IntervalStats stats;
+  for (std::uint64_t i = 0; i < 5000000; ++i) stats.add(i * 7919 % 100000000);
+  CHECK(stats.count() == 5000000);
+  // values beyond the range share the last bucket instead of growing anything
+  stats.add(~0ull);
+  CHECK(stats.max_ns() == ~0ull);
+}
+
+TEST_CASE("merging per-thread statistics equals accumulating them in one") {
+  IntervalStats a, b, all, merged;
+  for (std::uint64_t v = 1; v < 5000; ++v) {
+    (v % 3 ? a : b).add(v * 13);
+    all.add(v * 13);
+  }
+  merged.merge_from(a);
+  merged.merge_from(b);
+  CHECK(merged.count() == all.count());
+  CHECK(merged.total_ns() == all.total_ns());
+  CHECK(merged.min_ns() == all.min_ns());
+  CHECK(merged.max_ns() == all.max_ns());
+  for (double q : {0.1, 0.5, 0.99}) CHECK(merged.quantile_ns(q) == all.quantile_ns(q));
+  IntervalStats empty;
+  CHECK(empty.mean_ns() == 0);
+  CHECK(empty.quantile_ns(0.5) == 0);
+  CHECK(empty.min_ns() == 0);
+}
+
+TEST_CASE("durations are printed with a readable unit") {
+  using laptime::detail::format_duration;
+  CHECK(format_duration(812) == "812 ns");
+  CHECK(format_duration(3410) == "3.41 \xC2\xB5s");
+  CHECK(format_duration(17.24e6) == "17.2 ms");
+  CHECK(format_duration(723e9) == "723 s");
+  CHECK(format_duration(0) == "0 ns");
+}
+
+TEST_CASE("JSON strings are escaped and always valid UTF-8") {
+  std::string out;
+  laptime::detail::json_string(out,
+                               std::string("a\"b\\c\n\x01 \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+  CHECK(out == "\"a\\\"b\\\\c\\u000a\\u0001 \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"");
+  out.clear();
+  laptime::detail::json_string(out, "\xff\xc0\x80\xed\xa0\x80");  // invalid, overlong, surrogate
+  CHECK(out == "\"\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"");
+  out.clear();
+  laptime::detail::json_number(out, std::nullopt);
+  laptime::detail::json_number(out, 1.5);
+  laptime::detail::json_number(out, std::nan(""));
+  CHECK(out == "null1.5null");
+}
+
+TEST_CASE("rank and world size come from the usual launchers' variables") {
+  auto env = [](std::initializer_list<std::pair<const char*, const char*>> vars) {
+    return [vars](const char* name) -> const char* {
+      for (const auto& [k, v] : vars) {
+        if (std::string(k) == name) return v;
+      }
+      return nullptr;
+    };
+  };
+  auto r = laptime::detail::detect_rank(env({}));
+  CHECK(r.rank == 0);
+  CHECK(r.world_size == 1);
+  r = laptime::detail::detect_rank(env({{"RANK", "3"}, {"WORLD_SIZE", "8"}}));
+  CHECK(r.rank == 3);
+  CHECK(r.world_size == 8);
+  r = laptime::detail::detect_rank(
+      env({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "16"}}));
+  CHECK(r.rank == 5);
+  CHECK(r.world_size == 16);
+  r = laptime::detail::detect_rank(env({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}}));
+  CHECK(r.rank == 2);
+  CHECK(std::string(r.source) == "SLURM_PROCID");
+  r = laptime::detail::detect_rank(env({{"RANK", "banana"}, {"SLURM_PROCID", "1"}}));
+  CHECK(r.rank == 1);  // a malformed variable is skipped
+  r = laptime::detail::detect_rank(env({{"RANK", "7"}}));
+  CHECK(r.world_size == 8);  // at least rank + 1
+}
+
+TEST_CASE("environment values are parsed strictly") {
+  using laptime::detail::parse_bool;
+  using laptime::detail::parse_int;
+  CHECK(parse_bool("TRUE") == true);
+  CHECK(parse_bool("off") == false);
+  CHECK_FALSE(parse_bool("2").has_value());
+  CHECK(parse_int(" 42 ") == 42);
+  CHECK_FALSE(parse_int("4x").has_value());
+  CHECK_FALSE(parse_int("99999999999").has_value());
+  CHECK_FALSE(parse_int("").has_value());
+}

@@ -1,0 +1,582 @@
+// The Stopwatch as a user relies on it: SPEC §1 (behaviour), §4 (errors), §6 (JSON).
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <new>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "laptime/stopwatch.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+// Counts every allocation of the process, to show that the hot path allocates nothing.
+std::atomic<long> g_allocations{0};
+
+#if LAPTIME_ENABLED
+struct Fresh {
+  Fresh() {
+    laptime::detail::testing_reset_stopwatch();
+    laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  }
+  ~Fresh() { laptime::detail::testing_reset_stopwatch(); }
+};
+#else
+struct Fresh {};
+#endif
+
+const laptime::MeasurementResult* find(const laptime::Results& r, const std::string& name) {
+  for (const auto& m : r.measurements) {
+    if (m.name == name) return &m;
+  }
+  return nullptr;
+}
+
+void spin_for(std::chrono::microseconds d) {
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+std::string error_of(void (*f)()) {
+  try {
+    f();
+  } catch (const laptime::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// A replacement allocator pair: GCC's -Wmismatched-new-delete does not see that these match.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+
+TEST_CASE("before enable, every call does nothing and records nothing" * LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  CHECK_FALSE(sw.is_enabled());
+  sw.start_meas("x");
+  sw.end_meas("never started");  // not an error before enable: nothing is checked
+  sw.finish_iter();
+  sw.start_one_time_measurement("once");
+  CHECK(sw.results().measurements.empty());
+  CHECK(sw.results().one_time.empty());
+  CHECK(sw.get_num_nonwarmup_iters_measured() == 0);
+}
+
+TEST_CASE("warm-up iterations are not accumulated" * LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(2, std::nullopt, false);
+  CHECK(sw.is_enabled());
+  for (int i = 0; i < 5; ++i) {
+    sw.start_meas("step");
+    spin_for(std::chrono::microseconds(i < 2 ? 3000 : 100));  // warm-up is slow, as in real life
+    sw.end_meas("step");
+    sw.finish_iter();
+  }
+  const auto r = sw.results();
+  CHECK(r.iterations_measured == 3);
+  CHECK(sw.get_num_nonwarmup_iters_measured() == 3);
+  const auto* m = find(r, "step");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == 3);
+  CHECK(m->max_ns < 2.5e6);  // none of the 3 ms warm-up intervals
+  CHECK(m->min_ns >= 1e5);
+  CHECK(m->mean_per_iter_ns == doctest::Approx(m->total_ns / 3));
+}
+
+TEST_CASE(
+    "a name seen only in warm-up is reported as having no measurement, never a division by "
+    "zero" *
+    LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(3, std::nullopt, false);
+  sw.start_meas("pipeline warm-up only");
+  sw.end_meas("pipeline warm-up only");
+  sw.finish_iter();
+  const auto r = sw.results();
+  const auto* m = find(r, "pipeline warm-up only");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == 0);
+  std::ostringstream text;
+  sw.print_eval_times(text);
+  CHECK(text.str().find("pipeline warm-up only") != std::string::npos);
+  CHECK(text.str().find("no measurement after warm-up") != std::string::npos);
+  CHECK(text.str().find("nan") == std::string::npos);
+  const std::string json = sw.to_json();
+  CHECK(json.find("\"mean_per_interval_s\": null") != std::string::npos);
+  CHECK(json.find("nan") == std::string::npos);
+  CHECK(json.find("inf") == std::string::npos);
+}
+
+TEST_CASE("several intervals of one name in an iteration add up" * LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  for (int i = 0; i < 4; ++i) {
+    for (int k = 0; k < 3; ++k) {
+      sw.start_meas("loss");
+      spin_for(std::chrono::microseconds(200));
+      sw.end_meas("loss");
+    }
+    sw.finish_iter();
+  }
+  const auto* m = find(sw.results(), "loss");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == 12);
+  CHECK(m->mean_per_iter_ns == doctest::Approx(m->total_ns / 4));
+  CHECK(m->mean_per_iter_ns == doctest::Approx(3 * m->mean_per_interval_ns));
+  CHECK(m->mean_per_interval_ns >= 2e5);
+}
+
+TEST_CASE("a name measured only in some iterations is averaged over all measured iterations" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(1, std::nullopt, false);
+  for (int i = 0; i < 11; ++i) {  // 1 warm-up + 10 measured; "checkpoint" in 2 of them
+    sw.start_meas("step");
+    sw.end_meas("step");
+    if (i == 4 || i == 9) {
+      sw.start_meas("checkpoint");
+      spin_for(std::chrono::microseconds(500));
+      sw.end_meas("checkpoint");
+    }
+    sw.finish_iter();
+  }
+  const auto r = sw.results();
+  const auto* m = find(r, "checkpoint");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == 2);
+  CHECK(m->mean_per_iter_ns == doctest::Approx(m->total_ns / 10));
+  CHECK(m->mean_per_interval_ns == doctest::Approx(m->total_ns / 2));
+  // measurements keep first-seen order
+  REQUIRE(r.measurements.size() == 2);
+  CHECK(r.measurements[0].name == "step");
+  CHECK(r.measurements[1].name == "checkpoint");
+}
+
+namespace {
+std::vector<std::int64_t> g_printed_at;
+void record_print(const char* text, std::size_t size, void*) {
+  g_printed_at.push_back(laptime::Stopwatch::instance().results().iterations_finished);
+  CHECK(std::string(text, size).find("laptime stopwatch") != std::string::npos);
+}
+}  // namespace
+
+TEST_CASE("periodic printing with warm-up 2 and every 3 prints after iterations 5, 8 and 11" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  g_printed_at.clear();
+  sw.set_print_function(record_print, nullptr);
+  sw.enable(2, 3, false);
+  for (int i = 0; i < 12; ++i) {
+    sw.start_meas("step");
+    sw.end_meas("step");
+    sw.finish_iter();
+  }
+  CHECK(g_printed_at == std::vector<std::int64_t>{5, 8, 11});
+}
+
+TEST_CASE("print_every_n_iters of 0 or less is a usage error, not a division by zero" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  CHECK_THROWS_WITH_AS(sw.enable(0, 0, false), doctest::Contains("print_every_n_iters"),
+                       laptime::UsageError);
+  CHECK_THROWS_AS(sw.enable(0, -5, false), laptime::UsageError);
+  CHECK_THROWS_WITH_AS(sw.enable(-1, std::nullopt, false), doctest::Contains("num_warmup_iters"),
+                       laptime::UsageError);
+  CHECK_FALSE(sw.is_enabled());
+}
+
+TEST_CASE("enable again with the same arguments is a no-op, with different ones an error" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(1, 10, false);
+  sw.start_meas("a");
+  sw.end_meas("a");
+  sw.finish_iter();
+  CHECK_NOTHROW(sw.enable(1, 10, false));
+  CHECK(sw.results().iterations_finished == 1);  // nothing was reset
+  const std::string msg = error_of([] { laptime::Stopwatch::instance().enable(2, 10, false); });
+  CHECK(msg.find("already enabled") != std::string::npos);
+  CHECK(msg.find("num_warmup_iters=1") != std::string::npos);
+  CHECK(msg.find("num_warmup_iters=2") != std::string::npos);
+  CHECK(sw.results().num_warmup_iters == 1);
+}
+
+TEST_CASE("one-time measurements stand outside the iteration scheme" * LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(100, std::nullopt, false);  // all iterations are warm-up: one-time ones still count
+  sw.start_one_time_measurement("pipe_create");
+  spin_for(std::chrono::microseconds(1000));
+  sw.end_one_time_measurement("pipe_create");
+  sw.start_one_time_measurement("build");
+  auto r = sw.results();
+  REQUIRE(r.one_time.size() == 2);
+  CHECK(r.one_time[0].name == "pipe_create");
+  CHECK(r.one_time[0].duration_ns >= 1e6);
+  CHECK_FALSE(r.one_time[0].running);
+  CHECK(r.one_time[1].running);
+  CHECK(sw.to_json().find("\"one_time\": [{\"name\": \"pipe_create\", \"duration_s\": ") !=
+        std::string::npos);
+  CHECK_THROWS_WITH_AS(sw.start_one_time_measurement("pipe_create"),
+                       doctest::Contains("was already measured"), laptime::UsageError);
+  CHECK_THROWS_WITH_AS(sw.end_one_time_measurement("never"),
+                       doctest::Contains("no one-time measurement 'never' is running"),
+                       laptime::UsageError);
+  sw.end_one_time_measurement("build");
+  CHECK_FALSE(sw.results().one_time[1].running);
+}
+
+TEST_CASE("several threads may time the same name at once; all intervals feed its statistics" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  constexpr int kThreads = 4, kEach = 2000;
+  std::atomic<int> inside{0}, max_inside{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < kThreads; ++t) {
+    workers.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        sw.start_meas("load batch");
+        const int now = inside.fetch_add(1) + 1;
+        int seen = max_inside.load();
+        while (now > seen && !max_inside.compare_exchange_weak(seen, now)) {
+        }
+        if (i % 100 == 0) std::this_thread::yield();
+        inside.fetch_sub(1);
+        sw.end_meas("load batch");
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  sw.finish_iter();
+  const auto* m = find(sw.results(), "load batch");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == kThreads * kEach);  // threads that exited still count
+  CHECK(m->running == 0);
+  CHECK(max_inside.load() >= 1);
+}
+
+TEST_CASE(
+    "measurements running on other threads are legitimate at finish_iter and count in the "
+    "iteration in which they end" *
+    LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(1, std::nullopt, false);
+  std::atomic<int> phase{0};
+  std::thread loader([&] {
+    sw.start_meas("prefetch");  // starts during warm-up iteration 0
+    phase = 1;
+    while (phase.load() != 2) std::this_thread::yield();
+    sw.end_meas("prefetch");  // ends after warm-up: counts
+    phase = 3;
+  });
+  while (phase.load() != 1) std::this_thread::yield();
+  CHECK_NOTHROW(sw.finish_iter());
+  {
+    const auto* m = find(sw.results(), "prefetch");
+    REQUIRE(m != nullptr);
+    CHECK(m->running == 1);
+    std::ostringstream text;
+    sw.print_eval_times(text);  // allowed while measurements run
+    CHECK(text.str().find("prefetch [running]") != std::string::npos);
+    CHECK(sw.to_json().find("\"running\": true") != std::string::npos);
+  }
+  phase = 2;
+  loader.join();
+  const auto* m = find(sw.results(), "prefetch");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == 1);
+  CHECK(m->running == 0);
+}
+
+TEST_CASE(
+    "misuse raises UsageError naming the call, the measurement and the thread, and leaves "
+    "the state intact" *
+    LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  const std::string tid = std::to_string(laptime::detail::current_tid());
+
+  sw.start_meas("fwd");
+  std::string msg = error_of([] { laptime::Stopwatch::instance().start_meas("fwd"); });
+  CHECK(msg.find("start_meas('fwd')") != std::string::npos);
+  CHECK(msg.find("already running on this thread") != std::string::npos);
+  CHECK(msg.find("thread " + tid) != std::string::npos);
+
+  msg = error_of([] { laptime::Stopwatch::instance().finish_iter(); });
+  CHECK(msg.find("finish_iter()") != std::string::npos);
+  CHECK(msg.find("'fwd'") != std::string::npos);
+  CHECK(msg.find("thread " + tid) != std::string::npos);
+  CHECK(sw.results().iterations_finished == 0);  // the failed call did not advance
+
+  sw.end_meas("fwd");  // the first start is still the running one
+  msg = error_of([] { laptime::Stopwatch::instance().end_meas("fwd"); });
+  CHECK(msg.find("end_meas('fwd')") != std::string::npos);
+  CHECK(msg.find("not running on this thread") != std::string::npos);
+
+  msg = error_of([] { laptime::Stopwatch::instance().end_meas("bwd"); });
+  CHECK(msg.find("'bwd'") != std::string::npos);
+
+  sw.finish_iter();
+  const auto r = sw.results();
+  CHECK(r.iterations_finished == 1);
+  const auto* m = find(r, "fwd");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == 1);
+}
+
+TEST_CASE("UsageError is a std::logic_error" * LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  CHECK_THROWS_AS(sw.end_meas("nope"), std::logic_error);
+}
+
+TEST_CASE("the Warn policy prints one line and carries on; Abort aborts" * LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  laptime::set_error_policy(laptime::ErrorPolicy::Warn);
+  CHECK(laptime::error_policy() == laptime::ErrorPolicy::Warn);
+  CHECK_NOTHROW(sw.end_meas("not running"));
+  sw.start_meas("ok");
+  sw.end_meas("ok");
+  sw.finish_iter();
+  CHECK(find(sw.results(), "ok")->count == 1);
+  laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+
+  const pid_t child = ::fork();
+  if (child == 0) {
+    std::signal(SIGABRT, SIG_DFL);  // not doctest's crash handler: the parent checks the signal
+    laptime::set_error_policy(laptime::ErrorPolicy::Abort);
+    laptime::Stopwatch::instance().end_meas("not running");
+    ::_exit(0);  // not reached
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGABRT);
+}
+
+TEST_CASE("reset drops results and warm-up progress and keeps the configuration" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(1, std::nullopt, false);
+  for (int i = 0; i < 3; ++i) {
+    sw.start_meas("a");
+    sw.end_meas("a");
+    sw.finish_iter();
+  }
+  sw.start_one_time_measurement("setup");
+  sw.end_one_time_measurement("setup");
+  REQUIRE(find(sw.results(), "a")->count == 2);
+  sw.reset();
+  auto r = sw.results();
+  CHECK(r.iterations_finished == 0);
+  CHECK(r.measurements.empty());
+  CHECK(r.one_time.empty());
+  CHECK(sw.is_enabled());
+  CHECK(r.num_warmup_iters == 1);
+  // warm-up starts over: the first iteration after reset is warm-up again
+  for (int i = 0; i < 2; ++i) {
+    sw.start_meas("a");
+    sw.end_meas("a");
+    sw.finish_iter();
+  }
+  CHECK(find(sw.results(), "a")->count == 1);
+  sw.start_one_time_measurement("setup");  // the name may be used again after reset
+  sw.end_one_time_measurement("setup");
+}
+
+TEST_CASE("statistics: min, median, percentiles and max of known intervals" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  for (int i = 0; i < 200; ++i) {
+    sw.start_meas("sleep");
+    spin_for(std::chrono::microseconds(i < 190 ? 50 : 2000));  // 5 % slow outliers
+    sw.end_meas("sleep");
+    sw.finish_iter();
+  }
+  const auto* m = find(sw.results(), "sleep");
+  REQUIRE(m != nullptr);
+  CHECK(m->min_ns >= 50e3);
+  CHECK(m->median_ns < 500e3);
+  CHECK(m->p90_ns < 500e3);
+  CHECK(m->p99_ns >= 2000e3 * 0.99);
+  CHECK(m->max_ns >= 2000e3);
+  CHECK(m->min_ns <= m->median_ns);
+  CHECK(m->median_ns <= m->p90_ns);
+  CHECK(m->p90_ns <= m->p99_ns);
+  CHECK(m->p99_ns <= m->max_ns);
+}
+
+TEST_CASE("the hot path allocates nothing once a name is known to the thread" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  const std::string dynamic = std::string("data fetch") + " and decode";  // not a literal
+  sw.start_meas("step");
+  sw.end_meas("step");
+  sw.start_meas(dynamic);
+  sw.end_meas(dynamic);
+  const long before = g_allocations.load();
+  for (int i = 0; i < 100000; ++i) {
+    sw.start_meas("step");
+    sw.start_meas(dynamic);
+    sw.end_meas(dynamic);
+    sw.end_meas("step");
+  }
+  const std::string copy = dynamic;  // same text at another address: one allocation (the copy)
+  const long mid = g_allocations.load();
+  sw.start_meas(copy);
+  sw.end_meas(copy);
+  CHECK(mid - before == 1);
+  CHECK(g_allocations.load() == mid);
+  CHECK(find(sw.results(), "step")->count == 100001);
+}
+
+TEST_CASE("LAPTIME_MEAS and ScopedMeasurement time their scope, also when it throws" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  {
+    LAPTIME_MEAS("scope");
+    spin_for(std::chrono::microseconds(100));
+  }
+  try {
+    laptime::ScopedMeasurement m("throwing scope");
+    throw std::runtime_error("boom");
+  } catch (const std::runtime_error&) {
+  }
+  sw.finish_iter();  // nothing left running
+  const auto r = sw.results();
+  CHECK(find(r, "scope")->count == 1);
+  CHECK(find(r, "scope")->min_ns >= 100e3);
+  CHECK(find(r, "throwing scope")->count == 1);
+}
+
+TEST_CASE("the JSON carries the schema 1 keys" * LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(1, std::nullopt, false);
+  sw.track_cpu_usage("training loop");
+  for (int i = 0; i < 3; ++i) {
+    sw.start_meas("training loop");
+    sw.start_meas("quote\"and\\back\nslash");
+    sw.end_meas("quote\"and\\back\nslash");
+    sw.end_meas("training loop");
+    sw.finish_iter();
+  }
+  const std::string j = sw.to_json();
+  for (const char* key : {"\"schema\": 1",
+                          "\"rank\": ",
+                          "\"world_size\": ",
+                          "\"pid\": ",
+                          "\"host\": ",
+                          "\"num_warmup_iters\": 1",
+                          "\"iterations_measured\": 2",
+                          "\"measurements\": [",
+                          "\"name\": \"training loop\"",
+                          "\"count\": 2",
+                          "\"total_s\": ",
+                          "\"mean_per_iter_s\": ",
+                          "\"mean_per_interval_s\": ",
+                          "\"min_s\": ",
+                          "\"median_s\": ",
+                          "\"p90_s\": ",
+                          "\"p99_s\": ",
+                          "\"max_s\": ",
+                          "\"running\": false",
+                          "\"cpu\": {\"process_percent\": ",
+                          "\"process_cores\": ",
+                          "\"system_percent\": ",
+                          "\"io\": {\"read_mb_per_s\": ",
+                          "\"write_mb_per_s\": ",
+                          "\"one_time\": ["}) {
+    CAPTURE(key);
+    CHECK(j.find(key) != std::string::npos);
+  }
+  CHECK(j.find("\"name\": \"quote\\\"and\\\\back\\u000aslash\"") != std::string::npos);
+  // cpu/io only for tracked names: exactly one "cpu" object
+  CHECK(j.find("\"cpu\"") == j.rfind("\"cpu\""));
+  CHECK(j.front() == '{');
+  CHECK(j.back() == '}');
+}
+
+TEST_CASE("names are arbitrary bytes: empty, long, non-UTF-8" * LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  const std::string long_name(10000, 'x');
+  const std::string bad_utf8 = "caf\xe9 \xff";
+  const std::string with_nul("a\0b", 3);
+  for (const std::string& n : {std::string(), long_name, bad_utf8, with_nul}) {
+    sw.start_meas(n);
+    sw.end_meas(n);
+  }
+  sw.finish_iter();
+  const auto r = sw.results();
+  CHECK(r.measurements.size() == 4);
+  CHECK(find(r, with_nul) != nullptr);
+  CHECK(find(r, "a") == nullptr);  // "a\0b" is its own name
+  const std::string j = sw.to_json();
+  CHECK(j.find("caf\xEF\xBF\xBD \xEF\xBF\xBD") != std::string::npos);  // replaced, valid UTF-8
+  CHECK(j.find("a\\u0000b") != std::string::npos);
+}
+
+TEST_CASE("the compiled-out Stopwatch has the same API and records nothing") {
+  // Runs in both builds of the suite; in the LAPTIME_DISABLE build this is the whole check.
+  auto& sw = laptime::Stopwatch::instance();
+  if (!LAPTIME_ENABLED) {
+    sw.enable(0, 1, false);
+    sw.start_meas("x");
+    sw.end_meas("x");
+    sw.finish_iter();
+    sw.track_cpu_usage("x");
+    sw.start_one_time_measurement("y");
+    sw.end_one_time_measurement("y");
+    { LAPTIME_MEAS("z"); }
+    CHECK_FALSE(sw.is_enabled());
+    CHECK(sw.results().measurements.empty());
+    CHECK(sw.to_json().find("\"measurements\": []") != std::string::npos);
+  }
+}
