@@ -15,6 +15,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/procfs.hpp"
 #include "laptime/error.hpp"
 
@@ -47,6 +49,9 @@ struct Sample {
   std::uint64_t read_bytes = 0, write_bytes = 0, rchar = 0, wchar = 0;
   /// Processes counted in tree_cpu_s: the process itself plus its live descendants.
   std::uint32_t processes = 0;
+  /// Bytes the sampler itself had read from /proc (process-wide) when it read this process's io
+  /// file: its own reads count in rchar, and Usage::add takes them out again.
+  std::uint64_t sampler_bytes = 0;
 };
 
 /// Clock ticks per second of every /proc time field (sysconf(_SC_CLK_TCK)); 0 if unknown.
@@ -63,6 +68,15 @@ inline long clock_ticks() noexcept {
 }
 
 namespace detail {
+
+/// Bytes read from /proc by the sampler, process-wide (every copy of the header adds to one
+/// counter, as a start and an end sample may come from two different shared objects).
+struct SamplerCounters {
+  std::atomic<std::uint64_t> bytes_read{0};
+};
+inline std::atomic<std::uint64_t>& sampler_bytes_read() {
+  return laptime::detail::process_singleton<SamplerCounters>("sampler").bytes_read;
+}
 
 /// Closes a file descriptor on scope exit.
 class Fd {
@@ -94,6 +108,7 @@ inline long read_at(int dir_fd, const char* rel, char* buf, std::size_t cap) noe
     if (n == 0) break;
     size += static_cast<std::size_t>(n);
   }
+  sampler_bytes_read().fetch_add(size, std::memory_order_relaxed);
   return static_cast<long>(size);
 }
 
@@ -114,6 +129,7 @@ inline int read_all_at(int dir_fd, const char* rel, std::vector<char>& buf) {
     if (n == 0) break;
     size += static_cast<std::size_t>(n);
   }
+  sampler_bytes_read().fetch_add(size, std::memory_order_relaxed);
   buf.resize(size);
   return 0;
 }
@@ -214,6 +230,7 @@ class TreeWalk {
 
   bool children_failed() const noexcept { return children_failed_; }
   bool root_io_failed() const noexcept { return root_io_failed_; }
+  std::uint64_t sampler_bytes() const noexcept { return sampler_bytes_; }
 
  private:
   std::optional<laptime::detail::procfs::ProcessStat> read_stat(pid_t pid, int depth) {
@@ -243,6 +260,7 @@ class TreeWalk {
         n < 0 ? std::nullopt : laptime::detail::procfs::parse_io(std::string_view(buf, n));
     if (parsed) {
       io = *parsed;
+      if (depth == 0) sampler_bytes_ = sampler_bytes_read().load(std::memory_order_relaxed);
       return;
     }
     if (depth == 0) {
@@ -324,6 +342,7 @@ class TreeWalk {
   Scratch& s_;
   bool scan_ = false, scanned_ = false, scan_ok_ = false;
   bool children_failed_ = false, root_io_failed_ = false;
+  std::uint64_t sampler_bytes_ = 0;
 };
 
 }  // namespace detail
@@ -383,6 +402,7 @@ inline Sample sample_at(std::string_view proc_root, pid_t pid) noexcept {
           out.write_bytes = t.io.write_bytes;
           out.rchar = t.io.rchar;
           out.wchar = t.io.wchar;
+          out.sampler_bytes = walk.sampler_bytes();
         }
         out.processes = t.processes;
       }
@@ -452,7 +472,11 @@ class Usage {
         end.wchar >= start.wchar) {
       read_bytes_ += end.read_bytes - start.read_bytes;
       write_bytes_ += end.write_bytes - start.write_bytes;
-      rchar_ += end.rchar - start.rchar;
+      // The sampler's own /proc reads between the two io readings are not the program's.
+      const std::uint64_t rchar = end.rchar - start.rchar;
+      const std::uint64_t own =
+          end.sampler_bytes >= start.sampler_bytes ? end.sampler_bytes - start.sampler_bytes : 0;
+      rchar_ += rchar > own ? rchar - own : 0;
       wchar_ += end.wchar - start.wchar;
       io_wall_ns_ += wall_ns;
     }
