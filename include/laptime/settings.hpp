@@ -1,0 +1,153 @@
+// laptime: switching the tools per run type from the environment (SPEC §8), the way the seed
+// switched them from its config file:
+//
+//   LAPTIME_PROFILE=training     everything off (the real run)
+//   LAPTIME_PROFILE=evaluation   Stopwatch only
+//   LAPTIME_PROFILE=profiling    Stopwatch and NVTX ranges, no range-order checks (cheapest)
+//   LAPTIME_PROFILE=debugging    Stopwatch and NVTX ranges with range-order checks
+//
+// and one variable per setting on top (docs/configuration.md lists them all). In the program:
+//
+//   laptime::configure_from_env();   // once, at start-up; does nothing when no variable is set
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "laptime/config.hpp"
+#include "laptime/detail/env.hpp"
+#include "laptime/error.hpp"
+#include "laptime/nvtx.hpp"
+#include "laptime/stopwatch.hpp"
+
+LAPTIME_BEGIN_NAMESPACE
+
+/// What configure_from_env applies. Built from the environment by settings_from_env.
+struct Settings {
+  bool stopwatch = false;
+  int num_warmup_iters = 10;
+  std::optional<int> print_every_n_iters;
+  bool do_cuda_sync = false;
+  bool gpu_timing = false;
+  bool stopwatch_all_ranks = false;  ///< false: only rank 0 measures, as the seed did
+  bool print_rank0_only = true;
+  std::vector<std::string> track_cpu;  ///< names whose CPU and I/O are sampled
+
+  bool nvtx = false;
+  bool nvtx_sync_on_push = false;
+  bool nvtx_sync_on_pop = false;
+  bool nvtx_check_order = false;
+  std::string nvtx_domain;
+
+  std::vector<std::string> warnings;  ///< one line per malformed variable (it was ignored)
+};
+
+/// Reads the LAPTIME_* variables through `getenv_fn` (a pure function of them; testable).
+template <class Getenv>
+Settings settings_from_env(Getenv&& getenv_fn) {
+  Settings s;
+  auto get = [&](const char* name) -> std::optional<std::string_view> {
+    const char* v = getenv_fn(name);
+    if (v == nullptr || *v == '\0') return std::nullopt;
+    return std::string_view(v);
+  };
+  auto flag = [&](const char* name, bool& out) {
+    if (auto v = get(name)) {
+      if (auto b = detail::parse_bool(*v)) {
+        out = *b;
+      } else {
+        s.warnings.push_back(std::string(name) + "='" + std::string(*v) +
+                             "' is not a boolean (1/0, true/false, on/off); ignored");
+      }
+    }
+  };
+  if (auto profile = get("LAPTIME_PROFILE")) {
+    if (*profile == "training") {
+    } else if (*profile == "evaluation") {
+      s.stopwatch = true;
+    } else if (*profile == "profiling") {
+      s.stopwatch = s.nvtx = true;
+    } else if (*profile == "debugging") {
+      s.stopwatch = s.nvtx = s.nvtx_check_order = true;
+    } else {
+      s.warnings.push_back("LAPTIME_PROFILE='" + std::string(*profile) +
+                           "' is not one of training|evaluation|profiling|debugging; ignored");
+    }
+  }
+  flag("LAPTIME_STOPWATCH", s.stopwatch);
+  if (auto v = get("LAPTIME_WARMUP")) {
+    if (auto n = detail::parse_int(*v); n && *n >= 0) {
+      s.num_warmup_iters = *n;
+    } else {
+      s.warnings.push_back("LAPTIME_WARMUP='" + std::string(*v) +
+                           "' is not a number of iterations >= 0; ignored");
+    }
+  }
+  if (auto v = get("LAPTIME_PRINT_EVERY")) {
+    if (auto n = detail::parse_int(*v); n && *n >= 0) {
+      s.print_every_n_iters = *n > 0 ? std::optional<int>(*n) : std::nullopt;
+    } else {
+      s.warnings.push_back("LAPTIME_PRINT_EVERY='" + std::string(*v) +
+                           "' is not a number of iterations (0: never); ignored");
+    }
+  }
+  flag("LAPTIME_CUDA_SYNC", s.do_cuda_sync);
+  flag("LAPTIME_GPU_TIMING", s.gpu_timing);
+  flag("LAPTIME_PRINT_RANK0_ONLY", s.print_rank0_only);
+  if (auto v = get("LAPTIME_RANKS")) {
+    if (*v == "all") {
+      s.stopwatch_all_ranks = true;
+    } else if (*v == "0") {
+      s.stopwatch_all_ranks = false;
+    } else {
+      s.warnings.push_back("LAPTIME_RANKS='" + std::string(*v) + "' is not 0 or all; ignored");
+    }
+  }
+  if (auto v = get("LAPTIME_TRACK_CPU")) {
+    std::string_view rest = *v;
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      if (!item.empty()) s.track_cpu.emplace_back(item);
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  flag("LAPTIME_NVTX", s.nvtx);
+  flag("LAPTIME_NVTX_SYNC_PUSH", s.nvtx_sync_on_push);
+  flag("LAPTIME_NVTX_SYNC_POP", s.nvtx_sync_on_pop);
+  flag("LAPTIME_NVTX_CHECK_ORDER", s.nvtx_check_order);
+  if (auto v = get("LAPTIME_NVTX_DOMAIN")) s.nvtx_domain = std::string(*v);
+  return s;
+}
+
+/// Applies `s` to the Stopwatch and the NVTX wrapper of this process.
+inline void apply_settings(const Settings& s, int rank = detail::detect_rank().rank) {
+  for (const std::string& w : s.warnings) detail::warn_once(w, w);
+  if (s.stopwatch && (s.stopwatch_all_ranks || rank == 0)) {
+    Stopwatch& sw = Stopwatch::instance();
+    sw.set_print_rank0_only(s.print_rank0_only);
+    for (const std::string& name : s.track_cpu) sw.track_cpu_usage(name);
+    if (s.gpu_timing) sw.enable_gpu_timing();
+    sw.enable(s.num_warmup_iters, s.print_every_n_iters, s.do_cuda_sync);
+  }
+  if (s.nvtx) {
+    NVTXOptions options;
+    options.domain = s.nvtx_domain;
+    NVTXRangeWrapper::instance().enable(s.nvtx_sync_on_push, s.nvtx_sync_on_pop, s.nvtx_check_order,
+                                        options);
+  }
+}
+
+/// Reads the LAPTIME_* variables and enables the tools they ask for. Returns what was applied.
+inline Settings configure_from_env() {
+  Settings s = settings_from_env([](const char* name) -> const char* { return std::getenv(name); });
+  apply_settings(s);
+  return s;
+}
+
+LAPTIME_END_NAMESPACE

@@ -1,0 +1,29 @@
+// A stand-in for a Python extension or a plugin: its own copy of laptime, hidden symbols, loaded
+// with RTLD_LOCAL. Only these extern "C" entry points are visible.
+#include <string>
+
+#include "laptime/stopwatch.hpp"
+
+#define PLUGIN_API extern "C" __attribute__((visibility("default")))
+#define PLUGIN_FN(name) LAPTIME_CONCAT(PLUGIN_PREFIX, name)
+
+PLUGIN_API void PLUGIN_FN(enable)(int warmup) {
+  laptime::Stopwatch::instance().enable(warmup, std::nullopt, false);
+}
+PLUGIN_API void PLUGIN_FN(start)(const char* name) {
+  laptime::Stopwatch::instance().start_meas(name);
+}
+PLUGIN_API void PLUGIN_FN(end)(const char* name) {
+  laptime::Stopwatch::instance().end_meas(name);
+}
+PLUGIN_API void PLUGIN_FN(finish_iter)() {
+  laptime::Stopwatch::instance().finish_iter();
+}
+PLUGIN_API const char* PLUGIN_FN(json)() {
+  static std::string json;
+  json = laptime::Stopwatch::instance().to_json();
+  return json.c_str();
+}
+PLUGIN_API const void* PLUGIN_FN(state_address)() {
+  return &laptime::detail::stopwatch_state();
+}
