@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what building and testing laptime needs, only where it is missing (Debian 12).
+# Sourced by scripts/demo.sh and scripts/test.sh; safe to run again.
+set -euo pipefail
+
+laptime_missing_debs() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  echo "${missing[@]:-}"
+}
+
+laptime_install_debs() {
+  local missing
+  missing=$(laptime_missing_debs "$@")
+  [ -z "$missing" ] && return 0
+  echo "laptime: installing Debian packages: $missing"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+}
+
+# Build tools and the C++ dependencies (fmt, doctest, Google Benchmark).
+LAPTIME_BUILD_DEBS=(g++ cmake ninja-build pkg-config libfmt-dev doctest-dev libbenchmark-dev)
+# The test command also needs Python (venv) and clang (libFuzzer, ThreadSanitizer).
+LAPTIME_TEST_DEBS=(python3 python3-venv python3-dev clang)
