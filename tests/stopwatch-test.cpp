@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <ctime>
 #include <new>
 #include <sstream>
 #include <string>
@@ -581,4 +582,54 @@ TEST_CASE("the compiled-out Stopwatch has the same API and records nothing") {
     CHECK(sw.results().measurements.empty());
     CHECK(sw.to_json().find("\"measurements\": []") != std::string::npos);
   }
+}
+
+TEST_CASE("tracked names report the process tree's CPU during their intervals" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  // The first measurement of "busy" runs untracked; tracking it afterwards is allowed (the seed
+  // refused this).
+  sw.start_meas("busy");
+  sw.end_meas("busy");
+  sw.set_cpu_usage_meas_name("busy");
+  sw.track_cpu_usage("idle");  // several names may be tracked
+  timespec cpu0{}, cpu1{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
+  const auto wall0 = std::chrono::steady_clock::now();
+  sw.start_meas("busy");
+  spin_for(std::chrono::milliseconds(300));
+  sw.end_meas("busy");
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+  sw.start_meas("idle");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  sw.end_meas("idle");
+  sw.start_meas("untracked");
+  sw.end_meas("untracked");
+  sw.finish_iter();
+
+  const auto r = sw.results();
+  const auto* busy = find(r, "busy");
+  REQUIRE(busy != nullptr);
+  REQUIRE(busy->resources.has_value());
+  REQUIRE(busy->resources->process_cores.has_value());
+  // The spinning thread's own CPU clock over the same window: the sampled tree figure must agree
+  // with it (on a loaded machine the thread may get less than a whole core).
+  const double thread_cores =
+      ((cpu1.tv_sec - cpu0.tv_sec) + (cpu1.tv_nsec - cpu0.tv_nsec) * 1e-9) / wall;
+  CHECK(*busy->resources->process_cores == doctest::Approx(thread_cores).epsilon(0.25));
+  CHECK(*busy->resources->process_cores > 0.3);
+  CHECK(*busy->resources->process_percent ==
+        doctest::Approx(*busy->resources->process_cores * 100 / laptime::resources::online_cpus())
+            .epsilon(0.01));
+  const auto* idle = find(r, "idle");
+  REQUIRE(idle->resources.has_value());
+  CHECK(*idle->resources->process_cores < 0.1);
+  CHECK_FALSE(find(r, "untracked")->resources.has_value());
+  std::ostringstream text;
+  sw.print_eval_times(text);
+  CHECK(text.str().find("cpu: process tree") != std::string::npos);
 }
