@@ -118,13 +118,6 @@ struct CudaDriver {
 
 #if LAPTIME_CUDA_DRIVER_API
 
-/// The CUDA version whose entry-point ABI laptime asks for: the headers it was compiled against,
-/// capped at what the driver supports. Asking for the driver's own version instead could hand
-/// back a newer variant (a future _v3) whose signature differs from the one declared above.
-inline int cuda_abi_version(int driver_version) noexcept {
-  return driver_version < CUDA_VERSION ? driver_version : CUDA_VERSION;
-}
-
 /// Opens the driver library at `path` and fills a CudaDriver. Never throws; on failure `status`
 /// says what went wrong. Public for tests (a missing library, the toolkit's stub library).
 inline CudaDriver load_cuda_driver(const char* path) {
@@ -152,7 +145,6 @@ inline CudaDriver load_cuda_driver(const char* path) {
     return d;
   }
   (void)a.driver_get_version(&d.driver_version);
-  const int abi = cuda_abi_version(d.driver_version);
 
   // cuGetProcAddress_v2 (CUDA 12.0+) reports per symbol whether the version sufficed;
   // cuGetProcAddress (11.3+) has no status argument.
@@ -161,10 +153,15 @@ inline CudaDriver load_cuda_driver(const char* path) {
   using GetProc1 = CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t);
   const auto get_proc2 = reinterpret_cast<GetProc2>(sym("cuGetProcAddress_v2"));
   const auto get_proc1 = reinterpret_cast<GetProc1>(sym("cuGetProcAddress"));
-  // `base` is the name without version suffix (what cuGetProcAddress wants); `fallbacks` are the
-  // exported names for dlsym, newest ABI first. LEGACY_STREAM: a null stream handle means the
-  // legacy default stream, as documented for GpuEventTimer.
-  auto resolve = [&](const char* base, std::initializer_list<const char*> fallbacks) -> void* {
+  // cuGetProcAddress hands out the newest variant of a symbol introduced at or before the CUDA
+  // version asked for, whatever cuda.h's plain name means: asked with 13000 for
+  // "cuCtxSynchronize" it returns cuCtxSynchronize_v2(CUcontext). So each symbol is asked for
+  // with the version of the variant whose signature is declared above (cudaTypedefs.h names them:
+  // PFN_cuCtxSynchronize_v2000, PFN_cuCtxPushCurrent_v4000, ...). `fallbacks` are the exported
+  // names of that same variant, for dlsym where cuGetProcAddress is missing or refuses.
+  // LEGACY_STREAM: a null stream handle means the legacy default stream, as documented.
+  auto resolve = [&](const char* base, int abi,
+                     std::initializer_list<const char*> fallbacks) -> void* {
     void* fn = nullptr;
     if (get_proc2 != nullptr) {
       CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
@@ -182,24 +179,27 @@ inline CudaDriver load_cuda_driver(const char* path) {
     }
     return fn;
   };
-#define LAPTIME_CUDA_RESOLVE(member, base, ...) \
-  a.member = reinterpret_cast<decltype(a.member)>(resolve(base, {__VA_ARGS__}))
-  LAPTIME_CUDA_RESOLVE(device_get_count, "cuDeviceGetCount", "cuDeviceGetCount");
-  LAPTIME_CUDA_RESOLVE(ctx_synchronize, "cuCtxSynchronize", "cuCtxSynchronize");
-  LAPTIME_CUDA_RESOLVE(ctx_get_current, "cuCtxGetCurrent", "cuCtxGetCurrent");
-  LAPTIME_CUDA_RESOLVE(ctx_push_current, "cuCtxPushCurrent", "cuCtxPushCurrent_v2");
-  LAPTIME_CUDA_RESOLVE(ctx_pop_current, "cuCtxPopCurrent", "cuCtxPopCurrent_v2");
-  LAPTIME_CUDA_RESOLVE(stream_is_capturing, "cuStreamIsCapturing", "cuStreamIsCapturing");
-  LAPTIME_CUDA_RESOLVE(event_create, "cuEventCreate", "cuEventCreate");
-  LAPTIME_CUDA_RESOLVE(event_destroy, "cuEventDestroy", "cuEventDestroy_v2");
-  LAPTIME_CUDA_RESOLVE(event_record, "cuEventRecord", "cuEventRecord");
-  LAPTIME_CUDA_RESOLVE(event_query, "cuEventQuery", "cuEventQuery");
-  LAPTIME_CUDA_RESOLVE(event_synchronize, "cuEventSynchronize", "cuEventSynchronize");
-  // CUDA 12.8 added cuEventElapsedTime_v2 (same signature); CUDA 13 exports only that one.
-  LAPTIME_CUDA_RESOLVE(event_elapsed_time, "cuEventElapsedTime", "cuEventElapsedTime_v2",
+#define LAPTIME_CUDA_RESOLVE(member, base, abi, ...) \
+  a.member = reinterpret_cast<decltype(a.member)>(resolve(base, abi, {__VA_ARGS__}))
+  LAPTIME_CUDA_RESOLVE(device_get_count, "cuDeviceGetCount", 2000, "cuDeviceGetCount");
+  LAPTIME_CUDA_RESOLVE(ctx_synchronize, "cuCtxSynchronize", 2000, "cuCtxSynchronize");
+  LAPTIME_CUDA_RESOLVE(ctx_get_current, "cuCtxGetCurrent", 4000, "cuCtxGetCurrent");
+  LAPTIME_CUDA_RESOLVE(ctx_push_current, "cuCtxPushCurrent", 4000, "cuCtxPushCurrent_v2");
+  LAPTIME_CUDA_RESOLVE(ctx_pop_current, "cuCtxPopCurrent", 4000, "cuCtxPopCurrent_v2");
+  LAPTIME_CUDA_RESOLVE(stream_is_capturing, "cuStreamIsCapturing", 10000, "cuStreamIsCapturing");
+  LAPTIME_CUDA_RESOLVE(event_create, "cuEventCreate", 2000, "cuEventCreate");
+  LAPTIME_CUDA_RESOLVE(event_destroy, "cuEventDestroy", 4000, "cuEventDestroy_v2");
+  LAPTIME_CUDA_RESOLVE(event_record, "cuEventRecord", 2000, "cuEventRecord");
+  LAPTIME_CUDA_RESOLVE(event_query, "cuEventQuery", 2000, "cuEventQuery");
+  LAPTIME_CUDA_RESOLVE(event_synchronize, "cuEventSynchronize", 2000, "cuEventSynchronize");
+  // cuEventElapsedTime_v2 (CUDA 12.8) has the same signature as the original; CUDA 13 drivers
+  // are asked for it, older ones for the original.
+  const bool elapsed_v2 = d.driver_version >= 12080;
+  LAPTIME_CUDA_RESOLVE(event_elapsed_time, "cuEventElapsedTime", elapsed_v2 ? 12080 : 2000,
+                       elapsed_v2 ? "cuEventElapsedTime_v2" : "cuEventElapsedTime",
                        "cuEventElapsedTime");
-  LAPTIME_CUDA_RESOLVE(profiler_start, "cuProfilerStart", "cuProfilerStart");
-  LAPTIME_CUDA_RESOLVE(profiler_stop, "cuProfilerStop", "cuProfilerStop");
+  LAPTIME_CUDA_RESOLVE(profiler_start, "cuProfilerStart", 4000, "cuProfilerStart");
+  LAPTIME_CUDA_RESOLVE(profiler_stop, "cuProfilerStop", 4000, "cuProfilerStop");
 #undef LAPTIME_CUDA_RESOLVE
 
   const char* missing = nullptr;
