@@ -51,6 +51,17 @@ try:
     v = ctypes.c_int(0)
     print("libcuda.so.1 loads; cuInit:", lib.cuInit(0), "cuDriverGetVersion:",
           lib.cuDriverGetVersion(ctypes.byref(v)), v.value)
+    # Which variant cuGetProcAddress hands out per requested version (laptime asks per symbol
+    # for the variant it declares: cuCtxSynchronize at 2000, cuEventElapsedTime at 12080).
+    gp = lib.cuGetProcAddress_v2
+    for sym, ver, names in (("cuCtxSynchronize", 2000, ("cuCtxSynchronize", "cuCtxSynchronize_v2")),
+                            ("cuCtxSynchronize", v.value, ("cuCtxSynchronize", "cuCtxSynchronize_v2")),
+                            ("cuEventElapsedTime", 12080, ("cuEventElapsedTime", "cuEventElapsedTime_v2"))):
+        fn, st = ctypes.c_void_p(), ctypes.c_int(-1)
+        rc = gp(sym.encode(), ctypes.byref(fn), ver, 1, ctypes.byref(st))
+        which = [n for n in names if hasattr(lib, n) and
+                 ctypes.cast(getattr(lib, n), ctypes.c_void_p).value == fn.value]
+        print(f"cuGetProcAddress_v2({sym}, {ver}): rc {rc} status {st.value} ->", which or fn.value)
 except OSError as e:
     print("libcuda.so.1 does not load:", e)
 EOF
