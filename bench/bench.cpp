@@ -1,0 +1,343 @@
+// laptime_bench: the cost of every hot path next to its raw baseline, measured in the same run
+// (SPEC §5). bench/run.sh runs it and prints the table; bench/README.md explains the figures.
+//
+// The Stopwatch and the NVTX wrapper are process-wide singletons, so every benchmark puts them in
+// the state it measures before its loop (thread 0 does it; Google Benchmark starts the timed loop
+// of all threads together, after that). The compiled-out (LAPTIME_DISABLE) variants live in
+// bench_disabled.cpp, compiled with that definition into this same binary.
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "laptime/laptime.hpp"
+
+#if LAPTIME_HAVE_NVTX
+#include <nvtx3/nvToolsExt.h>
+#endif
+
+namespace {
+
+using laptime::NVTXRangeWrapper;
+using laptime::Stopwatch;
+
+// Measuring on, no warm-up, no periodic report, no CUDA sync: the plain enabled path.
+void enable_stopwatch() {
+  laptime::detail::testing_reset_stopwatch();
+  Stopwatch::instance().enable(/*num_warmup_iters=*/0, /*print_every_n_iters=*/std::nullopt,
+                               /*do_cuda_sync=*/false);
+}
+
+// ---- Baselines ------------------------------------------------------------------------------
+
+void BM_EmptyLoop(benchmark::State& state) {
+  for (auto _ : state) {
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_EmptyLoop);
+
+// What a start/end pair must at least do: read the clock twice.
+void BM_SteadyClockPair(benchmark::State& state) {
+  for (auto _ : state) {
+    auto a = std::chrono::steady_clock::now();
+    auto b = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(a);
+    benchmark::DoNotOptimize(b);
+  }
+}
+BENCHMARK(BM_SteadyClockPair)->Threads(1)->Threads(2);
+
+void BM_ClockGettimePair(benchmark::State& state) {
+  for (auto _ : state) {
+    timespec a;
+    timespec b;
+    ::clock_gettime(CLOCK_MONOTONIC, &a);
+    ::clock_gettime(CLOCK_MONOTONIC, &b);
+    benchmark::DoNotOptimize(a);
+    benchmark::DoNotOptimize(b);
+  }
+}
+BENCHMARK(BM_ClockGettimePair);
+
+// For scale next to the /proc sampler: the process CPU clock (a system call, no vDSO).
+void BM_ProcessCpuClock(benchmark::State& state) {
+  for (auto _ : state) {
+    timespec t;
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    benchmark::DoNotOptimize(t);
+  }
+}
+BENCHMARK(BM_ProcessCpuClock);
+
+// ---- Stopwatch --------------------------------------------------------------------------------
+
+// Before enable(): what instrumentation left in a training run costs.
+void BM_StopwatchPair_NotEnabled(benchmark::State& state) {
+  if (state.thread_index() == 0) laptime::detail::testing_reset_stopwatch();
+  if (Stopwatch::instance().is_enabled()) state.SkipWithError("the Stopwatch is enabled");
+  for (auto _ : state) {
+    Stopwatch::instance().start_meas("not enabled");
+    Stopwatch::instance().end_meas("not enabled");
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_StopwatchPair_NotEnabled);
+
+// Enabled, a name the thread has already used: each thread its own name.
+void BM_StopwatchPair_Enabled(benchmark::State& state) {
+  static constexpr std::array<std::string_view, 4> kNames = {"enabled 0", "enabled 1", "enabled 2",
+                                                             "enabled 3"};
+  if (state.thread_index() == 0) enable_stopwatch();
+  const std::string_view name = kNames[static_cast<std::size_t>(state.thread_index()) % 4];
+  for (auto _ : state) {
+    Stopwatch::instance().start_meas(name);
+    Stopwatch::instance().end_meas(name);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_StopwatchPair_Enabled)->Threads(1)->Threads(2);
+
+// Enabled, every thread times the same name (each thread has its own slot for it).
+void BM_StopwatchPair_Enabled_SameName(benchmark::State& state) {
+  if (state.thread_index() == 0) enable_stopwatch();
+  for (auto _ : state) {
+    Stopwatch::instance().start_meas("enabled same name");
+    Stopwatch::instance().end_meas("enabled same name");
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_StopwatchPair_Enabled_SameName)->Threads(1)->Threads(2);
+
+// Enabled, the name's text at a different address each time (a name built at run time, as a
+// Python f-string is): the pointer cache misses and the thread's map finds the name by content.
+void BM_StopwatchPair_Enabled_DynamicName(benchmark::State& state) {
+  if (state.thread_index() == 0) enable_stopwatch();
+  std::vector<std::string> names(1024, std::string("dynamic name"));
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const std::string& name = names[i];
+    i = (i + 1) % names.size();
+    Stopwatch::instance().start_meas(name);
+    Stopwatch::instance().end_meas(name);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_StopwatchPair_Enabled_DynamicName);
+
+// The RAII form: LAPTIME_MEAS times the rest of its scope.
+void BM_ScopedMeasurement_Enabled(benchmark::State& state) {
+  if (state.thread_index() == 0) enable_stopwatch();
+  for (auto _ : state) {
+    LAPTIME_MEAS("scoped");
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_ScopedMeasurement_Enabled);
+
+// The pair compiled into a shared object as a Python extension is (bench_plugin.cpp), next to the
+// clock pair in the same object: both through the same indirect call.
+struct Plugin {
+  void (*stopwatch_pair)(const char*, std::size_t) = nullptr;
+  long long (*clock_pair)() = nullptr;
+};
+
+const Plugin* plugin() {
+#ifdef LAPTIME_BENCH_PLUGIN
+  static const Plugin* loaded = []() -> const Plugin* {
+    void* lib = ::dlopen(LAPTIME_BENCH_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return nullptr;
+    static Plugin p;
+    p.stopwatch_pair = reinterpret_cast<void (*)(const char*, std::size_t)>(
+        ::dlsym(lib, "laptime_bench_stopwatch_pair"));
+    p.clock_pair = reinterpret_cast<long long (*)()>(::dlsym(lib, "laptime_bench_clock_pair"));
+    return p.stopwatch_pair != nullptr && p.clock_pair != nullptr ? &p : nullptr;
+  }();
+  return loaded;
+#else
+  return nullptr;
+#endif
+}
+
+void BM_SteadyClockPair_SharedObject(benchmark::State& state) {
+  const Plugin* p = plugin();
+  if (p == nullptr) {
+    state.SkipWithError("cannot load laptime_bench_plugin");
+    return;
+  }
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(p->clock_pair());
+  }
+}
+BENCHMARK(BM_SteadyClockPair_SharedObject);
+
+void BM_StopwatchPair_Enabled_SharedObject(benchmark::State& state) {
+  const Plugin* p = plugin();
+  if (p == nullptr) {
+    state.SkipWithError("cannot load laptime_bench_plugin");
+    return;
+  }
+  if (state.thread_index() == 0) enable_stopwatch();
+  constexpr std::string_view name = "shared object";
+  for (auto _ : state) {
+    p->stopwatch_pair(name.data(), name.size());
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_StopwatchPair_Enabled_SharedObject);
+
+// ---- NVTX -------------------------------------------------------------------------------------
+
+#if LAPTIME_HAVE_NVTX
+// What the wrapper wraps, with no tool attached (NVTX_INJECTION64_PATH unset).
+void BM_NvtxRawPushPop(benchmark::State& state) {
+  for (auto _ : state) {
+    nvtxRangePushA("raw");
+    nvtxRangePop();
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_NvtxRawPushPop);
+
+// The calls the wrapper makes: a registered string in the global domain through the Ex API.
+void BM_NvtxRawDomainPushPopEx(benchmark::State& state) {
+  nvtxInitialize(nullptr);
+  const nvtxStringHandle_t handle = nvtxDomainRegisterStringA(nullptr, "raw ex");
+  nvtxEventAttributes_t a{};
+  a.version = NVTX_VERSION;
+  a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  if (handle != nullptr) {
+    a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    a.message.registered = handle;
+  } else {
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = "raw ex";
+  }
+  for (auto _ : state) {
+    nvtxDomainRangePushEx(nullptr, &a);
+    nvtxDomainRangePop(nullptr);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_NvtxRawDomainPushPopEx);
+#else
+void BM_NvtxRawPushPop(benchmark::State& state) {
+  state.SkipWithError("built without the NVTX3 headers");
+  for (auto _ : state) {
+  }
+}
+BENCHMARK(BM_NvtxRawPushPop);
+#endif
+
+void enable_nvtx(bool track) {
+  laptime::detail::nvtx_reset_for_testing();
+  NVTXRangeWrapper::instance().enable(/*sync_on_push=*/false, /*sync_on_pop=*/false, track);
+}
+
+void BM_NvtxWrapperPushPop_NotEnabled(benchmark::State& state) {
+  if (state.thread_index() == 0) laptime::detail::nvtx_reset_for_testing();
+  if (NVTXRangeWrapper::instance().is_enabled()) state.SkipWithError("the wrapper is enabled");
+  for (auto _ : state) {
+    NVTXRangeWrapper::instance().range_push("not enabled");
+    NVTXRangeWrapper::instance().range_pop();
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_NvtxWrapperPushPop_NotEnabled);
+
+// Enabled, order tracking off.
+void BM_NvtxWrapperPushPop(benchmark::State& state) {
+  if (state.thread_index() == 0) enable_nvtx(false);
+  for (auto _ : state) {
+    NVTXRangeWrapper::instance().range_push("wrapper");
+    NVTXRangeWrapper::instance().range_pop();
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_NvtxWrapperPushPop);
+
+// Enabled, order tracking on: the pop checks the expected name against the thread's stack.
+void BM_NvtxWrapperPushPop_Tracked(benchmark::State& state) {
+  if (state.thread_index() == 0) enable_nvtx(true);
+  for (auto _ : state) {
+    NVTXRangeWrapper::instance().range_push("tracked");
+    NVTXRangeWrapper::instance().range_pop("tracked");
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_NvtxWrapperPushPop_Tracked);
+
+// The RAII form with a per-call-site registered name (LAPTIME_RANGE), order tracking on.
+void BM_NvtxScopedRange_Tracked(benchmark::State& state) {
+  if (state.thread_index() == 0) enable_nvtx(true);
+  for (auto _ : state) {
+    LAPTIME_RANGE("scoped");
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_NvtxScopedRange_Tracked);
+
+// ---- /proc sampling ---------------------------------------------------------------------------
+
+void BM_CpuSample_Self(benchmark::State& state) {
+  for (auto _ : state) {
+    laptime::resources::Sample s = laptime::resources::sample();
+    benchmark::DoNotOptimize(s);
+  }
+}
+BENCHMARK(BM_CpuSample_Self);
+
+// The sampler walks the process tree: 8 children (a DataLoader's workers), blocked on a pipe.
+void BM_CpuSample_Tree8(benchmark::State& state) {
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    state.SkipWithError("pipe() failed");
+    return;
+  }
+  std::vector<pid_t> children;
+  for (int i = 0; i < 8; ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[1]);
+      char c;
+      while (::read(fds[0], &c, 1) < 0) {
+      }
+      ::_exit(0);
+    }
+    if (pid > 0) children.push_back(pid);
+  }
+  ::close(fds[0]);
+  if (children.size() != 8) state.SkipWithError("fork() failed");
+  for (auto _ : state) {
+    laptime::resources::Sample s = laptime::resources::sample();
+    benchmark::DoNotOptimize(s);
+  }
+  state.counters["processes"] = static_cast<double>(laptime::resources::sample().processes);
+  for (const pid_t pid : children) ::kill(pid, SIGKILL);
+  for (const pid_t pid : children) ::waitpid(pid, nullptr, 0);
+  ::close(fds[1]);
+}
+BENCHMARK(BM_CpuSample_Tree8);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* injection = std::getenv("NVTX_INJECTION64_PATH");
+  benchmark::AddCustomContext("nvtx_tool", injection != nullptr ? injection : "none");
+  benchmark::AddCustomContext("laptime_nvtx_headers", LAPTIME_HAVE_NVTX ? "yes" : "no");
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

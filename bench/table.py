@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Turns laptime_bench's JSON output into SPEC §5's table: each hot path's median next to its
+raw baseline, the ratio or difference, the goal, and PASS/MISS.
+
+    bench/table.py build/bench/bench-results.json
+
+The figure is the median over repetitions of the CPU time per iteration of each thread
+(Google Benchmark's cpu_time): on a shared 2-core machine it leaves out the time a thread waits
+for a core, which wall time does not. Exits 1 when a goal is missed, 2 when a benchmark is absent.
+"""
+import json
+import sys
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    medians, errors = {}, {}
+    for b in data["benchmarks"]:
+        if b.get("error_occurred"):
+            errors[b.get("run_name", b["name"])] = b.get("error_message", "error")
+            continue
+        # With --benchmark_repetitions=1 there are no aggregates: the single run is the median.
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        medians[b["run_name"]] = b["cpu_time"]  # time_unit is ns for every benchmark here
+    return data["context"], medians, errors
+
+
+# (label, benchmark, baseline or None, kind, limit)
+#   kind "ratio":    median / baseline <= limit
+#   kind "diff":     median - baseline <= limit (ns)
+#   kind "per_call": median / 2 <= limit (ns); the benchmark times a pair of calls
+#   kind "info":     reported, no goal
+ROWS = [
+    ("Stopwatch pair, not enabled", "BM_StopwatchPair_NotEnabled", None, "per_call", 1.0),
+    ("NVTX push+pop, not enabled", "BM_NvtxWrapperPushPop_NotEnabled", None, "per_call", 1.0),
+    ("Stopwatch pair, compiled out", "BM_StopwatchPair_Disabled", "BM_EmptyLoop", "diff", 0.2),
+    ("LAPTIME_MEAS, compiled out", "BM_ScopedMeasurement_Disabled", "BM_EmptyLoop", "diff", 0.2),
+    ("NVTX push+pop, compiled out", "BM_NvtxWrapperPushPop_Disabled", "BM_EmptyLoop", "diff", 0.2),
+    ("Stopwatch pair, enabled", "BM_StopwatchPair_Enabled/threads:1",
+     "BM_SteadyClockPair/threads:1", "ratio", 1.5),
+    ("Stopwatch pair, enabled, same name", "BM_StopwatchPair_Enabled_SameName/threads:1",
+     "BM_SteadyClockPair/threads:1", "ratio", 1.5),
+    ("Stopwatch pair, in a shared object", "BM_StopwatchPair_Enabled_SharedObject",
+     "BM_SteadyClockPair_SharedObject", "ratio", 1.5),
+    ("Stopwatch pair, 2 threads, own names", "BM_StopwatchPair_Enabled/threads:2",
+     "BM_StopwatchPair_Enabled/threads:1", "ratio", 1.3),
+    ("Stopwatch pair, 2 threads, same name", "BM_StopwatchPair_Enabled_SameName/threads:2",
+     "BM_StopwatchPair_Enabled_SameName/threads:1", "ratio", 1.3),
+    ("Stopwatch pair, 2 threads, vs clock", "BM_StopwatchPair_Enabled/threads:2",
+     "BM_SteadyClockPair/threads:2", "ratio", 1.5),
+    ("NVTX push+pop, enabled", "BM_NvtxWrapperPushPop", "BM_NvtxRawPushPop", "diff", 15.0),
+    ("NVTX push+pop, tracked", "BM_NvtxWrapperPushPop_Tracked", "BM_NvtxRawPushPop", "diff",
+     25.0),
+    # Informative: no goal of their own in SPEC §5.
+    ("steady_clock pair, 2 threads (machine)", "BM_SteadyClockPair/threads:2",
+     "BM_SteadyClockPair/threads:1", "info", None),
+    ("clock_gettime pair", "BM_ClockGettimePair", "BM_SteadyClockPair/threads:1", "info", None),
+    ("Stopwatch pair, dynamic name", "BM_StopwatchPair_Enabled_DynamicName",
+     "BM_SteadyClockPair/threads:1", "info", None),
+    ("LAPTIME_MEAS, enabled", "BM_ScopedMeasurement_Enabled", "BM_SteadyClockPair/threads:1",
+     "info", None),
+    ("NVTX Ex push+pop (raw, as the wrapper)", "BM_NvtxRawDomainPushPopEx", "BM_NvtxRawPushPop",
+     "info", None),
+    ("LAPTIME_RANGE, tracked", "BM_NvtxScopedRange_Tracked", "BM_NvtxRawPushPop", "info", None),
+    ("/proc sample, self", "BM_CpuSample_Self", "BM_ProcessCpuClock", "info", None),
+    ("/proc sample, 8 children", "BM_CpuSample_Tree8", "BM_CpuSample_Self", "info", None),
+]
+
+
+def fmt_ns(v):
+    if v >= 10000:
+        return f"{v / 1000:.1f} µs"
+    if v >= 100:
+        return f"{v:.0f} ns"
+    if v >= 10:
+        return f"{v:.1f} ns"
+    return f"{v:.2f} ns"
+
+
+def short(name):
+    return name[3:] if name.startswith("BM_") else name
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    context, medians, errors = load(argv[1])
+    lines = [
+        "| path | benchmark | median | baseline | baseline median | measured | goal (SPEC §5) | |",
+        "|---|---|---:|---|---:|---:|---|---|",
+    ]
+    missed = absent = 0
+    for label, name, base, kind, limit in ROWS:
+        if name not in medians or (base is not None and base not in medians):
+            why = errors.get(name) or errors.get(base) or "not run"
+            if kind != "info":
+                absent += 1
+                lines.append(f"| {label} | {short(name)} | — | | | | | ABSENT ({why}) |")
+            continue
+        v = medians[name]
+        b = medians.get(base) if base else None
+        if kind == "per_call":
+            measured, ok = v / 2, v / 2 <= limit
+            shown = f"{v / 2:.2f} ns/call"
+            goal = f"≤ {limit:g} ns per call"
+        elif kind == "diff":
+            measured = v - b
+            ok = measured <= limit
+            shown = f"{measured:+.2f} ns"
+            goal = f"≤ baseline + {limit:g} ns"
+        else:
+            measured = v / b if b else float("inf")
+            ok = kind == "info" or measured <= limit
+            shown = f"{measured:.2f}×"
+            goal = f"≤ {limit:g}×" if kind == "ratio" else "(info)"
+        verdict = "" if kind == "info" else ("PASS" if ok else "MISS")
+        missed += 0 if ok else 1
+        lines.append(
+            f"| {label} | {short(name)} | {fmt_ns(v)} | {short(base) if base else '—'} | "
+            f"{fmt_ns(b) if b is not None else '—'} | {shown} | {goal} | {verdict} |")
+    print("\n".join(lines))
+    print(f"\nMedian CPU time per iteration and thread; load average at start "
+          f"{', '.join(f'{x:.2f}' for x in context.get('load_avg', []))}; "
+          f"NVTX tool attached: {context.get('nvtx_tool', '?')}.")
+    verdicts = "all goals met" if missed == 0 and absent == 0 else (
+        f"{missed} goal(s) missed, {absent} absent")
+    print(f"laptime bench: {verdicts}")
+    if absent:
+        return 2
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
