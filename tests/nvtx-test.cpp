@@ -35,6 +35,7 @@ struct RecorderApi {
   void (*clear)() = nullptr;
   const char* (*stats)() = nullptr;
   void (*note)(const char*) = nullptr;
+  void (*restart_string_handles)() = nullptr;
 };
 
 const RecorderApi* recorder_api() {
@@ -48,7 +49,9 @@ const RecorderApi* recorder_api() {
     a.clear = reinterpret_cast<void (*)()>(::dlsym(lib, "nvtx_recorder_clear"));
     a.stats = reinterpret_cast<const char* (*)()>(::dlsym(lib, "nvtx_recorder_stats"));
     a.note = reinterpret_cast<void (*)(const char*)>(::dlsym(lib, "nvtx_recorder_note"));
-    if (!a.events || !a.clear || !a.stats || !a.note) return nullptr;
+    a.restart_string_handles =
+        reinterpret_cast<void (*)()>(::dlsym(lib, "nvtx_recorder_restart_string_handles"));
+    if (!a.events || !a.clear || !a.stats || !a.note || !a.restart_string_handles) return nullptr;
     return &a;
   }();
   return api;
@@ -214,6 +217,23 @@ TEST_CASE(
   CHECK(recorder_stat("registered") == 4);
   CHECK(recorder_stat("ascii") == 0);
   CHECK(recorder_stat("unknown") == 0);
+}
+
+TEST_CASE(
+    "a name whose registered handle is NULL, as Nsight Compute's first one is, is still "
+    "pushed by its handle" *
+    NEEDS_RECORDER) {
+  const Fresh fresh;  // drops every handle registered so far
+  recorder_api()->restart_string_handles();
+  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
+  nvtx.enable(false, false, true);
+  clear_events();
+  nvtx.range_push("first name");
+  nvtx.range_pop("first name");
+  CHECK_EVENTS(my_events(), {"register global first name", "push global first name", "pop global"});
+  // Sent as text instead, ncu's --nvtx-include "first name/" would not match it.
+  CHECK(recorder_stat("registered") == 1);
+  CHECK(recorder_stat("ascii") == 0);
 }
 
 TEST_CASE("a name's bytes decide its range, not the buffer it is passed in" * NEEDS_RECORDER) {

@@ -260,11 +260,11 @@ struct NvtxSession {
     n.text.assign(text.data(), text.size());
     n.generation = generation;
     n.attributes = nvtx_text_attributes(n.text.c_str(), colors, n.text);
-    // Without a tool attached NVTX returns no handle; the text then serves (nothing receives it).
-    if (void* handle = nvtx_api::register_string(domain, n.text.c_str()); handle != nullptr) {
-      n.attributes.message_type = kNvtxMessageRegistered;
-      n.attributes.message = handle;
-    }
+    // Always the handle, as nvtx3.hpp does, even a NULL one: Nsight Compute numbers its handles
+    // from 0, and it matches --nvtx-include filters against a registered name by handle, so the
+    // same name sent as text would not match. (Without a tool nothing reads the handle.)
+    n.attributes.message_type = kNvtxMessageRegistered;
+    n.attributes.message = nvtx_api::register_string(domain, n.text.c_str());
     by_text.emplace(std::string_view(n.text), &n);
     return &n;
   }

@@ -39,7 +39,9 @@ struct Recorder {
   std::vector<std::string> events;
   std::unordered_map<const void*, std::string> domains;  // handle -> name
   std::unordered_map<const void*, std::string> strings;  // registered string handle -> text
-  std::uintptr_t next_handle = 0x1000;
+  // Registered-string handles count from 0, as Nsight Compute's do: a NULL handle is a valid one.
+  std::uintptr_t next_string_handle = 0;
+  std::uintptr_t next_domain_handle = 0x1000;  // never NULL: a NULL domain is the global domain
   std::uint64_t next_range_id = 1;
   long attached = 0;
   long initialize_calls = 0;
@@ -222,23 +224,23 @@ void NVTX_API DomainNameCategoryA(nvtxDomainHandle_t domain, uint32_t category, 
 nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t domain, const char* text) {
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lock(r.mutex);
-  auto* handle = reinterpret_cast<nvtxStringHandle_t>(r.next_handle++);
-  r.strings.emplace(handle, text);
+  auto* handle = reinterpret_cast<nvtxStringHandle_t>(r.next_string_handle++);
+  r.strings[handle] = text;
   log_locked(r, "register " + domain_text(r, domain) + " " + text);
   return handle;
 }
 nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t domain, const wchar_t* text) {
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lock(r.mutex);
-  auto* handle = reinterpret_cast<nvtxStringHandle_t>(r.next_handle++);
-  r.strings.emplace(handle, narrow(text));
+  auto* handle = reinterpret_cast<nvtxStringHandle_t>(r.next_string_handle++);
+  r.strings[handle] = narrow(text);
   log_locked(r, "register " + domain_text(r, domain) + " " + narrow(text));
   return handle;
 }
 nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lock(r.mutex);
-  auto* handle = reinterpret_cast<nvtxDomainHandle_t>(r.next_handle++);
+  auto* handle = reinterpret_cast<nvtxDomainHandle_t>(r.next_domain_handle++);
   r.domains.emplace(handle, name);
   log_locked(r, std::string("domain-create ") + name);
   return handle;
@@ -246,7 +248,7 @@ nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
 nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lock(r.mutex);
-  auto* handle = reinterpret_cast<nvtxDomainHandle_t>(r.next_handle++);
+  auto* handle = reinterpret_cast<nvtxDomainHandle_t>(r.next_domain_handle++);
   r.domains.emplace(handle, narrow(name));
   log_locked(r, "domain-create " + narrow(name));
   return handle;
@@ -356,6 +358,14 @@ NVTX_RECORDER_EXPORT const char* nvtx_recorder_stats(void) {
                 r.attached, r.initialize_calls, r.registered_messages, r.ascii_messages,
                 r.unknown_handles);
   return buf;
+}
+
+/// Numbers registered strings from 0 again, so that the next one gets the NULL handle (as the first
+/// one of a process does in Nsight Compute). Only for tests that have dropped every older handle.
+NVTX_RECORDER_EXPORT void nvtx_recorder_restart_string_handles(void) {
+  Recorder& r = recorder();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.next_string_handle = 0;
 }
 
 /// Adds "note <text> tid=..." to the log: lets a test place its own events in the sequence.
