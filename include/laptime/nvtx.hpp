@@ -96,8 +96,9 @@ class NVTXScopedRange;
 namespace detail {
 
 /// Test-only: disables the wrapper and forgets its settings, registered names and thread names,
-/// so that test cases are independent. Ranges still open on any thread are forgotten, not popped.
-/// Never call it while other threads use the wrapper.
+/// so that test cases (and benchmarks) are independent. Ranges still open on any thread are
+/// forgotten, not popped. Threads using the wrapper meanwhile stay safe (every shared field is
+/// atomic and nothing is freed): they just find it disabled, or their stack empty.
 void nvtx_reset_for_testing();
 
 #if LAPTIME_ENABLED
