@@ -16,6 +16,7 @@
 // A small name table, so that the case about names beyond it needs few names.
 #define LAPTIME_NVTX_MAX_NAMES 16
 #include "laptime/nvtx.hpp"
+#include "laptime/stopwatch.hpp"
 
 #if LAPTIME_HAVE_NVTX
 #include <nvtx3/nvtx3.hpp>
@@ -684,6 +685,24 @@ TEST_CASE(
                              "note sync", "pop global"});
   CHECK(syncs.load() == 2);
   laptime::cuda::set_sync_function(nullptr, nullptr);
+}
+
+TEST_CASE("the Stopwatch's finish_iter marks each iteration while the wrapper is enabled" *
+          NEEDS_RECORDER) {
+#if LAPTIME_ENABLED
+  const Fresh fresh;
+  laptime::detail::testing_reset_stopwatch();
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(1, std::nullopt, false);
+  sw.finish_iter();  // wrapper not enabled yet: no mark
+  CHECK(my_events().empty());
+  NVTXRangeWrapper::instance().enable(false, false, false);
+  clear_events();
+  sw.finish_iter();
+  sw.finish_iter();
+  CHECK_EVENTS(my_events(), {"mark global iteration 2", "mark global iteration 3"});
+  laptime::detail::testing_reset_stopwatch();
+#endif
 }
 
 int main(int argc, char** argv) {
