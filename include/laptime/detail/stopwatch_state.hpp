@@ -572,8 +572,24 @@ inline void StopwatchState::reset() {
   gpu.clear();
 }
 
-inline StopwatchState& stopwatch_state() {
-  return process_singleton<StopwatchState>("stopwatch");
+// This copy of the code's pointer to the process-wide state, set at its first use. Constant-
+// initialised (no guard variable), so the hot path below inlines to one load and a branch, where
+// process_singleton's guarded static is an out-of-line call on every start_meas and end_meas.
+inline std::atomic<StopwatchState*>& stopwatch_state_pointer() noexcept {
+  static std::atomic<StopwatchState*> p{nullptr};
+  return p;
+}
+
+LAPTIME_NOINLINE inline StopwatchState& stopwatch_state_slow() {
+  StopwatchState& s = process_singleton<StopwatchState>("stopwatch");
+  stopwatch_state_pointer().store(&s, std::memory_order_release);
+  return s;
+}
+
+LAPTIME_ALWAYS_INLINE StopwatchState& stopwatch_state() {
+  StopwatchState* s = stopwatch_state_pointer().load(std::memory_order_acquire);
+  if (LAPTIME_LIKELY(s != nullptr)) return *s;
+  return stopwatch_state_slow();
 }
 
 /// Tests only: back to the state before the first enable() (names stay interned).
