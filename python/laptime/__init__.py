@@ -1,0 +1,73 @@
+"""laptime: where the time of a training iteration goes, and what Nsight sees.
+
+A drop-in for the seed's ``Stopwatch`` and ``NVTXRangeWrapper`` singletons, backed by laptime's
+C++ implementation: one singleton per process, shared with C++ code that includes laptime's
+headers. Only the import changes::
+
+    from laptime import Stopwatch, NVTXRangeWrapper
+
+    stopwatch = Stopwatch()
+    nvtx_wrp = NVTXRangeWrapper()
+    stopwatch.enable(50, 100, False)        # num_warmup_iters, print_every_n_iters, do_cuda_sync
+    nvtx_wrp.enable(False, False, True)     # sync_on_push, sync_on_pop, keep_track_of_range_order
+
+    stopwatch.set_cpu_usage_meas_name("training loop")
+    for batch in loader:
+        stopwatch.start_meas("training loop")
+        nvtx_wrp.range_push("optimizer step")
+        step(batch)
+        nvtx_wrp.range_pop("optimizer step")
+        stopwatch.end_meas("training loop")
+        stopwatch.finish_iter()
+    stopwatch.print_eval_times()
+
+docs/python.md describes the whole API and what each call costs.
+"""
+
+import atexit as _atexit
+import functools as _functools
+
+from . import _laptime
+from ._laptime import (
+    NVTXRangeWrapper,
+    Stopwatch,
+    UsageError,
+    configure_from_env,
+    cuda_status,
+    error_policy,
+    set_error_policy,
+)
+
+__version__ = _laptime.__version__
+
+__all__ = [
+    "NVTXRangeWrapper",
+    "Stopwatch",
+    "UsageError",
+    "configure_from_env",
+    "cuda_status",
+    "error_policy",
+    "set_error_policy",
+]
+
+
+def _decorate(scope, func):
+    """``@stopwatch.measure(name)`` / ``@nvtx.range(name)`` on ``func``: every call is timed (or
+    annotated), with a fresh scope per call so that threads may call ``func`` at once."""
+    name = scope.name
+    open_scope = Stopwatch().measure if scope.kind == "measure" else NVTXRangeWrapper().range
+
+    @_functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with open_scope(name):
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+_laptime._decorate = _decorate
+
+# Periodic reports go to sys.stdout while the interpreter runs; at exit laptime goes back to the
+# C stdout, so that nothing calls into a finalised interpreter.
+_laptime._install_print_function()
+_atexit.register(_laptime._uninstall_print_function)

@@ -1,0 +1,954 @@
+// laptime._laptime: the Python extension (docs/python.md).
+//
+// Written against the CPython C API, not nanobind or pybind11, because of what a call costs
+// (bench/python_bench.py; docs/python.md has the numbers that chose this):
+//   - the hot methods are METH_O / METH_NOARGS / METH_FASTCALL builtins, which CPython 3.11+ calls
+//     through specialised instructions. Those check the *exact* type of `self`, so Stopwatch and
+//     NVTXRangeWrapper are the C types themselves: a Python subclass would cost ~8 ns per call;
+//   - a name reaches laptime as the UTF-8 buffer inside the str object, never copied. A str
+//     literal in the caller's code is one object, so the buffer has a stable address and laptime's
+//     per-thread name cache (keyed by pointer and length) hits on every call;
+//   - not enabled, a call is a type check and one relaxed load.
+// Nothing releases the GIL on the hot path: the calls take nanoseconds. The exception is a
+// finish_iter that is about to print the periodic report (see sw_finish_iter).
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <laptime/laptime.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+// laptime.UsageError: a subclass of AssertionError, as the seed raised AssertionError.
+PyObject* g_usage_error = nullptr;
+// This module: _Scope.__call__ finds laptime's Python decorator helper in it.
+PyObject* g_module = nullptr;
+// The one instance of each facade type (the state itself is laptime's, process-wide).
+PyObject* g_stopwatch = nullptr;
+PyObject* g_nvtx = nullptr;
+PyTypeObject* g_scope_type = nullptr;
+
+template <class F>
+PyCFunction as_cfunction(F* f) {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
+}
+
+LAPTIME_ALWAYS_INLINE laptime::Stopwatch& stopwatch() {
+  return laptime::Stopwatch::instance();
+}
+
+LAPTIME_ALWAYS_INLINE laptime::NVTXRangeWrapper& nvtx() {
+  return laptime::NVTXRangeWrapper::instance();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversions and errors
+
+/// The text of a str as UTF-8, without a copy: the bytes of a compact ASCII str (what names
+/// almost always are), else the UTF-8 buffer CPython caches inside the object.
+LAPTIME_ALWAYS_INLINE bool utf8_view(PyObject* str, std::string_view& out) {
+  if (LAPTIME_LIKELY(PyUnicode_IS_COMPACT_ASCII(str))) {
+    out = std::string_view(static_cast<const char*>(PyUnicode_DATA(str)),
+                           static_cast<std::size_t>(PyUnicode_GET_LENGTH(str)));
+    return true;
+  }
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(str, &size);
+  if (data == nullptr) return false;
+  out = std::string_view(data, static_cast<std::size_t>(size));
+  return true;
+}
+
+[[gnu::cold]] PyObject* not_a_str(const char* call, PyObject* arg) {
+  PyErr_Format(PyExc_TypeError, "laptime: %s: the name must be a str, not %.100s", call,
+               Py_TYPE(arg)->tp_name);
+  return nullptr;
+}
+
+/// A str from bytes that may not be valid UTF-8 (names given in C++ can be anything).
+PyObject* text_to_str(std::string_view text) {
+  return PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace");
+}
+
+/// Turns the C++ exception being handled into a Python one; returns nullptr. Only in a catch.
+[[gnu::cold]] PyObject* set_python_error() {
+  try {
+    throw;
+  } catch (const laptime::UsageError& e) {
+    if (PyObject* message = text_to_str(e.what())) {
+      PyErr_SetObject(g_usage_error, message);
+      Py_DECREF(message);
+    }
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_Format(PyExc_RuntimeError, "laptime: %s", e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "laptime: unknown C++ exception");
+  }
+  return nullptr;
+}
+
+/// Runs `f` (a laptime call) and returns None, or nullptr with the C++ exception translated.
+template <class F>
+LAPTIME_ALWAYS_INLINE PyObject* call_none(F&& f) {
+  try {
+    f();
+  } catch (...) {
+    return set_python_error();
+  }
+  Py_RETURN_NONE;
+}
+
+/// Same for a call that may block: runs it without the GIL.
+template <class F>
+PyObject* call_none_without_gil(F&& f) {
+  std::exception_ptr error;
+  Py_BEGIN_ALLOW_THREADS try { f(); } catch (...) {
+    error = std::current_exception();
+  }
+  Py_END_ALLOW_THREADS if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (...) {
+      return set_python_error();
+    }
+  }
+  Py_RETURN_NONE;
+}
+
+/// `f(name)` for a name-taking call: type check, the str's UTF-8 view, the call.
+template <class F>
+LAPTIME_ALWAYS_INLINE PyObject* with_name(const char* call, PyObject* arg, F&& f) {
+  if (LAPTIME_UNLIKELY(!PyUnicode_Check(arg))) return not_a_str(call, arg);
+  std::string_view name;
+  if (LAPTIME_UNLIKELY(!utf8_view(arg, name))) return nullptr;
+  return call_none([&] { f(name); });
+}
+
+template <class F>
+PyObject* string_result(F&& f) {
+  std::string text;
+  try {
+    text = f();
+  } catch (...) {
+    return set_python_error();
+  }
+  return text_to_str(text);
+}
+
+/// The argument of `call(keyword=None)` from a vectorcall: positional or by keyword; nullptr if
+/// absent. False (TypeError set) for anything else.
+bool optional_arg(const char* call, const char* keyword, PyObject* const* args, Py_ssize_t nargs,
+                  PyObject* kwnames, PyObject*& out) {
+  out = nargs > 0 ? args[0] : nullptr;
+  const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nargs + nkw > 1 ||
+      (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), keyword) != 0)) {
+    PyErr_Format(PyExc_TypeError, "laptime: %s(%s=None) takes at most one argument, %s", call,
+                 keyword, keyword);
+    return false;
+  }
+  if (nkw == 1) out = args[nargs];
+  return true;
+}
+
+/// A CUDA stream handle: None (the legacy default stream), an int (a cudaStream_t as integer),
+/// or an object with an int attribute `cuda_stream` (torch.cuda.Stream; torch is not imported).
+bool stream_handle(PyObject* obj, void*& out) {
+  out = nullptr;
+  if (obj == nullptr || obj == Py_None) return true;
+  PyObject* value = nullptr;
+  if (PyLong_Check(obj)) {
+    value = Py_NewRef(obj);
+  } else {
+    value = PyObject_GetAttrString(obj, "cuda_stream");
+    if (value == nullptr) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return false;
+      PyErr_Clear();
+    }
+  }
+  if (value == nullptr) {
+    PyErr_Format(PyExc_TypeError,
+                 "laptime: a CUDA stream is None, an int handle or an object with an int "
+                 "attribute 'cuda_stream' (torch.cuda.Stream), not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return false;
+  }
+  out = PyLong_AsVoidPtr(value);
+  Py_DECREF(value);
+  return !(out == nullptr && PyErr_Occurred());
+}
+
+/// Writes `text` to the Python file object `file` and flushes it; false with an exception set.
+bool write_to(PyObject* file, std::string_view text) {
+  PyObject* str = text_to_str(text);
+  if (str == nullptr) return false;
+  PyObject* r = PyObject_CallMethod(file, "write", "O", str);
+  Py_DECREF(str);
+  if (r == nullptr) return false;
+  Py_DECREF(r);
+  r = PyObject_CallMethod(file, "flush", nullptr);
+  if (r == nullptr) return false;
+  Py_DECREF(r);
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Periodic reports through sys.stdout
+
+bool interpreter_usable() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsInitialized() && !Py_IsFinalizing();
+#else
+  return Py_IsInitialized() && !_Py_IsFinalizing();
+#endif
+}
+
+/// laptime::PrintFunction: writes to sys.stdout (notebooks and loggers capture it) with the GIL
+/// held. Any thread may call it, also a C++ thread that never ran Python (PyGILState_Ensure gives
+/// it a thread state).
+void print_to_sys_stdout(const char* text, std::size_t size, void* /*user_data*/) {
+  if (!interpreter_usable()) {
+    std::fwrite(text, 1, size, stdout);
+    std::fflush(stdout);
+    return;
+  }
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);     // keep an exception the caller may have set
+  PyObject* out = PySys_GetObject("stdout");  // borrowed
+  if (out == nullptr || out == Py_None || !write_to(out, std::string_view(text, size))) {
+    if (PyErr_Occurred()) PyErr_WriteUnraisable(nullptr);
+    std::fwrite(text, 1, size, stdout);
+    std::fflush(stdout);
+  }
+  PyErr_Restore(type, value, traceback);
+  PyGILState_Release(gil);
+}
+
+PyObject* mod_install_print_function(PyObject*, PyObject*) {
+  stopwatch().set_print_function(print_to_sys_stdout, nullptr);
+  Py_RETURN_NONE;
+}
+
+// The package registers this with atexit: afterwards reports go to the C stdout, so that a C++
+// thread or laptime's own at-exit report never calls into a finalised interpreter.
+PyObject* mod_uninstall_print_function(PyObject*, PyObject*) {
+  stopwatch().set_print_function(nullptr, nullptr);
+  Py_RETURN_NONE;
+}
+
+// ---------------------------------------------------------------------------------------------
+// _Scope: `with stopwatch.measure("x"):`, `with nvtx.range("x"):`, and both as decorators
+
+enum class ScopeKind { Measure, Range };
+
+struct Scope {
+  PyObject_HEAD PyObject* name;  // a str: its UTF-8 buffer stays put, so laptime's name cache hits
+  ScopeKind kind;
+  bool active;  // __enter__ started something (the tool was enabled): __exit__ ends it
+};
+
+PyObject* scope_new(PyObject* name, ScopeKind kind) {
+  Scope* self = PyObject_New(Scope, g_scope_type);
+  if (self == nullptr) return nullptr;
+  self->name = Py_NewRef(name);
+  self->kind = kind;
+  self->active = false;
+  return reinterpret_cast<PyObject*>(self);
+}
+
+void scope_dealloc(PyObject* obj) {
+  PyTypeObject* type = Py_TYPE(obj);
+  Py_DECREF(reinterpret_cast<Scope*>(obj)->name);
+  PyObject_Free(obj);
+  Py_DECREF(type);  // an instance of a heap type owns a reference to it
+}
+
+PyObject* scope_enter(PyObject* obj, PyObject*) {
+  Scope* self = reinterpret_cast<Scope*>(obj);
+  PyObject* r;
+  if (self->kind == ScopeKind::Measure) {
+    if (!stopwatch().is_enabled()) Py_RETURN_NONE;
+    r = with_name("measure", self->name, [](std::string_view n) { stopwatch().start_meas(n); });
+  } else {
+    if (!nvtx().is_enabled()) Py_RETURN_NONE;
+    r = with_name("range", self->name, [](std::string_view n) { nvtx().range_push(n); });
+  }
+  self->active = r != nullptr;
+  return r;
+}
+
+// Ends what __enter__ started, also when the block raised (that exception then propagates). A
+// block entered while the tool was off ends nothing, even if the tool was enabled inside it.
+PyObject* scope_exit(PyObject* obj, PyObject* const*, Py_ssize_t) {
+  Scope* self = reinterpret_cast<Scope*>(obj);
+  if (!self->active) Py_RETURN_FALSE;
+  self->active = false;
+  PyObject* r;
+  if (self->kind == ScopeKind::Measure) {
+    r = with_name("measure", self->name, [](std::string_view n) { stopwatch().end_meas(n); });
+  } else {
+    r = with_name("range", self->name, [](std::string_view n) { nvtx().range_pop(n); });
+  }
+  if (r == nullptr) return nullptr;
+  Py_DECREF(r);
+  Py_RETURN_FALSE;
+}
+
+// As a decorator: laptime._decorate (Python, functools.wraps) builds the wrapper, which opens a
+// fresh scope per call (a decorated function may run on several threads at once).
+PyObject* scope_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+  PyObject* func = nullptr;
+  if (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) {
+    PyErr_SetString(PyExc_TypeError, "laptime: a decorator takes one function");
+    return nullptr;
+  }
+  if (!PyArg_ParseTuple(args, "O:decorator", &func)) return nullptr;
+  PyObject* decorate = PyObject_GetAttrString(g_module, "_decorate");
+  if (decorate == nullptr) return nullptr;
+  PyObject* r = PyObject_CallFunctionObjArgs(decorate, self, func, nullptr);
+  Py_DECREF(decorate);
+  return r;
+}
+
+PyObject* scope_repr(PyObject* obj) {
+  Scope* self = reinterpret_cast<Scope*>(obj);
+  return PyUnicode_FromFormat(
+      "<laptime %s %R>", self->kind == ScopeKind::Measure ? "measure" : "nvtx range", self->name);
+}
+
+PyObject* scope_get_name(PyObject* obj, void*) {
+  return Py_NewRef(reinterpret_cast<Scope*>(obj)->name);
+}
+
+PyObject* scope_get_kind(PyObject* obj, void*) {
+  return PyUnicode_FromString(reinterpret_cast<Scope*>(obj)->kind == ScopeKind::Measure ? "measure"
+                                                                                        : "range");
+}
+
+PyMethodDef g_scope_methods[] = {{"__enter__", scope_enter, METH_NOARGS, nullptr},
+                                 {"__exit__", as_cfunction(scope_exit), METH_FASTCALL, nullptr},
+                                 {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef g_scope_getset[] = {
+    {"name", scope_get_name, nullptr, "The measured name or range.", nullptr},
+    {"kind", scope_get_kind, nullptr, "'measure' (Stopwatch) or 'range' (NVTX).", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyType_Slot g_scope_slots[] = {
+    {Py_tp_doc, const_cast<char*>("A timed or NVTX-annotated block; also a decorator.")},
+    {Py_tp_dealloc, reinterpret_cast<void*>(scope_dealloc)},
+    {Py_tp_methods, g_scope_methods},
+    {Py_tp_getset, g_scope_getset},
+    {Py_tp_call, reinterpret_cast<void*>(scope_call)},
+    {Py_tp_repr, reinterpret_cast<void*>(scope_repr)},
+    {0, nullptr}};
+
+PyType_Spec g_scope_spec = {"laptime._Scope", sizeof(Scope), 0, Py_TPFLAGS_DEFAULT, g_scope_slots};
+
+// ---------------------------------------------------------------------------------------------
+// laptime.Stopwatch: the facade of laptime::Stopwatch
+
+// The hot pair. Not enabled: a type check and one relaxed load. Enabled: laptime's own path.
+PyObject* sw_start_meas(PyObject*, PyObject* name) {
+  if (LAPTIME_UNLIKELY(!PyUnicode_Check(name))) return not_a_str("start_meas", name);
+  if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
+  return with_name("start_meas", name, [](std::string_view n) { stopwatch().start_meas(n); });
+}
+
+PyObject* sw_end_meas(PyObject*, PyObject* name) {
+  if (LAPTIME_UNLIKELY(!PyUnicode_Check(name))) return not_a_str("end_meas", name);
+  if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
+  return with_name("end_meas", name, [](std::string_view n) { stopwatch().end_meas(n); });
+}
+
+// Whether this finish_iter will print the periodic report (laptime's own test, read ahead).
+bool finish_iter_will_print() {
+  const laptime::detail::StopwatchState& s = laptime::detail::stopwatch_state();
+  const int every = s.print_every.load(std::memory_order_relaxed);
+  if (every <= 0) return false;
+  const std::int64_t measured = s.finished_iters.load(std::memory_order_relaxed) + 1 -
+                                s.warmup.load(std::memory_order_relaxed);
+  return measured > 0 && measured % every == 0;
+}
+
+// finish_iter keeps the GIL, except when it is about to print. laptime prints under its report
+// lock and the print function takes the GIL: waiting for that lock with the GIL held could
+// deadlock against a thread that holds the lock and waits for the GIL (a C++ thread printing, or
+// a Python thread whose sys.stdout.write released the GIL).
+PyObject* sw_finish_iter(PyObject*, PyObject*) {
+  if (LAPTIME_LIKELY(!finish_iter_will_print())) {
+    return call_none([] { stopwatch().finish_iter(); });
+  }
+  return call_none_without_gil([] { stopwatch().finish_iter(); });
+}
+
+PyObject* sw_enable(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"num_warmup_iters", "print_every_n_iters", "do_cuda_sync",
+                                   nullptr};
+  int warmup = 0;
+  PyObject* every_obj = Py_None;
+  int cuda_sync = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "i|Op:enable", const_cast<char**>(keywords),
+                                   &warmup, &every_obj, &cuda_sync)) {
+    return nullptr;
+  }
+  std::optional<int> every;
+  if (every_obj != Py_None) {
+    int overflow = 0;
+    const long v = PyLong_AsLongAndOverflow(every_obj, &overflow);
+    if (v == -1 && PyErr_Occurred()) return nullptr;
+    if (overflow != 0 || v < INT32_MIN || v > INT32_MAX) {
+      PyErr_SetString(PyExc_OverflowError, "laptime: print_every_n_iters is out of range");
+      return nullptr;
+    }
+    every = static_cast<int>(v);
+  }
+  return call_none([&] { stopwatch().enable(warmup, every, cuda_sync != 0); });
+}
+
+PyObject* sw_new(PyTypeObject*, PyObject*, PyObject*) {
+  return Py_NewRef(g_stopwatch);
+}
+
+// Stopwatch(*args, **kwargs): the singleton, enabled with these arguments (as the seed did).
+int sw_init(PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (PyTuple_GET_SIZE(args) == 0 && (kwargs == nullptr || PyDict_GET_SIZE(kwargs) == 0)) return 0;
+  PyObject* r = sw_enable(self, args, kwargs);
+  if (r == nullptr) return -1;
+  Py_DECREF(r);
+  return 0;
+}
+
+PyObject* sw_is_enabled(PyObject*, void*) {
+  return PyBool_FromLong(stopwatch().is_enabled());
+}
+
+PyObject* sw_set_cpu_usage_meas_name(PyObject*, PyObject* name) {
+  return with_name("set_cpu_usage_meas_name", name,
+                   [](std::string_view n) { stopwatch().set_cpu_usage_meas_name(n); });
+}
+
+PyObject* sw_track_cpu_usage(PyObject*, PyObject* name) {
+  return with_name("track_cpu_usage", name,
+                   [](std::string_view n) { stopwatch().track_cpu_usage(n); });
+}
+
+PyObject* sw_start_one_time(PyObject*, PyObject* name) {
+  return with_name("start_one_time_measurement", name,
+                   [](std::string_view n) { stopwatch().start_one_time_measurement(n); });
+}
+
+PyObject* sw_end_one_time(PyObject*, PyObject* name) {
+  return with_name("end_one_time_measurement", name,
+                   [](std::string_view n) { stopwatch().end_one_time_measurement(n); });
+}
+
+PyObject* sw_get_num_nonwarmup_iters_measured(PyObject*, PyObject*) {
+  return PyLong_FromLong(stopwatch().get_num_nonwarmup_iters_measured());
+}
+
+PyObject* sw_report(PyObject*, PyObject*) {
+  return string_result([] { return stopwatch().report(); });
+}
+
+PyObject* sw_to_json(PyObject*, PyObject*) {
+  return string_result([] { return stopwatch().to_json(); });
+}
+
+// results(): json.loads(to_json()), so the dict mirrors the JSON by construction.
+PyObject* sw_results(PyObject* self, PyObject*) {
+  PyObject* json = sw_to_json(self, nullptr);
+  if (json == nullptr) return nullptr;
+  PyObject* module = PyImport_ImportModule("json");
+  PyObject* r = module != nullptr ? PyObject_CallMethod(module, "loads", "O", json) : nullptr;
+  Py_XDECREF(module);
+  Py_DECREF(json);
+  return r;
+}
+
+// print_eval_times(file=None): to sys.stdout by default, looked up at each call (redirections,
+// notebooks and pytest's capture replace it).
+PyObject* sw_print_eval_times(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                              PyObject* kwnames) {
+  PyObject* file = nullptr;
+  if (!optional_arg("print_eval_times", "file", args, nargs, kwnames, file)) return nullptr;
+  if (file == nullptr || file == Py_None) {
+    file = PySys_GetObject("stdout");  // borrowed
+    if (file == nullptr || file == Py_None) {
+      PyErr_SetString(PyExc_RuntimeError, "laptime: print_eval_times: sys.stdout is not set");
+      return nullptr;
+    }
+  }
+  std::string text;
+  try {
+    text = stopwatch().report();
+  } catch (...) {
+    return set_python_error();
+  }
+  if (!write_to(file, text)) return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* sw_reset(PyObject*, PyObject*) {
+  return call_none([] { stopwatch().reset(); });
+}
+
+PyObject* sw_disable(PyObject*, PyObject*) {
+  return call_none([] { stopwatch().disable(); });
+}
+
+PyObject* sw_set_print_rank0_only(PyObject*, PyObject* on) {
+  const int v = PyObject_IsTrue(on);
+  if (v < 0) return nullptr;
+  stopwatch().set_print_rank0_only(v != 0);
+  Py_RETURN_NONE;
+}
+
+PyObject* sw_enable_gpu_timing(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                               PyObject* kwnames) {
+  PyObject* stream_obj = nullptr;
+  void* stream = nullptr;
+  if (!optional_arg("enable_gpu_timing", "stream", args, nargs, kwnames, stream_obj) ||
+      !stream_handle(stream_obj, stream)) {
+    return nullptr;
+  }
+  return call_none([&] { stopwatch().enable_gpu_timing(stream); });
+}
+
+PyObject* sw_set_gpu_stream(PyObject*, PyObject* stream_obj) {
+  void* stream = nullptr;
+  if (!stream_handle(stream_obj, stream)) return nullptr;
+  stopwatch().set_gpu_stream(stream);
+  Py_RETURN_NONE;
+}
+
+PyObject* sw_disable_gpu_timing(PyObject*, PyObject*) {
+  return call_none([] { stopwatch().disable_gpu_timing(); });
+}
+
+// Waits for the GPU: other Python threads may run meanwhile.
+PyObject* sw_wait_for_gpu_timings(PyObject*, PyObject*) {
+  return call_none_without_gil([] { stopwatch().wait_for_gpu_timings(); });
+}
+
+PyObject* sw_measure(PyObject*, PyObject* name) {
+  if (!PyUnicode_Check(name)) return not_a_str("measure", name);
+  return scope_new(name, ScopeKind::Measure);
+}
+
+// Does nothing: the floor of a METH_O call taking a str, for bench/python_bench.py.
+PyObject* sw_noop(PyObject*, PyObject*) {
+  Py_RETURN_NONE;
+}
+
+PyObject* sw_repr(PyObject*) {
+  return PyUnicode_FromFormat("<laptime.Stopwatch (%s)>",
+                              stopwatch().is_enabled() ? "enabled" : "not enabled");
+}
+
+PyMethodDef g_stopwatch_methods[] = {
+    {"start_meas", sw_start_meas, METH_O,
+     "start_meas(name, /)\n--\n\nStarts the interval `name` on the calling thread."},
+    {"end_meas", sw_end_meas, METH_O,
+     "end_meas(name, /)\n--\n\nEnds the interval `name` running on the calling thread."},
+    {"finish_iter", sw_finish_iter, METH_NOARGS,
+     "finish_iter()\n--\n\nEnds an iteration: warm-up, NVTX mark, periodic report."},
+    {"enable", as_cfunction(sw_enable), METH_VARARGS | METH_KEYWORDS,
+     "enable(num_warmup_iters, print_every_n_iters=None, do_cuda_sync=False)\n--\n\n"
+     "Turns measuring on."},
+    {"set_cpu_usage_meas_name", sw_set_cpu_usage_meas_name, METH_O,
+     "set_cpu_usage_meas_name(name, /)\n--\n\nSamples CPU and I/O during the intervals of "
+     "`name`."},
+    {"track_cpu_usage", sw_track_cpu_usage, METH_O,
+     "track_cpu_usage(name, /)\n--\n\nSamples CPU and I/O during the intervals of `name`; "
+     "several names may be tracked."},
+    {"start_one_time_measurement", sw_start_one_time, METH_O,
+     "start_one_time_measurement(name, /)\n--\n\nStarts a single interval outside the "
+     "iterations."},
+    {"end_one_time_measurement", sw_end_one_time, METH_O,
+     "end_one_time_measurement(name, /)\n--\n\nEnds a one-time measurement."},
+    {"get_num_nonwarmup_iters_measured", sw_get_num_nonwarmup_iters_measured, METH_NOARGS,
+     "get_num_nonwarmup_iters_measured()\n--\n\nIterations finished after warm-up."},
+    {"print_eval_times", as_cfunction(sw_print_eval_times), METH_FASTCALL | METH_KEYWORDS,
+     "print_eval_times(file=None)\n--\n\nPrints the report to `file` (default sys.stdout)."},
+    {"report", sw_report, METH_NOARGS, "report()\n--\n\nThe report print_eval_times prints."},
+    {"to_json", sw_to_json, METH_NOARGS, "to_json()\n--\n\nThe results as JSON (schema 1)."},
+    {"results", sw_results, METH_NOARGS,
+     "results()\n--\n\nThe results as a dict mirroring to_json()."},
+    {"reset", sw_reset, METH_NOARGS,
+     "reset()\n--\n\nDrops all results and warm-up progress; the configuration stays."},
+    {"disable", sw_disable, METH_NOARGS,
+     "disable()\n--\n\nTurns measuring off; results stay, enable() may be called again."},
+    {"set_print_rank0_only", sw_set_print_rank0_only, METH_O,
+     "set_print_rank0_only(on, /)\n--\n\nPeriodic and at-exit reports only on rank 0."},
+    {"enable_gpu_timing", as_cfunction(sw_enable_gpu_timing), METH_FASTCALL | METH_KEYWORDS,
+     "enable_gpu_timing(stream=None)\n--\n\nAlso times every interval on the GPU with CUDA "
+     "events recorded on `stream` (a torch.cuda.Stream, an int handle, or None: the legacy "
+     "default stream)."},
+    {"set_gpu_stream", sw_set_gpu_stream, METH_O,
+     "set_gpu_stream(stream, /)\n--\n\nChanges the stream GPU timing records on."},
+    {"disable_gpu_timing", sw_disable_gpu_timing, METH_NOARGS,
+     "disable_gpu_timing()\n--\n\nStops recording CUDA events."},
+    {"wait_for_gpu_timings", sw_wait_for_gpu_timings, METH_NOARGS,
+     "wait_for_gpu_timings()\n--\n\nWaits for every pending GPU timing (at report time)."},
+    {"measure", sw_measure, METH_O,
+     "measure(name, /)\n--\n\nA context manager and decorator timing `name`."},
+    {"_noop", sw_noop, METH_O, "_noop(name, /)\n--\n\nDoes nothing (benchmark floor)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef g_stopwatch_getset[] = {
+    {"is_enabled", sw_is_enabled, nullptr, "Whether enable() was called.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyType_Slot g_stopwatch_slots[] = {
+    {Py_tp_doc, const_cast<char*>(
+                    "Stopwatch(*args, **kwargs)\n--\n\n"
+                    "The process-wide stopwatch (laptime::Stopwatch): named intervals per "
+                    "iteration, warm-up, percentiles, CPU and I/O of tracked names, GPU time.\n"
+                    "Stopwatch() returns the singleton; with arguments it also calls enable().")},
+    {Py_tp_methods, g_stopwatch_methods},
+    {Py_tp_getset, g_stopwatch_getset},
+    {Py_tp_new, reinterpret_cast<void*>(sw_new)},
+    {Py_tp_init, reinterpret_cast<void*>(sw_init)},
+    {Py_tp_repr, reinterpret_cast<void*>(sw_repr)},
+    {0, nullptr}};
+
+PyType_Spec g_stopwatch_spec = {"laptime.Stopwatch", sizeof(PyObject), 0, Py_TPFLAGS_DEFAULT,
+                                g_stopwatch_slots};
+
+// ---------------------------------------------------------------------------------------------
+// laptime.NVTXRangeWrapper: the facade of laptime::NVTXRangeWrapper
+
+PyObject* nvtx_range_push(PyObject*, PyObject* name) {
+  if (LAPTIME_UNLIKELY(!PyUnicode_Check(name))) return not_a_str("range_push", name);
+  if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
+  return with_name("range_push", name, [](std::string_view n) { nvtx().range_push(n); });
+}
+
+// range_pop(expected=None): with an expected name and order tracking on, the innermost range is
+// checked before anything is popped.
+PyObject* nvtx_range_pop(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* expected = nargs == 1 ? args[0] : nullptr;
+  if (LAPTIME_UNLIKELY(kwnames != nullptr || nargs > 1) &&
+      !optional_arg("range_pop", "expected", args, nargs, kwnames, expected)) {
+    return nullptr;
+  }
+  if (expected == nullptr || expected == Py_None) {
+    if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
+    return call_none([] { nvtx().range_pop(); });
+  }
+  if (LAPTIME_UNLIKELY(!PyUnicode_Check(expected))) return not_a_str("range_pop", expected);
+  if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
+  return with_name("range_pop", expected, [](std::string_view n) { nvtx().range_pop(n); });
+}
+
+PyObject* nvtx_enable(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"sync_on_push", "sync_on_pop", "keep_track_of_range_order",
+                                   "domain",       "colors",      nullptr};
+  int sync_on_push = 0, sync_on_pop = 0, track = 0;
+  PyObject* domain = Py_None;
+  PyObject* colors = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ppp|$OO:enable", const_cast<char**>(keywords),
+                                   &sync_on_push, &sync_on_pop, &track, &domain, &colors)) {
+    return nullptr;
+  }
+  laptime::NVTXOptions options;
+  if (domain != Py_None) {
+    if (!PyUnicode_Check(domain)) return not_a_str("enable(domain=...)", domain);
+    std::string_view d;
+    if (!utf8_view(domain, d)) return nullptr;
+    options.domain.assign(d.data(), d.size());
+  }
+  if (colors != Py_None) {
+    PyObject* seq = PySequence_Fast(colors, "laptime: colors is a sequence of ARGB ints");
+    if (seq == nullptr) return nullptr;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      const unsigned long c = PyLong_AsUnsignedLong(PySequence_Fast_GET_ITEM(seq, i));
+      const bool failed = c == static_cast<unsigned long>(-1) && PyErr_Occurred();
+      if (failed || c > 0xffffffffUL) {
+        if (!failed) PyErr_SetString(PyExc_OverflowError, "laptime: a colour is 32-bit ARGB");
+        Py_DECREF(seq);
+        return nullptr;
+      }
+      options.colors.push_back(static_cast<std::uint32_t>(c));
+    }
+    Py_DECREF(seq);
+  }
+  return call_none(
+      [&] { nvtx().enable(sync_on_push != 0, sync_on_pop != 0, track != 0, options); });
+}
+
+PyObject* nvtx_new(PyTypeObject*, PyObject*, PyObject*) {
+  return Py_NewRef(g_nvtx);
+}
+
+int nvtx_init(PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (PyTuple_GET_SIZE(args) == 0 && (kwargs == nullptr || PyDict_GET_SIZE(kwargs) == 0)) return 0;
+  PyObject* r = nvtx_enable(self, args, kwargs);
+  if (r == nullptr) return -1;
+  Py_DECREF(r);
+  return 0;
+}
+
+PyObject* nvtx_is_enabled(PyObject*, void*) {
+  return PyBool_FromLong(nvtx().is_enabled());
+}
+
+PyObject* nvtx_mark(PyObject*, PyObject* message) {
+  return with_name("mark", message, [](std::string_view m) { nvtx().mark(m); });
+}
+
+PyObject* nvtx_name_current_thread(PyObject*, PyObject* name) {
+  return with_name("name_current_thread", name,
+                   [](std::string_view n) { nvtx().name_current_thread(n); });
+}
+
+PyObject* nvtx_profiler_start(PyObject*, PyObject*) {
+  return PyBool_FromLong(nvtx().profiler_start());
+}
+
+PyObject* nvtx_profiler_stop(PyObject*, PyObject*) {
+  return PyBool_FromLong(nvtx().profiler_stop());
+}
+
+PyObject* nvtx_range(PyObject*, PyObject* name) {
+  if (!PyUnicode_Check(name)) return not_a_str("range", name);
+  return scope_new(name, ScopeKind::Range);
+}
+
+PyObject* nvtx_repr(PyObject*) {
+  return PyUnicode_FromFormat("<laptime.NVTXRangeWrapper (%s)>",
+                              nvtx().is_enabled() ? "enabled" : "not enabled");
+}
+
+PyMethodDef g_nvtx_methods[] = {
+    {"range_push", nvtx_range_push, METH_O,
+     "range_push(name, /)\n--\n\nOpens an NVTX range on the calling thread."},
+    {"range_pop", as_cfunction(nvtx_range_pop), METH_FASTCALL | METH_KEYWORDS,
+     "range_pop(expected=None)\n--\n\nCloses the calling thread's innermost range; with order "
+     "tracking, checks first that it is `expected`."},
+    {"enable", as_cfunction(nvtx_enable), METH_VARARGS | METH_KEYWORDS,
+     "enable(sync_on_push, sync_on_pop, keep_track_of_range_order, *, domain=None, "
+     "colors=None)\n--\n\nTurns the wrapper on."},
+    {"mark", nvtx_mark, METH_O, "mark(message, /)\n--\n\nAn instantaneous NVTX marker."},
+    {"name_current_thread", nvtx_name_current_thread, METH_O,
+     "name_current_thread(name, /)\n--\n\nNames the calling OS thread for the profiler."},
+    {"profiler_start", nvtx_profiler_start, METH_NOARGS,
+     "profiler_start()\n--\n\ncuProfilerStart, when enabled and CUDA is available."},
+    {"profiler_stop", nvtx_profiler_stop, METH_NOARGS,
+     "profiler_stop()\n--\n\ncuProfilerStop, when enabled and CUDA is available."},
+    {"range", nvtx_range, METH_O,
+     "range(name, /)\n--\n\nA context manager and decorator: an NVTX range around the block."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef g_nvtx_getset[] = {
+    {"is_enabled", nvtx_is_enabled, nullptr, "Whether enable() was called.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyType_Slot g_nvtx_slots[] = {
+    {Py_tp_doc,
+     const_cast<char*>("NVTXRangeWrapper(*args, **kwargs)\n--\n\n"
+                       "The process-wide NVTX range wrapper (laptime::NVTXRangeWrapper): NVTX "
+                       "pushes, pops and marks with optional CUDA syncs and a per-thread check of "
+                       "the range order.\nNVTXRangeWrapper() returns the singleton; with "
+                       "arguments it also calls enable().")},
+    {Py_tp_methods, g_nvtx_methods},
+    {Py_tp_getset, g_nvtx_getset},
+    {Py_tp_new, reinterpret_cast<void*>(nvtx_new)},
+    {Py_tp_init, reinterpret_cast<void*>(nvtx_init)},
+    {Py_tp_repr, reinterpret_cast<void*>(nvtx_repr)},
+    {0, nullptr}};
+
+PyType_Spec g_nvtx_spec = {"laptime.NVTXRangeWrapper", sizeof(PyObject), 0, Py_TPFLAGS_DEFAULT,
+                           g_nvtx_slots};
+
+// ---------------------------------------------------------------------------------------------
+// Module functions
+
+PyObject* mod_set_error_policy(PyObject*, PyObject* arg) {
+  if (!PyUnicode_Check(arg)) return not_a_str("set_error_policy", arg);
+  std::string_view v;
+  if (!utf8_view(arg, v)) return nullptr;
+  if (v == "throw") {
+    laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  } else if (v == "warn") {
+    laptime::set_error_policy(laptime::ErrorPolicy::Warn);
+  } else if (v == "abort") {
+    laptime::set_error_policy(laptime::ErrorPolicy::Abort);
+  } else {
+    PyErr_Format(PyExc_ValueError,
+                 "laptime: set_error_policy(%R): the policy is 'throw', 'warn' or 'abort'", arg);
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* mod_error_policy(PyObject*, PyObject*) {
+  switch (laptime::error_policy()) {
+    case laptime::ErrorPolicy::Warn:
+      return PyUnicode_FromString("warn");
+    case laptime::ErrorPolicy::Abort:
+      return PyUnicode_FromString("abort");
+    case laptime::ErrorPolicy::Throw:
+      break;
+  }
+  return PyUnicode_FromString("throw");
+}
+
+/// d[key] = value, stealing `value`; false with an exception set.
+bool set_item(PyObject* d, const char* key, PyObject* value) {
+  if (value == nullptr) return false;
+  const int r = PyDict_SetItemString(d, key, value);
+  Py_DECREF(value);
+  return r == 0;
+}
+
+PyObject* str_list(const std::vector<std::string>& items) {
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(items.size()));
+  if (list == nullptr) return nullptr;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    PyObject* s = text_to_str(items[i]);
+    if (s == nullptr) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), s);
+  }
+  return list;
+}
+
+// configure_from_env(): what was applied, as a dict with the fields of laptime::Settings.
+PyObject* mod_configure_from_env(PyObject*, PyObject*) {
+  laptime::Settings s;
+  try {
+    s = laptime::configure_from_env();
+  } catch (...) {
+    return set_python_error();
+  }
+  PyObject* d = PyDict_New();
+  if (d == nullptr) return nullptr;
+  auto boolean = [](bool b) { return PyBool_FromLong(b); };
+  const bool ok = set_item(d, "stopwatch", boolean(s.stopwatch)) &&
+                  set_item(d, "num_warmup_iters", PyLong_FromLong(s.num_warmup_iters)) &&
+                  set_item(d, "print_every_n_iters",
+                           s.print_every_n_iters ? PyLong_FromLong(*s.print_every_n_iters)
+                                                 : Py_NewRef(Py_None)) &&
+                  set_item(d, "do_cuda_sync", boolean(s.do_cuda_sync)) &&
+                  set_item(d, "gpu_timing", boolean(s.gpu_timing)) &&
+                  set_item(d, "stopwatch_all_ranks", boolean(s.stopwatch_all_ranks)) &&
+                  set_item(d, "print_rank0_only", boolean(s.print_rank0_only)) &&
+                  set_item(d, "track_cpu", str_list(s.track_cpu)) &&
+                  set_item(d, "nvtx", boolean(s.nvtx)) &&
+                  set_item(d, "nvtx_sync_on_push", boolean(s.nvtx_sync_on_push)) &&
+                  set_item(d, "nvtx_sync_on_pop", boolean(s.nvtx_sync_on_pop)) &&
+                  set_item(d, "nvtx_check_order", boolean(s.nvtx_check_order)) &&
+                  set_item(d, "nvtx_domain", text_to_str(s.nvtx_domain)) &&
+                  set_item(d, "warnings", str_list(s.warnings));
+  if (!ok) {
+    Py_DECREF(d);
+    return nullptr;
+  }
+  return d;
+}
+
+PyObject* mod_cuda_status(PyObject*, PyObject*) {
+  return string_result([] { return laptime::cuda::status(); });
+}
+
+// Tests only: the Stopwatch and the NVTX wrapper as before their first enable (names stay
+// interned), the error policy back to throw, and the sys.stdout printer reinstalled (the
+// Stopwatch reset removes it). Never while other threads measure.
+PyObject* mod_testing_reset(PyObject*, PyObject*) {
+  try {
+    laptime::detail::testing_reset_stopwatch();
+    laptime::detail::nvtx_reset_for_testing();
+  } catch (...) {
+    return set_python_error();
+  }
+  laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  stopwatch().set_print_function(print_to_sys_stdout, nullptr);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef g_module_methods[] = {
+    {"set_error_policy", mod_set_error_policy, METH_O,
+     "set_error_policy(policy, /)\n--\n\nWhat a usage error does, process-wide: 'throw' (raise "
+     "laptime.UsageError), 'warn' (one line on stderr) or 'abort'."},
+    {"error_policy", mod_error_policy, METH_NOARGS,
+     "error_policy()\n--\n\nThe policy in force: 'throw', 'warn' or 'abort'."},
+    {"configure_from_env", mod_configure_from_env, METH_NOARGS,
+     "configure_from_env()\n--\n\nEnables the tools the LAPTIME_* variables ask for; returns "
+     "what was applied."},
+    {"cuda_status", mod_cuda_status, METH_NOARGS,
+     "cuda_status()\n--\n\nOne line: the CUDA driver laptime loaded, or why it is unavailable."},
+    {"_install_print_function", mod_install_print_function, METH_NOARGS, nullptr},
+    {"_uninstall_print_function", mod_uninstall_print_function, METH_NOARGS, nullptr},
+    {"_testing_reset", mod_testing_reset, METH_NOARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef g_module_def = {PyModuleDef_HEAD_INIT,
+                            "laptime._laptime",
+                            "laptime's extension module; use the package laptime.",
+                            -1,
+                            g_module_methods,
+                            nullptr,
+                            nullptr,
+                            nullptr,
+                            nullptr};
+
+/// Creates the type, adds it to the module as `name`; returns a new reference (nullptr: error).
+PyTypeObject* add_type(PyObject* module, PyType_Spec* spec, const char* name) {
+  PyObject* type = PyType_FromSpec(spec);
+  if (type == nullptr) return nullptr;
+  // Their __module__ is "laptime" (from the spec's name): where users find them.
+  if (PyModule_AddObject(module, name, Py_NewRef(type)) < 0) {
+    Py_DECREF(type);
+    return nullptr;
+  }
+  return reinterpret_cast<PyTypeObject*>(type);
+}
+
+/// The one instance of a facade type (its tp_new returns it from then on).
+PyObject* make_instance(PyTypeObject* type) {
+  return type != nullptr ? PyType_GenericAlloc(type, 0) : nullptr;
+}
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__laptime() {
+  PyObject* module = PyModule_Create(&g_module_def);
+  if (module == nullptr) return nullptr;
+  g_usage_error = PyErr_NewExceptionWithDoc(
+      "laptime.UsageError",
+      "Misuse of the laptime API (a measurement ended that never started, a range popped out of "
+      "order, ...). A subclass of AssertionError, as the seed raised AssertionError.",
+      PyExc_AssertionError, nullptr);
+  PyTypeObject* stopwatch_type = add_type(module, &g_stopwatch_spec, "Stopwatch");
+  PyTypeObject* nvtx_type = add_type(module, &g_nvtx_spec, "NVTXRangeWrapper");
+  g_scope_type = add_type(module, &g_scope_spec, "_Scope");
+  g_stopwatch = make_instance(stopwatch_type);
+  g_nvtx = make_instance(nvtx_type);
+  Py_XDECREF(stopwatch_type);
+  Py_XDECREF(nvtx_type);
+  if (g_usage_error == nullptr || g_scope_type == nullptr || g_stopwatch == nullptr ||
+      g_nvtx == nullptr || PyModule_AddObject(module, "UsageError", Py_NewRef(g_usage_error)) < 0 ||
+      PyModule_AddStringConstant(module, "__version__", LAPTIME_VERSION_STRING) < 0 ||
+      PyModule_AddIntConstant(module, "HAVE_NVTX", LAPTIME_HAVE_NVTX) < 0) {
+    Py_DECREF(module);
+    return nullptr;
+  }
+  g_module = module;  // borrowed: the module lives as long as the interpreter
+  return module;
+}

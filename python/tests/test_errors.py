@@ -1,0 +1,133 @@
+"""Misuse raises laptime.UsageError (an AssertionError) naming the call, the name and the thread,
+and leaves the singletons working (SPEC §4)."""
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import laptime
+
+
+def thread_tag():
+    return f"thread {threading.get_native_id()}"
+
+
+def raises_usage(fn, *args):
+    with pytest.raises(laptime.UsageError) as info:
+        fn(*args)
+    message = str(info.value)
+    assert message.startswith("laptime: ")
+    assert thread_tag() in message
+    return message
+
+
+def test_usage_error_is_an_assertion_error():
+    assert issubclass(laptime.UsageError, AssertionError)
+    assert laptime.UsageError.__module__ == "laptime"
+
+
+def test_end_meas_of_a_name_never_started(stopwatch):
+    stopwatch.enable(0)
+    message = raises_usage(stopwatch.end_meas, "data fetch")
+    assert "end_meas('data fetch')" in message and "not running on this thread" in message
+
+
+def test_start_meas_twice_on_one_thread(stopwatch):
+    stopwatch.enable(0)
+    stopwatch.start_meas("step")
+    message = raises_usage(stopwatch.start_meas, "step")
+    assert "start_meas('step')" in message and "already running" in message
+    stopwatch.end_meas("step")  # the first one still runs and ends normally
+    assert stopwatch.results()["measurements"][0]["count"] == 1
+
+
+def test_finish_iter_with_a_measurement_running_on_this_thread(stopwatch):
+    stopwatch.enable(0)
+    stopwatch.start_meas("step")
+    message = raises_usage(stopwatch.finish_iter)
+    assert "finish_iter()" in message and "'step'" in message
+    stopwatch.end_meas("step")
+    stopwatch.finish_iter()
+    assert stopwatch.get_num_nonwarmup_iters_measured() == 1
+
+
+def test_enable_again_with_other_arguments(stopwatch):
+    stopwatch.enable(5, 10, False)
+    stopwatch.enable(5, 10, False)  # same arguments: nothing happens
+    message = raises_usage(stopwatch.enable, 6)
+    assert "already enabled" in message and "num_warmup_iters=5" in message
+
+
+@pytest.mark.parametrize("every", [0, -3])
+def test_print_every_must_be_positive(stopwatch, every):
+    message = raises_usage(stopwatch.enable, 1, every)
+    assert "print_every_n_iters" in message
+    assert not stopwatch.is_enabled
+
+
+def test_one_time_measurement_names_are_used_once(stopwatch):
+    stopwatch.enable(0)
+    stopwatch.start_one_time_measurement("pipe_create")
+    stopwatch.end_one_time_measurement("pipe_create")
+    message = raises_usage(stopwatch.start_one_time_measurement, "pipe_create")
+    assert "'pipe_create'" in message and "already measured" in message
+    raises_usage(stopwatch.end_one_time_measurement, "never")
+
+
+def test_nvtx_enable_again_with_other_arguments(nvtx):
+    nvtx.enable(False, False, True)
+    message = raises_usage(nvtx.enable, False, False, False)
+    assert "already enabled" in message
+
+
+def test_range_pop_on_an_empty_stack(nvtx):
+    nvtx.enable(False, False, True)
+    message = raises_usage(nvtx.range_pop, "loss")
+    assert "'loss'" in message and "no open range" in message
+
+
+def test_names_must_be_str(stopwatch, nvtx):
+    for call in (stopwatch.start_meas, stopwatch.end_meas, nvtx.range_push, nvtx.range_pop,
+                 stopwatch.measure, nvtx.range, stopwatch.set_cpu_usage_meas_name):
+        with pytest.raises(TypeError, match="must be a str"):
+            call(42)
+    stopwatch.enable(0)
+    nvtx.enable(False, False, True)
+    with pytest.raises(TypeError):
+        stopwatch.start_meas(b"bytes")
+
+
+def test_warn_policy_prints_one_line_and_carries_on(stopwatch, capfd):
+    laptime.set_error_policy("warn")
+    assert laptime.error_policy() == "warn"
+    stopwatch.enable(0)
+    stopwatch.end_meas("never started")  # no exception
+    err = capfd.readouterr().err
+    assert "end_meas('never started')" in err and thread_tag() in err
+    stopwatch.start_meas("ok")
+    stopwatch.end_meas("ok")
+    assert stopwatch.results()["measurements"][-1]["count"] == 1
+
+
+def test_unknown_policy_is_a_value_error():
+    with pytest.raises(ValueError, match="throw"):
+        laptime.set_error_policy("ignore")
+    assert laptime.error_policy() == "throw"
+
+
+def test_abort_policy_aborts_the_process():
+    code = ("import laptime; laptime.set_error_policy('abort'); sw = laptime.Stopwatch(0); "
+            "sw.end_meas('x')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "aborting" in result.stderr and "end_meas('x')" in result.stderr
+
+
+def test_the_error_policy_comes_from_the_environment():
+    code = "import laptime; print(laptime.error_policy())"
+    env = dict(os.environ, LAPTIME_ON_ERROR="warn")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.stdout.strip() == "warn"

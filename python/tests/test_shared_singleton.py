@@ -1,0 +1,76 @@
+"""One Stopwatch and one NVTX wrapper per process, shared by laptime's Python module and a separate
+C++ extension compiled from laptime's headers (its own copy of the code, loaded RTLD_LOCAL with
+hidden visibility, as every extension is)."""
+
+import re
+
+import pytest
+
+import laptime
+
+
+def test_python_enable_is_seen_by_cpp(cpp_ext, stopwatch, nvtx):
+    assert not cpp_ext.is_enabled()
+    stopwatch.enable(0)
+    assert cpp_ext.is_enabled()
+    nvtx.enable(False, False, True)
+    assert cpp_ext.nvtx_is_enabled()
+
+
+def test_python_finish_iter_drives_warmup_of_cpp_measurements(cpp_ext, stopwatch):
+    stopwatch.enable(2)
+    for _ in range(5):
+        cpp_ext.start("cpp data loader")
+        cpp_ext.end("cpp data loader")
+        stopwatch.start_meas("python step")
+        stopwatch.end_meas("python step")
+        stopwatch.finish_iter()  # Python ends the iteration
+    by_name = {m["name"]: m for m in stopwatch.results()["measurements"]}
+    assert by_name["cpp data loader"]["count"] == 3  # 5 iterations, 2 of warm-up
+    assert by_name["python step"]["count"] == 3
+    assert stopwatch.get_num_nonwarmup_iters_measured() == 3
+
+
+def test_cpp_finish_iter_counts_for_python(cpp_ext, stopwatch):
+    stopwatch.enable(1)
+    for _ in range(3):
+        stopwatch.start_meas("python step")
+        stopwatch.end_meas("python step")
+        cpp_ext.finish_iter()
+    assert stopwatch.get_num_nonwarmup_iters_measured() == 2
+
+
+def test_one_report_shows_both(cpp_ext, stopwatch):
+    stopwatch.enable(0)
+    cpp_ext.start("from C++")
+    cpp_ext.end("from C++")
+    stopwatch.start_meas("from Python")
+    stopwatch.end_meas("from Python")
+    stopwatch.finish_iter()
+    for report in (stopwatch.report(), cpp_ext.report()):
+        assert re.search(r"^\s+from C\+\+\s", report, re.M)
+        assert re.search(r"^\s+from Python\s", report, re.M)
+    assert stopwatch.report() == cpp_ext.report()
+
+
+def test_a_measurement_started_in_cpp_ends_in_python(cpp_ext, stopwatch):
+    stopwatch.enable(0)
+    cpp_ext.start("handed over")
+    stopwatch.end_meas("handed over")  # same thread, same slot
+    with pytest.raises(RuntimeError, match="not running on this thread"):
+        cpp_ext.end("handed over")
+
+
+def test_nvtx_stack_is_shared(cpp_ext, nvtx):
+    nvtx.enable(False, False, True)
+    cpp_ext.range_push("pushed in C++")
+    with pytest.raises(laptime.UsageError, match="innermost open range is 'pushed in C\\+\\+'"):
+        nvtx.range_pop("something else")
+    nvtx.range_pop("pushed in C++")
+
+
+def test_periodic_report_from_a_cpp_thread_reaches_sys_stdout(cpp_ext, stopwatch, capsys):
+    stopwatch.enable(0, 1)
+    cpp_ext.measure_and_finish_on_cpp_thread("cpp thread work")
+    out = capsys.readouterr().out  # written by the print function, GIL taken on the C++ thread
+    assert "1 measured iteration " in out and "cpp thread work" in out
