@@ -81,10 +81,13 @@ struct Slot {
   std::atomic<ResourceSlot*> resources{nullptr};
 };
 
+/// A name the calling thread used, keyed by the caller's pointer and length: its id and the
+/// thread's slot for it (slots never move), so a hit needs no further lookup.
 struct NameCacheEntry {
   const char* ptr = nullptr;
   std::size_t len = 0;
   const char* interned = nullptr;
+  Slot* slot = nullptr;
   std::uint32_t id = kNoName;
 };
 
@@ -181,8 +184,9 @@ struct StopwatchState {
 
   // --- operations ---
   std::uint32_t intern(std::string_view name);
-  LAPTIME_ALWAYS_INLINE std::uint32_t lookup(ThreadRecord& rec, std::string_view name);
-  std::uint32_t lookup_slow(ThreadRecord& rec, std::string_view name, NameCacheEntry& entry);
+  LAPTIME_ALWAYS_INLINE const NameCacheEntry* lookup(ThreadRecord& rec, std::string_view name);
+  const NameCacheEntry* lookup_slow(ThreadRecord& rec, std::string_view name,
+                                    NameCacheEntry& entry);
   void prepare(Slot& s);
   void start(std::string_view name);
   void end(std::string_view name);
@@ -236,21 +240,23 @@ inline std::uint32_t StopwatchState::intern(std::string_view name) {
   return id;
 }
 
-LAPTIME_ALWAYS_INLINE std::uint32_t StopwatchState::lookup(ThreadRecord& rec,
-                                                           std::string_view name) {
+/// The calling thread's cache entry for `name` (its id and slot); nullptr when the name table is
+/// full. A hit compares the text inline: a call to memcmp would cost more than the rest.
+LAPTIME_ALWAYS_INLINE const NameCacheEntry* StopwatchState::lookup(ThreadRecord& rec,
+                                                                   std::string_view name) {
   const auto key = reinterpret_cast<std::uintptr_t>(name.data());
   NameCacheEntry& e = rec.cache[((key >> 3) ^ (key >> 9) ^ name.size()) & 63];
   if (LAPTIME_LIKELY(e.ptr == name.data() && e.len == name.size() &&
-                     std::memcmp(name.data(), e.interned, name.size()) == 0)) {
-    return e.id;
+                     nvtx_same_text(std::string_view(e.interned, e.len), name))) {
+    return &e;
   }
   return lookup_slow(rec, name, e);
 }
 
 // Out of line on purpose: keeps the hot path small.
-LAPTIME_NOINLINE inline std::uint32_t StopwatchState::lookup_slow(ThreadRecord& rec,
-                                                                  std::string_view name,
-                                                                  NameCacheEntry& entry) {
+LAPTIME_NOINLINE inline const NameCacheEntry* StopwatchState::lookup_slow(ThreadRecord& rec,
+                                                                          std::string_view name,
+                                                                          NameCacheEntry& entry) {
   std::uint32_t id;
   if (auto it = rec.known.find(name); it != rec.known.end()) {
     id = it->second;
@@ -260,16 +266,18 @@ LAPTIME_NOINLINE inline std::uint32_t StopwatchState::lookup_slow(ThreadRecord& 
       usage_error("start_meas/end_meas",
                   "more than LAPTIME_MAX_NAMES (" + std::to_string(LAPTIME_MAX_NAMES) +
                       ") distinct measurement names; " + quoted(name) + " is not measured");
-      return kNoName;
+      return nullptr;
     }
     rec.known.emplace(*names[id].load(std::memory_order_acquire), id);
   }
+  Slot& slot = rec.slot(id);
   const std::string* interned = names[id].load(std::memory_order_acquire);
   entry.ptr = name.data();
   entry.len = name.size();
   entry.interned = interned->data();
+  entry.slot = &slot;
   entry.id = id;
-  return id;
+  return &entry;
 }
 
 inline void StopwatchState::prepare(Slot& s) {
@@ -283,9 +291,10 @@ inline void StopwatchState::prepare(Slot& s) {
 
 inline void StopwatchState::start(std::string_view name) {
   ThreadRecord& rec = threads.local();
-  const std::uint32_t id = lookup(rec, name);
-  if (LAPTIME_UNLIKELY(id == kNoName)) return;
-  Slot& s = rec.slot(id);
+  const NameCacheEntry* e = lookup(rec, name);
+  if (LAPTIME_UNLIKELY(e == nullptr)) return;
+  const std::uint32_t id = e->id;
+  Slot& s = *e->slot;
   if (LAPTIME_UNLIKELY(!s.prepared)) prepare(s);
   if (LAPTIME_UNLIKELY(s.running)) {
     usage_error("start_meas(" + quoted(name) + ")",
@@ -334,17 +343,16 @@ inline void StopwatchState::end(std::string_view name) {
     // Sync before the end timestamp, for intervals that synced at their start (after warm-up).
     // Decided per interval below; here we only know whether syncing is configured at all.
     ThreadRecord& rec = threads.local();
-    const std::uint32_t id = lookup(rec, name);
-    if (id != kNoName) {
-      Slot& s = rec.slot(id);
-      if (s.running && s.measuring) cuda::synchronize();
+    if (const NameCacheEntry* e = lookup(rec, name)) {
+      if (e->slot->running && e->slot->measuring) cuda::synchronize();
     }
   }
   const std::int64_t t = now_ns();
   ThreadRecord& rec = threads.local();
-  const std::uint32_t id = lookup(rec, name);
-  if (LAPTIME_UNLIKELY(id == kNoName)) return;
-  Slot& s = rec.slot(id);
+  const NameCacheEntry* e = lookup(rec, name);
+  if (LAPTIME_UNLIKELY(e == nullptr)) return;
+  const std::uint32_t id = e->id;
+  Slot& s = *e->slot;
   if (LAPTIME_UNLIKELY(!s.running)) {
     usage_error("end_meas(" + quoted(name) + ")",
                 quoted(name) + " is not running on this thread (no start_meas(" + quoted(name) +
