@@ -25,6 +25,13 @@
 #include <string_view>
 #include <vector>
 
+#if PY_VERSION_HEX < 0x030A0000
+static inline PyObject* Py_NewRef(PyObject* obj) {
+  Py_INCREF(obj);
+  return obj;
+}
+#endif
+
 namespace {
 
 // laptime.UsageError: a subclass of AssertionError, as the seed raised AssertionError.
@@ -927,7 +934,9 @@ PyObject* make_instance(PyTypeObject* type) {
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit__laptime() {
+// Exported explicitly: before Python 3.9, PyMODINIT_FUNC has no visibility attribute, and the
+// module is built with hidden visibility.
+extern "C" __attribute__((visibility("default"))) PyObject* PyInit__laptime() {
   PyObject* module = PyModule_Create(&g_module_def);
   if (module == nullptr) return nullptr;
   g_usage_error = PyErr_NewExceptionWithDoc(

@@ -111,6 +111,8 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit_laptime_cpp_ext() {
+// Exported explicitly: before Python 3.9, PyMODINIT_FUNC has no visibility attribute, and the
+// module is built with hidden visibility.
+extern "C" __attribute__((visibility("default"))) PyObject* PyInit_laptime_cpp_ext() {
   return PyModule_Create(&module_def);
 }

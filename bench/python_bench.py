@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""What laptime's Python calls cost, next to their baselines in the same run (SPEC §5).
+
+    PYTHONPATH=build-py/python python3 bench/python_bench.py      # a development build
+    python3 bench/python_bench.py                                 # laptime installed (pip)
+
+Each case is a loop calling the pair the way user code does (a module-global object, a str
+literal), unrolled 10 times; the cost of the empty loop is subtracted. The cases of a phase run
+round-robin, --reps times, and the table shows the median per pair. Phases: nothing enabled;
+Stopwatch and NVTX wrapper enabled (no order tracking); NVTX order tracking on. Baselines:
+
+  - C no-op pair: a builtin METH_O method doing nothing (the floor of any C binding);
+  - Python empty pair: a pure-Python method with an empty body;
+  - clock pair: two time.perf_counter_ns() calls;
+  - seed-like Stopwatch / NVTX: pure-Python singletons doing what the seed did per call
+    (perf_counter_ns bookkeeping in dicts; a list as the range stack, without the NVTX call
+    itself, which torch.cuda.nvtx adds on top).
+
+No tool is attached to NVTX here, so a push or pop reaches NVTX's no-op stub.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import laptime
+from laptime import _laptime
+
+UNROLL = 10
+
+
+class SeedStopwatch:
+    """A pure-Python Stopwatch doing the seed's per-call work."""
+
+    def __init__(self) -> None:
+        self.is_enabled = False
+        self._starts: dict = {}
+        self._totals: dict = {}
+        self._counts: dict = {}
+        self._finished = 0
+        self._warmup = 0
+
+    def start_meas(self, name: str) -> None:
+        if not self.is_enabled:
+            return
+        assert name not in self._starts, f"{name} is already running"
+        self._starts[name] = time.perf_counter_ns()
+
+    def end_meas(self, name: str) -> None:
+        if not self.is_enabled:
+            return
+        t = time.perf_counter_ns()
+        assert name in self._starts, f"{name} is not running"
+        dt = t - self._starts.pop(name)
+        if self._finished >= self._warmup:
+            self._totals[name] = self._totals.get(name, 0) + dt
+            self._counts[name] = self._counts.get(name, 0) + 1
+
+
+class SeedNVTX:
+    """A pure-Python NVTX wrapper doing the seed's bookkeeping (not the NVTX call)."""
+
+    def __init__(self) -> None:
+        self.is_enabled = False
+        self.track = False
+        self._stack: list = []
+
+    def range_push(self, name: str) -> None:
+        if not self.is_enabled:
+            return
+        if self.track:
+            self._stack.append(name)
+
+    def range_pop(self, expected: str | None = None) -> None:
+        if not self.is_enabled:
+            return
+        if self.track:
+            top = self._stack.pop()
+            assert expected is None or top == expected, f"expected {expected}, got {top}"
+
+
+class Empty:
+    def start_meas(self, name: str) -> None:
+        pass
+
+    def end_meas(self, name: str) -> None:
+        pass
+
+
+stopwatch = laptime.Stopwatch()
+nvtx = laptime.NVTXRangeWrapper()
+seed_sw = SeedStopwatch()
+seed_nvtx = SeedNVTX()
+empty = Empty()
+noop = stopwatch._noop
+perf_counter_ns = time.perf_counter_ns
+
+# name -> the statement timed (one "pair")
+CASES = {
+    "loop": "pass",
+    "C no-op pair": 'stopwatch._noop("x"); stopwatch._noop("x")',
+    "Python empty pair": 'empty.start_meas("x"); empty.end_meas("x")',
+    "clock pair": "perf_counter_ns(); perf_counter_ns()",
+    "seed-like start/end": 'seed_sw.start_meas("x"); seed_sw.end_meas("x")',
+    "start/end": 'stopwatch.start_meas("x"); stopwatch.end_meas("x")',
+    "with measure()": 'with stopwatch.measure("x"): pass',
+    "finish_iter": "stopwatch.finish_iter()",
+    "seed-like push/pop": 'seed_nvtx.range_push("x"); seed_nvtx.range_pop("x")',
+    "push/pop": 'nvtx.range_push("x"); nvtx.range_pop()',
+    'push/pop("x")': 'nvtx.range_push("x"); nvtx.range_pop("x")',
+    "with nvtx.range()": 'with nvtx.range("x"): pass',
+}
+
+# What the seed's NVTX wrapper called, where PyTorch is installed (laptime never imports it).
+try:
+    import torch.cuda.nvtx as torch_nvtx
+
+    CASES["torch.cuda.nvtx push/pop"] = 'torch_nvtx.range_push("x"); torch_nvtx.range_pop()'
+except ImportError:
+    torch_nvtx = None
+
+
+def compile_case(statement: str):
+    body = "\n".join("        " + statement for _ in range(UNROLL))
+    source = (
+        "def run(n):\n"
+        "    t0 = perf_counter_ns()\n"
+        "    for _ in range(n):\n"
+        f"{body}\n"
+        "    return perf_counter_ns() - t0\n"
+    )
+    code = compile(source, "<bench>", "exec")
+    exec(code, globals())
+    return globals().pop("run")
+
+
+def run_phase(n: int, reps: int) -> dict:
+    runs = {name: compile_case(stmt) for name, stmt in CASES.items()}
+    for run in runs.values():  # warm up: specialise the bytecode, fill laptime's name caches
+        run(max(1, n // 10))
+    samples: dict = {name: [] for name in runs}
+    for _ in range(reps):
+        for name, run in runs.items():
+            samples[name].append(run(n) / (n * UNROLL))
+    loop = statistics.median(samples.pop("loop"))
+    return {name: max(0.0, statistics.median(s) - loop) for name, s in samples.items()}
+
+
+def set_phase(phase: str) -> None:
+    _laptime._testing_reset()
+    seed_sw.is_enabled = seed_nvtx.is_enabled = phase != "off"
+    seed_nvtx.track = phase == "tracking"
+    if phase != "off":
+        stopwatch.enable(0)
+        nvtx.enable(False, False, phase == "tracking")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=20000, help="loop iterations per repetition")
+    parser.add_argument("--reps", type=int, default=11, help="repetitions per case (median)")
+    args = parser.parse_args()
+
+    results = {}
+    for phase in ("off", "on", "tracking"):
+        set_phase(phase)
+        results[phase] = run_phase(args.n, args.reps)
+    _laptime._testing_reset()
+    off, on, tracking = results["off"], results["on"], results["tracking"]
+
+    def fmt(v: float) -> str:
+        return f"{v:.1f}"
+
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.2f}" if b > 0 else "n/a"
+
+    print(
+        f"laptime {laptime.__version__}, Python {sys.version.split()[0]}; ns per pair, median of "
+        f"{args.reps} x {args.n * UNROLL} pairs, empty loop subtracted"
+    )
+    print()
+    print("| call (a pair) | not enabled | enabled | seed-like, enabled | laptime / seed-like "
+          "| goal (enabled / not) |")
+    print("|---|---:|---:|---:|---:|---|")
+    rows = [
+        ("start_meas + end_meas", "start/end", "seed-like start/end", "≤ 100 / ≤ 40"),
+        ("`with stopwatch.measure()`", "with measure()", "seed-like start/end", ""),
+        ("range_push + range_pop()", "push/pop", "seed-like push/pop", "≤ 120 / ≤ 40"),
+        ("range_push + range_pop(name), order tracking", 'push/pop("x")', "seed-like push/pop",
+         "≤ 120 / ≤ 40"),
+        ("`with nvtx.range()`, order tracking", "with nvtx.range()", "seed-like push/pop", ""),
+    ]
+    for label, case, seed, goal in rows:
+        enabled = tracking[case] if "tracking" in label else on[case]
+        seed_enabled = tracking[seed] if "tracking" in label else on[seed]
+        print(f"| {label} | {fmt(off[case])} | {fmt(enabled)} | {fmt(seed_enabled)} | "
+              f"{ratio(enabled, seed_enabled)} | {goal} |")
+    print(f"| finish_iter (one call) | {fmt(off['finish_iter'])} | {fmt(on['finish_iter'])} | "
+          "| | |")
+    print()
+    print("| baseline (a pair) | ns | laptime start/end enabled / baseline |")
+    print("|---|---:|---:|")
+    for label, case in (
+        ("C no-op method pair (METH_O, str argument)", "C no-op pair"),
+        ("Python empty method pair", "Python empty pair"),
+        ("time.perf_counter_ns() pair", "clock pair"),
+        ("seed-like start/end, not enabled", "seed-like start/end"),
+    ):
+        value = off[case] if case != "clock pair" else on[case]
+        print(f"| {label} | {fmt(value)} | {ratio(on['start/end'], value)} |")
+    if torch_nvtx is not None:
+        value = off["torch.cuda.nvtx push/pop"]
+        print(f"| torch.cuda.nvtx range_push + range_pop (the seed's NVTX call) | {fmt(value)} | "
+              f"push/pop enabled: {ratio(on['push/pop'], value)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
