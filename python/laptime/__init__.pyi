@@ -9,4 +9,12 @@ from ._laptime import (
 )
 
 __version__: str
-__all__: list[str]
+__all__ = [
+    "NVTXRangeWrapper",
+    "Stopwatch",
+    "UsageError",
+    "configure_from_env",
+    "cuda_status",
+    "error_policy",
+    "set_error_policy",
+]

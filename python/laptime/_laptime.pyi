@@ -1,6 +1,6 @@
 """Type stubs of laptime's extension module; import everything from ``laptime``."""
 
-from typing import Any, Callable, Final, Literal, Optional, Protocol, Sequence, TextIO, TypeVar
+from typing import Any, Callable, Final, Literal, Optional, Protocol, Sequence, TextIO, TypeVar, final
 
 __version__: Final[str]
 HAVE_NVTX: Final[int]
@@ -16,6 +16,7 @@ _Stream = Optional[int | _CudaStreamLike]
 class UsageError(AssertionError):
     """Misuse of the API: the message names the call, the measurement or range, and the thread."""
 
+@final
 class _Scope:
     """``with stopwatch.measure(name):`` / ``with nvtx.range(name):``, or as a decorator."""
 
@@ -27,6 +28,7 @@ class _Scope:
     def __exit__(self, *exc_info: object) -> Literal[False]: ...
     def __call__(self, func: _F, /) -> _F: ...
 
+@final
 class Stopwatch:
     """The process-wide stopwatch. ``Stopwatch()`` is the singleton; ``Stopwatch(*args)`` also
     calls ``enable(*args)``."""
@@ -93,6 +95,7 @@ class Stopwatch:
     def wait_for_gpu_timings(self) -> None:
         """Waits for every pending GPU timing (at report time, never in the loop)."""
 
+@final
 class NVTXRangeWrapper:
     """The process-wide NVTX range wrapper. ``NVTXRangeWrapper()`` is the singleton; with
     arguments it also calls ``enable``."""

@@ -566,52 +566,52 @@ PyObject* sw_repr(PyObject*) {
 
 PyMethodDef g_stopwatch_methods[] = {
     {"start_meas", sw_start_meas, METH_O,
-     "start_meas(name, /)\n--\n\nStarts the interval `name` on the calling thread."},
+     "start_meas($self, name, /)\n--\n\nStarts the interval `name` on the calling thread."},
     {"end_meas", sw_end_meas, METH_O,
-     "end_meas(name, /)\n--\n\nEnds the interval `name` running on the calling thread."},
+     "end_meas($self, name, /)\n--\n\nEnds the interval `name` running on the calling thread."},
     {"finish_iter", sw_finish_iter, METH_NOARGS,
-     "finish_iter()\n--\n\nEnds an iteration: warm-up, NVTX mark, periodic report."},
+     "finish_iter($self)\n--\n\nEnds an iteration: warm-up, NVTX mark, periodic report."},
     {"enable", as_cfunction(sw_enable), METH_VARARGS | METH_KEYWORDS,
-     "enable(num_warmup_iters, print_every_n_iters=None, do_cuda_sync=False)\n--\n\n"
+     "enable($self, num_warmup_iters, print_every_n_iters=None, do_cuda_sync=False)\n--\n\n"
      "Turns measuring on."},
     {"set_cpu_usage_meas_name", sw_set_cpu_usage_meas_name, METH_O,
-     "set_cpu_usage_meas_name(name, /)\n--\n\nSamples CPU and I/O during the intervals of "
+     "set_cpu_usage_meas_name($self, name, /)\n--\n\nSamples CPU and I/O during the intervals of "
      "`name`."},
     {"track_cpu_usage", sw_track_cpu_usage, METH_O,
-     "track_cpu_usage(name, /)\n--\n\nSamples CPU and I/O during the intervals of `name`; "
+     "track_cpu_usage($self, name, /)\n--\n\nSamples CPU and I/O during the intervals of `name`; "
      "several names may be tracked."},
     {"start_one_time_measurement", sw_start_one_time, METH_O,
-     "start_one_time_measurement(name, /)\n--\n\nStarts a single interval outside the "
+     "start_one_time_measurement($self, name, /)\n--\n\nStarts a single interval outside the "
      "iterations."},
     {"end_one_time_measurement", sw_end_one_time, METH_O,
-     "end_one_time_measurement(name, /)\n--\n\nEnds a one-time measurement."},
+     "end_one_time_measurement($self, name, /)\n--\n\nEnds a one-time measurement."},
     {"get_num_nonwarmup_iters_measured", sw_get_num_nonwarmup_iters_measured, METH_NOARGS,
-     "get_num_nonwarmup_iters_measured()\n--\n\nIterations finished after warm-up."},
+     "get_num_nonwarmup_iters_measured($self)\n--\n\nIterations finished after warm-up."},
     {"print_eval_times", as_cfunction(sw_print_eval_times), METH_FASTCALL | METH_KEYWORDS,
-     "print_eval_times(file=None)\n--\n\nPrints the report to `file` (default sys.stdout)."},
-    {"report", sw_report, METH_NOARGS, "report()\n--\n\nThe report print_eval_times prints."},
-    {"to_json", sw_to_json, METH_NOARGS, "to_json()\n--\n\nThe results as JSON (schema 1)."},
+     "print_eval_times($self, file=None)\n--\n\nPrints the report to `file` (default sys.stdout)."},
+    {"report", sw_report, METH_NOARGS, "report($self)\n--\n\nThe report print_eval_times prints."},
+    {"to_json", sw_to_json, METH_NOARGS, "to_json($self)\n--\n\nThe results as JSON (schema 1)."},
     {"results", sw_results, METH_NOARGS,
-     "results()\n--\n\nThe results as a dict mirroring to_json()."},
+     "results($self)\n--\n\nThe results as a dict mirroring to_json()."},
     {"reset", sw_reset, METH_NOARGS,
-     "reset()\n--\n\nDrops all results and warm-up progress; the configuration stays."},
+     "reset($self)\n--\n\nDrops all results and warm-up progress; the configuration stays."},
     {"disable", sw_disable, METH_NOARGS,
-     "disable()\n--\n\nTurns measuring off; results stay, enable() may be called again."},
+     "disable($self)\n--\n\nTurns measuring off; results stay, enable() may be called again."},
     {"set_print_rank0_only", sw_set_print_rank0_only, METH_O,
-     "set_print_rank0_only(on, /)\n--\n\nPeriodic and at-exit reports only on rank 0."},
+     "set_print_rank0_only($self, on, /)\n--\n\nPeriodic and at-exit reports only on rank 0."},
     {"enable_gpu_timing", as_cfunction(sw_enable_gpu_timing), METH_FASTCALL | METH_KEYWORDS,
-     "enable_gpu_timing(stream=None)\n--\n\nAlso times every interval on the GPU with CUDA "
+     "enable_gpu_timing($self, stream=None)\n--\n\nAlso times every interval on the GPU with CUDA "
      "events recorded on `stream` (a torch.cuda.Stream, an int handle, or None: the legacy "
      "default stream)."},
     {"set_gpu_stream", sw_set_gpu_stream, METH_O,
-     "set_gpu_stream(stream, /)\n--\n\nChanges the stream GPU timing records on."},
+     "set_gpu_stream($self, stream, /)\n--\n\nChanges the stream GPU timing records on."},
     {"disable_gpu_timing", sw_disable_gpu_timing, METH_NOARGS,
-     "disable_gpu_timing()\n--\n\nStops recording CUDA events."},
+     "disable_gpu_timing($self)\n--\n\nStops recording CUDA events."},
     {"wait_for_gpu_timings", sw_wait_for_gpu_timings, METH_NOARGS,
-     "wait_for_gpu_timings()\n--\n\nWaits for every pending GPU timing (at report time)."},
+     "wait_for_gpu_timings($self)\n--\n\nWaits for every pending GPU timing (at report time)."},
     {"measure", sw_measure, METH_O,
-     "measure(name, /)\n--\n\nA context manager and decorator timing `name`."},
-    {"_noop", sw_noop, METH_O, "_noop(name, /)\n--\n\nDoes nothing (benchmark floor)."},
+     "measure($self, name, /)\n--\n\nA context manager and decorator timing `name`."},
+    {"_noop", sw_noop, METH_O, "_noop($self, name, /)\n--\n\nDoes nothing (benchmark floor)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef g_stopwatch_getset[] = {
@@ -742,22 +742,24 @@ PyObject* nvtx_repr(PyObject*) {
 
 PyMethodDef g_nvtx_methods[] = {
     {"range_push", nvtx_range_push, METH_O,
-     "range_push(name, /)\n--\n\nOpens an NVTX range on the calling thread."},
+     "range_push($self, name, /)\n--\n\nOpens an NVTX range on the calling thread."},
     {"range_pop", as_cfunction(nvtx_range_pop), METH_FASTCALL | METH_KEYWORDS,
-     "range_pop(expected=None)\n--\n\nCloses the calling thread's innermost range; with order "
+     "range_pop($self, expected=None)\n--\n\nCloses the calling thread's innermost range; with "
+     "order "
      "tracking, checks first that it is `expected`."},
     {"enable", as_cfunction(nvtx_enable), METH_VARARGS | METH_KEYWORDS,
-     "enable(sync_on_push, sync_on_pop, keep_track_of_range_order, *, domain=None, "
+     "enable($self, sync_on_push, sync_on_pop, keep_track_of_range_order, *, domain=None, "
      "colors=None)\n--\n\nTurns the wrapper on."},
-    {"mark", nvtx_mark, METH_O, "mark(message, /)\n--\n\nAn instantaneous NVTX marker."},
+    {"mark", nvtx_mark, METH_O, "mark($self, message, /)\n--\n\nAn instantaneous NVTX marker."},
     {"name_current_thread", nvtx_name_current_thread, METH_O,
-     "name_current_thread(name, /)\n--\n\nNames the calling OS thread for the profiler."},
+     "name_current_thread($self, name, /)\n--\n\nNames the calling OS thread for the profiler."},
     {"profiler_start", nvtx_profiler_start, METH_NOARGS,
-     "profiler_start()\n--\n\ncuProfilerStart, when enabled and CUDA is available."},
+     "profiler_start($self)\n--\n\ncuProfilerStart, when enabled and CUDA is available."},
     {"profiler_stop", nvtx_profiler_stop, METH_NOARGS,
-     "profiler_stop()\n--\n\ncuProfilerStop, when enabled and CUDA is available."},
+     "profiler_stop($self)\n--\n\ncuProfilerStop, when enabled and CUDA is available."},
     {"range", nvtx_range, METH_O,
-     "range(name, /)\n--\n\nA context manager and decorator: an NVTX range around the block."},
+     "range($self, name, /)\n--\n\nA context manager and decorator: an NVTX range around the "
+     "block."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef g_nvtx_getset[] = {
