@@ -31,11 +31,11 @@ class ThreadRegistry {
   ThreadRegistry(const ThreadRegistry&) = delete;
   ThreadRegistry& operator=(const ThreadRegistry&) = delete;
 
-  /// The calling thread's record. Fast path: one thread_local load and compare.
+  /// The calling thread's record. Fast path: two thread_local loads and a compare, no guard.
   LAPTIME_ALWAYS_INLINE Record& local() {
-    Cache& c = cache();
-    if (LAPTIME_LIKELY(c.owner == this)) return c.node->record;
-    return attach(c);
+    const Fast& f = fast();
+    if (LAPTIME_LIKELY(f.owner == this)) return f.node->record;
+    return attach();
   }
 
   /// Visits every record (threads alive or exited) under the registry lock: f(Record&, long tid,
@@ -62,6 +62,7 @@ class ThreadRegistry {
     retire(c.node, c.tid);
     c.owner = nullptr;
     c.node = nullptr;
+    fast() = Fast{};
   }
 
  private:
@@ -83,12 +84,26 @@ class ThreadRegistry {
     }
   };
 
+  // The hot path's copy of Cache::owner and Cache::node. Trivially destructible and constant-
+  // initialised, so reading it needs no guard variable (a thread_local with a destructor is
+  // checked for first use on every access); Cache is touched only in attach().
+  struct Fast {
+    ThreadRegistry* owner = nullptr;
+    Node* node = nullptr;
+  };
+
   static Cache& cache() {
     thread_local Cache c;
     return c;
   }
 
-  LAPTIME_NOINLINE Record& attach(Cache& c) {
+  static Fast& fast() noexcept {
+    thread_local Fast f;
+    return f;
+  }
+
+  LAPTIME_NOINLINE Record& attach() {
+    Cache& c = cache();
     if (c.owner != nullptr) c.owner->retire(c.node, c.tid);  // cached for another registry (tests)
     const long tid = current_tid();
     std::lock_guard<std::mutex> lock(mutex_);
@@ -115,6 +130,7 @@ class ThreadRegistry {
     c.owner = this;
     c.node = found;
     c.tid = tid;
+    fast() = Fast{this, found};
     return found->record;
   }
 
