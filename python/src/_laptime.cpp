@@ -262,7 +262,10 @@ enum class ScopeKind { Measure, Range };
 struct Scope {
   PyObject_HEAD PyObject* name;  // a str: its UTF-8 buffer stays put, so laptime's name cache hits
   ScopeKind kind;
-  bool active;  // __enter__ started something (the tool was enabled): __exit__ ends it
+  // Blocks entered while the tool was enabled and not yet exited: __exit__ ends one of them. A
+  // count, not a flag, so that one object shared by threads (`with timer:` in each loader
+  // thread) ends every thread's measurement; each thread ends its own.
+  Py_ssize_t open;
 };
 
 PyObject* scope_new(PyObject* name, ScopeKind kind) {
@@ -270,7 +273,7 @@ PyObject* scope_new(PyObject* name, ScopeKind kind) {
   if (self == nullptr) return nullptr;
   self->name = Py_NewRef(name);
   self->kind = kind;
-  self->active = false;
+  self->open = 0;
   return reinterpret_cast<PyObject*>(self);
 }
 
@@ -291,7 +294,7 @@ PyObject* scope_enter(PyObject* obj, PyObject*) {
     if (!nvtx().is_enabled()) Py_RETURN_NONE;
     r = with_name("range", self->name, [](std::string_view n) { nvtx().range_push(n); });
   }
-  self->active = r != nullptr;
+  if (r != nullptr) ++self->open;
   return r;
 }
 
@@ -299,8 +302,8 @@ PyObject* scope_enter(PyObject* obj, PyObject*) {
 // block entered while the tool was off ends nothing, even if the tool was enabled inside it.
 PyObject* scope_exit(PyObject* obj, PyObject* const*, Py_ssize_t) {
   Scope* self = reinterpret_cast<Scope*>(obj);
-  if (!self->active) Py_RETURN_FALSE;
-  self->active = false;
+  if (self->open == 0) Py_RETURN_FALSE;
+  --self->open;
   PyObject* r;
   if (self->kind == ScopeKind::Measure) {
     r = with_name("measure", self->name, [](std::string_view n) { stopwatch().end_meas(n); });

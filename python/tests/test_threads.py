@@ -105,3 +105,18 @@ def test_many_threads_hammering_the_stopwatch(stopwatch):
     by_name = {m["name"]: m["count"] for m in stopwatch.results()["measurements"]}
     assert by_name == {"worker 0": 4 * per_thread, "worker 1": 4 * per_thread,
                        "scoped": 8 * per_thread}
+
+
+def test_one_measure_object_shared_by_threads(stopwatch):
+    stopwatch.enable(0)
+    timer = stopwatch.measure("load")  # made once, entered on every loader thread
+    barrier = threading.Barrier(4)
+
+    def load(_):
+        with timer:
+            barrier.wait()  # four blocks of the one object are open at the same time
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(load, range(8)))
+    m = stopwatch.results()["measurements"][0]
+    assert m["count"] == 8 and not m["running"]
