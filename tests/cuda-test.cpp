@@ -138,7 +138,7 @@ struct Driver {
   double done_until = -1;  // events stamped at or before this have completed
   bool capturing = false;
   std::vector<CUcontext> destroyed;
-  int creates = 0, records = 0, event_syncs = 0, ctx_syncs = 0, pushes = 0, pops = 0;
+  int creates = 0, records = 0, queries = 0, event_syncs = 0, ctx_syncs = 0, pushes = 0, pops = 0;
   int timing_disabled = 0;  // events created with CU_EVENT_DISABLE_TIMING
 };
 
@@ -208,6 +208,7 @@ CUresult CUDAAPI event_record(CUevent e, CUstream) {
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI event_query(CUevent e) {
+  ++g->queries;
   if (dead(ev(e)->ctx)) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
   return complete(ev(e)) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -307,9 +308,34 @@ TEST_CASE_FIXTURE(
   CHECK(driver.ctx_syncs == 0);
   timer.drain(record);  // report time: waits for the rest
   CHECK(got == Results{{1, 1000000}, {2, 2000000}, {3, 3000000}});
-  CHECK(driver.event_syncs == 1);
+  CHECK(driver.event_syncs == 2);  // the pending pair's start and end
   CHECK(timer.stats().pending == 0);
   CHECK(timer.poll(record) == 0);
+}
+
+TEST_CASE_FIXTURE(fake::Fixture,
+                  "poll queries one unfinished pair per stream, however far the GPU lags") {
+  GpuEventTimer timer(&table);
+  const auto s1 = reinterpret_cast<void*>(std::uintptr_t{0x51});
+  const auto s2 = reinterpret_cast<void*>(std::uintptr_t{0x52});
+  for (std::uint64_t tag = 0; tag < 20; ++tag) {  // two streams, interleaved, 1 ms each
+    void* s = tag % 2 == 0 ? s1 : s2;
+    const std::uint32_t t = timer.start(s);
+    driver.now_ms += 1.0;
+    timer.stop(t, s, tag);
+  }
+  Results got;
+  auto record = [&](std::uint64_t tag, std::uint64_t ns) { got[tag] = ns; };
+  CHECK(timer.poll(record) == 20);
+  CHECK(driver.queries == 2);  // the oldest pair of each stream, not all 20
+  driver.queries = 0;
+  driver.done_until = 6.0;  // pairs 0..5 have ended
+  CHECK(timer.poll(record) == 14);
+  CHECK(got.size() == 6);
+  CHECK(driver.queries == 8);  // 6 finished + the first unfinished pair of each stream
+  timer.drain(record);
+  CHECK(got.size() == 20);
+  CHECK(got[19] == 1000000);
 }
 
 TEST_CASE_FIXTURE(fake::Fixture,

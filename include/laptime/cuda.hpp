@@ -82,13 +82,16 @@ namespace detail {
 struct CudaSyncHook {
   cuda::SyncFunction fn;
   void* user_data;
+  CudaSyncHook* retired_next;
 };
 
 struct CudaSyncState {
   // One pointer, so that a sync never sees the function of one call and the data of another.
-  // Hooks are never freed: a sync on another thread may still be calling the previous one, and
-  // installing a hook is rare (a few bytes each time).
-  std::atomic<const CudaSyncHook*> hook{nullptr};
+  // Replaced hooks are kept (on the retired list, a few bytes each) rather than freed: a sync on
+  // another thread may still be calling one, and installing a hook is rare.
+  std::atomic<CudaSyncHook*> hook{nullptr};
+  std::mutex set_mutex;
+  CudaSyncHook* retired = nullptr;
 };
 
 inline CudaSyncState& cuda_sync_state() {
@@ -154,9 +157,15 @@ namespace cuda {
 /// NVTX wrapper's sync_on_push / sync_on_pop), for the whole process.
 inline void set_sync_function(SyncFunction fn, void* user_data) noexcept {
 #if LAPTIME_ENABLED
-  const auto* hook =
-      fn != nullptr ? new (std::nothrow) laptime::detail::CudaSyncHook{fn, user_data} : nullptr;
-  laptime::detail::cuda_sync_state().hook.store(hook, std::memory_order_release);
+  auto* hook = fn != nullptr ? new (std::nothrow)
+                                   laptime::detail::CudaSyncHook{fn, user_data, nullptr}
+                             : nullptr;
+  laptime::detail::CudaSyncState& state = laptime::detail::cuda_sync_state();
+  std::lock_guard<std::mutex> lock(state.set_mutex);
+  if (laptime::detail::CudaSyncHook* old = state.hook.exchange(hook, std::memory_order_acq_rel)) {
+    old->retired_next = state.retired;
+    state.retired = old;
+  }
 #else
   (void)fn;
   (void)user_data;
@@ -308,6 +317,7 @@ class GpuEventTimer {
   struct Pair {
     CUevent start = nullptr;
     CUevent end = nullptr;
+    CUstream stream = nullptr;  // where the end event was recorded
     std::uint64_t tag = 0;
     std::uint32_t pool = 0;
     State state = State::Free;
@@ -496,6 +506,7 @@ inline void GpuEventTimer::stop(std::uint32_t token, void* stream, std::uint64_t
     return;
   }
   p.tag = tag;
+  p.stream = static_cast<CUstream>(stream);
   p.state = State::Stopped;
   try {
     pending_.push_back(token);
@@ -517,9 +528,29 @@ inline void GpuEventTimer::cancel(std::uint32_t token) noexcept {
 
 inline std::size_t GpuEventTimer::collect(std::vector<Done>& ready, bool top_up) {
   std::lock_guard<std::mutex> lock(mutex_);
+  // A stream completes its work in order: once an end event on a stream is not ready, the pairs
+  // stopped after it on that stream are not either, so they are not queried. This keeps poll()
+  // at a few driver calls per stream however far the GPU lags behind (pending_ is in stop order;
+  // where two threads raced to stop on one stream, a ready pair may wait one more poll).
+  struct Blocked {
+    std::uint32_t pool;  // the null stream is per context, so (pool, stream) names a stream
+    CUstream stream;
+  };
+  Blocked blocked[16];
+  std::size_t n_blocked = 0;
+  auto is_blocked = [&](const Pair& p) {
+    for (std::size_t i = 0; i < n_blocked; ++i) {
+      if (blocked[i].pool == p.pool && blocked[i].stream == p.stream) return true;
+    }
+    return false;
+  };
   std::size_t kept = 0;
   for (const std::uint32_t token : pending_) {
     Pair& p = pairs_[token];
+    if (is_blocked(p)) {
+      pending_[kept++] = token;
+      continue;
+    }
     CUresult r = api_->event_query(p.end);
     float ms = 0.0f;
     // Start and end may sit on different streams: the end completing says nothing about the
@@ -527,6 +558,7 @@ inline std::size_t GpuEventTimer::collect(std::vector<Done>& ready, bool top_up)
     if (r == CUDA_SUCCESS) r = api_->event_elapsed_time(&ms, p.start, p.end);
     if (r == CUDA_ERROR_NOT_READY) {
       pending_[kept++] = token;
+      if (n_blocked < sizeof blocked / sizeof blocked[0]) blocked[n_blocked++] = {p.pool, p.stream};
       continue;
     }
     if (r == CUDA_SUCCESS) {
@@ -566,8 +598,11 @@ inline void GpuEventTimer::wait_pending() {
   std::vector<CUevent> ends;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    ends.reserve(pending_.size());
-    for (const std::uint32_t token : pending_) ends.push_back(pairs_[token].end);
+    ends.reserve(2 * pending_.size());
+    for (const std::uint32_t token : pending_) {
+      ends.push_back(pairs_[token].start);  // may sit on another stream than the end
+      ends.push_back(pairs_[token].end);
+    }
   }
   // Outside the lock so that other threads keep timing. Events are never destroyed, so waiting
   // on one that a concurrent poll() already recycled only waits for its newer record.
