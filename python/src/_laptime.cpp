@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #if PY_VERSION_HEX < 0x030A0000
@@ -132,13 +133,19 @@ PyObject* call_none_without_gil(F&& f) {
   Py_RETURN_NONE;
 }
 
-/// `f(name)` for a name-taking call: type check, the str's UTF-8 view, the call.
+/// `f(name)` for a str `arg`: its UTF-8 view, the call.
 template <class F>
-LAPTIME_ALWAYS_INLINE PyObject* with_name(const char* call, PyObject* arg, F&& f) {
-  if (LAPTIME_UNLIKELY(!PyUnicode_Check(arg))) return not_a_str(call, arg);
+LAPTIME_ALWAYS_INLINE PyObject* with_str(PyObject* arg, F&& f) {
   std::string_view name;
   if (LAPTIME_UNLIKELY(!utf8_view(arg, name))) return nullptr;
   return call_none([&] { f(name); });
+}
+
+/// The same after checking that `arg` is a str.
+template <class F>
+LAPTIME_ALWAYS_INLINE PyObject* with_name(const char* call, PyObject* arg, F&& f) {
+  if (LAPTIME_UNLIKELY(!PyUnicode_Check(arg))) return not_a_str(call, arg);
+  return with_str(arg, std::forward<F>(f));
 }
 
 template <class F>
@@ -289,10 +296,10 @@ PyObject* scope_enter(PyObject* obj, PyObject*) {
   PyObject* r;
   if (self->kind == ScopeKind::Measure) {
     if (!stopwatch().is_enabled()) Py_RETURN_NONE;
-    r = with_name("measure", self->name, [](std::string_view n) { stopwatch().start_meas(n); });
+    r = with_str(self->name, [](std::string_view n) { stopwatch().start_meas(n); });
   } else {
     if (!nvtx().is_enabled()) Py_RETURN_NONE;
-    r = with_name("range", self->name, [](std::string_view n) { nvtx().range_push(n); });
+    r = with_str(self->name, [](std::string_view n) { nvtx().range_push(n); });
   }
   if (r != nullptr) ++self->open;
   return r;
@@ -306,9 +313,9 @@ PyObject* scope_exit(PyObject* obj, PyObject* const*, Py_ssize_t) {
   --self->open;
   PyObject* r;
   if (self->kind == ScopeKind::Measure) {
-    r = with_name("measure", self->name, [](std::string_view n) { stopwatch().end_meas(n); });
+    r = with_str(self->name, [](std::string_view n) { stopwatch().end_meas(n); });
   } else {
-    r = with_name("range", self->name, [](std::string_view n) { nvtx().range_pop(n); });
+    r = with_str(self->name, [](std::string_view n) { nvtx().range_pop(n); });
   }
   if (r == nullptr) return nullptr;
   Py_DECREF(r);
@@ -373,13 +380,13 @@ PyType_Spec g_scope_spec = {"laptime._Scope", sizeof(Scope), 0, Py_TPFLAGS_DEFAU
 PyObject* sw_start_meas(PyObject*, PyObject* name) {
   if (LAPTIME_UNLIKELY(!PyUnicode_Check(name))) return not_a_str("start_meas", name);
   if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
-  return with_name("start_meas", name, [](std::string_view n) { stopwatch().start_meas(n); });
+  return with_str(name, [](std::string_view n) { stopwatch().start_meas(n); });
 }
 
 PyObject* sw_end_meas(PyObject*, PyObject* name) {
   if (LAPTIME_UNLIKELY(!PyUnicode_Check(name))) return not_a_str("end_meas", name);
   if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
-  return with_name("end_meas", name, [](std::string_view n) { stopwatch().end_meas(n); });
+  return with_str(name, [](std::string_view n) { stopwatch().end_meas(n); });
 }
 
 // Whether this finish_iter will print the periodic report (laptime's own test, read ahead).
@@ -643,7 +650,7 @@ PyType_Spec g_stopwatch_spec = {"laptime.Stopwatch", sizeof(PyObject), 0, Py_TPF
 PyObject* nvtx_range_push(PyObject*, PyObject* name) {
   if (LAPTIME_UNLIKELY(!PyUnicode_Check(name))) return not_a_str("range_push", name);
   if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
-  return with_name("range_push", name, [](std::string_view n) { nvtx().range_push(n); });
+  return with_str(name, [](std::string_view n) { nvtx().range_push(n); });
 }
 
 // range_pop(expected=None): with an expected name and order tracking on, the innermost range is
@@ -660,7 +667,7 @@ PyObject* nvtx_range_pop(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyO
   }
   if (LAPTIME_UNLIKELY(!PyUnicode_Check(expected))) return not_a_str("range_pop", expected);
   if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
-  return with_name("range_pop", expected, [](std::string_view n) { nvtx().range_pop(n); });
+  return with_str(expected, [](std::string_view n) { nvtx().range_pop(n); });
 }
 
 PyObject* nvtx_enable(PyObject*, PyObject* args, PyObject* kwargs) {
