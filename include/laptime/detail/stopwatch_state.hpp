@@ -190,6 +190,12 @@ struct StopwatchState {
   void prepare(Slot& s);
   void start(std::string_view name);
   void end(std::string_view name);
+  // The rare branches of start/end (errors, CUDA sync, first use, after a reset, features), out
+  // of line so that the hot functions keep a small frame.
+  void start_running_error(std::string_view name);
+  void end_not_running_error(std::string_view name);
+  void sync_before_end(std::string_view name);
+  void drop_stale(ThreadRecord& rec, Slot& s, std::uint32_t gen);
   void start_features(Slot& s, std::uint32_t id, unsigned feats, bool measuring);
   void end_features(ThreadRecord& rec, Slot& s, std::uint32_t id, unsigned feats, bool measuring,
                     std::int64_t dt);
@@ -280,7 +286,7 @@ LAPTIME_NOINLINE inline const NameCacheEntry* StopwatchState::lookup_slow(Thread
   return &entry;
 }
 
-inline void StopwatchState::prepare(Slot& s) {
+LAPTIME_NOINLINE inline void StopwatchState::prepare(Slot& s) {
   // The histogram is allocated here, on the first start on this thread, so end_meas never
   // allocates.
   s.stats.add(0);
@@ -297,10 +303,7 @@ inline void StopwatchState::start(std::string_view name) {
   Slot& s = *e->slot;
   if (LAPTIME_UNLIKELY(!s.prepared)) prepare(s);
   if (LAPTIME_UNLIKELY(s.running)) {
-    usage_error("start_meas(" + quoted(name) + ")",
-                quoted(name) +
-                    " is already running on this thread (end it with end_meas first; other "
-                    "threads may time the same name at the same time)");
+    start_running_error(name);
     return;
   }
   std::atomic<std::uint8_t>& flags = name_flags[id];
@@ -317,8 +320,15 @@ inline void StopwatchState::start(std::string_view name) {
   s.start_ns = now_ns();
 }
 
-inline void StopwatchState::start_features(Slot& s, std::uint32_t id, unsigned feats,
-                                           bool measuring) {
+LAPTIME_COLD inline void StopwatchState::start_running_error(std::string_view name) {
+  usage_error("start_meas(" + quoted(name) + ")",
+              quoted(name) +
+                  " is already running on this thread (end it with end_meas first; other "
+                  "threads may time the same name at the same time)");
+}
+
+LAPTIME_NOINLINE inline void StopwatchState::start_features(Slot& s, std::uint32_t id,
+                                                            unsigned feats, bool measuring) {
   if ((feats & kFeatTracked) && (name_flags[id].load(std::memory_order_relaxed) & kNameTracked)) {
     s.sampled = true;
     ResourceSlot* r = s.resources.load(std::memory_order_relaxed);
@@ -339,14 +349,7 @@ inline void StopwatchState::start_features(Slot& s, std::uint32_t id, unsigned f
 
 inline void StopwatchState::end(std::string_view name) {
   const unsigned feats = features.load(std::memory_order_relaxed);
-  if (LAPTIME_UNLIKELY(feats & kFeatCudaSync)) {
-    // Sync before the end timestamp, for intervals that synced at their start (after warm-up).
-    // Decided per interval below; here we only know whether syncing is configured at all.
-    ThreadRecord& rec = threads.local();
-    if (const NameCacheEntry* e = lookup(rec, name)) {
-      if (e->slot->running && e->slot->measuring) cuda::synchronize();
-    }
-  }
+  if (LAPTIME_UNLIKELY(feats & kFeatCudaSync)) sync_before_end(name);
   const std::int64_t t = now_ns();
   ThreadRecord& rec = threads.local();
   const NameCacheEntry* e = lookup(rec, name);
@@ -354,23 +357,14 @@ inline void StopwatchState::end(std::string_view name) {
   const std::uint32_t id = e->id;
   Slot& s = *e->slot;
   if (LAPTIME_UNLIKELY(!s.running)) {
-    usage_error("end_meas(" + quoted(name) + ")",
-                quoted(name) + " is not running on this thread (no start_meas(" + quoted(name) +
-                    ") on this thread, or it already ended)");
+    end_not_running_error(name);
     return;
   }
   s.running = false;
   --rec.running;
   const std::int64_t dt = t > s.start_ns ? t - s.start_ns : 0;
   const std::uint32_t gen = generation.load(std::memory_order_relaxed);
-  if (LAPTIME_UNLIKELY(s.generation != gen)) {  // reset() since this thread last wrote
-    s.stats.clear();
-    if (ResourceSlot* r = s.resources.load(std::memory_order_relaxed)) {
-      std::lock_guard<std::mutex> lock(rec.mutex);
-      r->usage = resources::Usage();
-    }
-    s.generation = gen;
-  }
+  if (LAPTIME_UNLIKELY(s.generation != gen)) drop_stale(rec, s, gen);
   // An interval belongs to the iteration in which it ends: warm-up is decided now.
   const bool measuring =
       finished_iters.load(std::memory_order_relaxed) >= warmup.load(std::memory_order_relaxed);
@@ -382,8 +376,34 @@ inline void StopwatchState::end(std::string_view name) {
   if (LAPTIME_UNLIKELY(feats != 0)) end_features(rec, s, id, feats, measuring, dt);
 }
 
-inline void StopwatchState::end_features(ThreadRecord& rec, Slot& s, std::uint32_t id,
-                                         unsigned feats, bool measuring, std::int64_t dt) {
+// Sync before the end timestamp, for intervals that synced at their start (after warm-up).
+// Decided per interval; end() only knows whether syncing is configured at all.
+LAPTIME_NOINLINE inline void StopwatchState::sync_before_end(std::string_view name) {
+  ThreadRecord& rec = threads.local();
+  if (const NameCacheEntry* e = lookup(rec, name)) {
+    if (e->slot->running && e->slot->measuring) cuda::synchronize();
+  }
+}
+
+LAPTIME_COLD inline void StopwatchState::end_not_running_error(std::string_view name) {
+  usage_error("end_meas(" + quoted(name) + ")",
+              quoted(name) + " is not running on this thread (no start_meas(" + quoted(name) +
+                  ") on this thread, or it already ended)");
+}
+
+// reset() since this thread last wrote to the slot: its statistics belong to the old generation.
+LAPTIME_COLD inline void StopwatchState::drop_stale(ThreadRecord& rec, Slot& s, std::uint32_t gen) {
+  s.stats.clear();
+  if (ResourceSlot* r = s.resources.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(rec.mutex);
+    r->usage = resources::Usage();
+  }
+  s.generation = gen;
+}
+
+LAPTIME_NOINLINE inline void StopwatchState::end_features(ThreadRecord& rec, Slot& s,
+                                                          std::uint32_t id, unsigned feats,
+                                                          bool measuring, std::int64_t dt) {
   if (s.sampled) {
     s.sampled = false;
     const resources::Sample end_sample = resources::sample();
