@@ -154,6 +154,8 @@ class Stopwatch {
   void enable_gpu_timing(void* stream = nullptr) {
 #if LAPTIME_ENABLED
     auto& s = detail::stopwatch_state();
+    // Load the driver and create a first batch of events now, not inside the first interval.
+    if (cuda::driver_available()) cuda::GpuEventTimer::instance().reserve(64);
     s.gpu_stream.store(stream, std::memory_order_relaxed);
     s.features.fetch_or(detail::kFeatGpuTiming, std::memory_order_relaxed);
 #else
@@ -343,6 +345,8 @@ inline void Stopwatch::enable(int num_warmup_iters, std::optional<int> print_eve
   s.warmup.store(num_warmup_iters, std::memory_order_relaxed);
   s.print_every.store(print_every_n_iters.value_or(0), std::memory_order_relaxed);
   if (do_cuda_sync) {
+    // Load the driver now (milliseconds), not inside the first measured interval.
+    (void)cuda::driver_available();
     s.features.fetch_or(detail::kFeatCudaSync, std::memory_order_relaxed);
   } else {
     s.features.fetch_and(~detail::kFeatCudaSync, std::memory_order_relaxed);
