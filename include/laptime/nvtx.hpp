@@ -720,6 +720,8 @@ inline void NVTXRangeWrapper::enable(bool sync_on_push, bool sync_on_pop,
     detail::usage_error("NVTXRangeWrapper::enable", what);
     return;
   }
+  // With syncs on, load the CUDA driver now (milliseconds), not inside the first range.
+  if (sync_on_push || sync_on_pop) (void)cuda::driver_available();
 #if !LAPTIME_HAVE_NVTX
   detail::warn_once("nvtx-unavailable",
                     "NVTXRangeWrapper::enable: laptime was compiled without the NVTX headers "
