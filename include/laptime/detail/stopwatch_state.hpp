@@ -91,7 +91,16 @@ struct NameCacheEntry {
   std::uint32_t id = kNoName;
 };
 
-struct ThreadRecord {
+// Threads write only their own record and slots. Both are aligned to (and padded to a multiple
+// of) a cache line, so that two threads never write one line: records and chunks are heap
+// blocks that the allocator may otherwise place side by side.
+inline constexpr std::size_t kCacheLine = 64;
+
+struct alignas(kCacheLine) SlotChunk {
+  Slot slots[kChunk];
+};
+
+struct alignas(kCacheLine) ThreadRecord {
   std::array<std::atomic<Slot*>, kChunks> chunks{};
   std::array<NameCacheEntry, 64> cache{};
   std::unordered_map<std::string_view, std::uint32_t> known;  // keys view interned names
@@ -118,7 +127,7 @@ struct ThreadRecord {
   }
 
   LAPTIME_NOINLINE Slot* add_chunk(std::size_t index) {
-    Slot* c = new Slot[kChunk];
+    Slot* c = (new SlotChunk)->slots;  // never freed: reports may read it at any time
     chunks[index].store(c, std::memory_order_release);
     return c;
   }
