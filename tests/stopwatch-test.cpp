@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
+#include <memory>
 #include <new>
 #include <sstream>
 #include <string>
@@ -36,9 +37,11 @@ struct Fresh {
 };
 #endif
 
-const laptime::MeasurementResult* find(const laptime::Results& r, const std::string& name) {
+// A copy, not a pointer into `r`: callers pass the temporary sw.results().
+std::unique_ptr<const laptime::MeasurementResult> find(const laptime::Results& r,
+                                                       const std::string& name) {
   for (const auto& m : r.measurements) {
-    if (m.name == name) return &m;
+    if (m.name == name) return std::make_unique<const laptime::MeasurementResult>(m);
   }
   return nullptr;
 }
@@ -103,7 +106,7 @@ TEST_CASE("warm-up iterations are not accumulated" * LAPTIME_NEEDS_ENABLED) {
   const auto r = sw.results();
   CHECK(r.iterations_measured == 3);
   CHECK(sw.get_num_nonwarmup_iters_measured() == 3);
-  const auto* m = find(r, "step");
+  const auto m = find(r, "step");
   REQUIRE(m != nullptr);
   CHECK(m->count == 3);
   CHECK(m->max_ns < 2.5e6);  // none of the 3 ms warm-up intervals
@@ -122,7 +125,7 @@ TEST_CASE(
   sw.end_meas("pipeline warm-up only");
   sw.finish_iter();
   const auto r = sw.results();
-  const auto* m = find(r, "pipeline warm-up only");
+  const auto m = find(r, "pipeline warm-up only");
   REQUIRE(m != nullptr);
   CHECK(m->count == 0);
   std::ostringstream text;
@@ -148,7 +151,7 @@ TEST_CASE("several intervals of one name in an iteration add up" * LAPTIME_NEEDS
     }
     sw.finish_iter();
   }
-  const auto* m = find(sw.results(), "loss");
+  const auto m = find(sw.results(), "loss");
   REQUIRE(m != nullptr);
   CHECK(m->count == 12);
   CHECK(m->mean_per_iter_ns == doctest::Approx(m->total_ns / 4));
@@ -172,7 +175,7 @@ TEST_CASE("a name measured only in some iterations is averaged over all measured
     sw.finish_iter();
   }
   const auto r = sw.results();
-  const auto* m = find(r, "checkpoint");
+  const auto m = find(r, "checkpoint");
   REQUIRE(m != nullptr);
   CHECK(m->count == 2);
   CHECK(m->mean_per_iter_ns == doctest::Approx(m->total_ns / 10));
@@ -284,7 +287,7 @@ TEST_CASE("several threads may time the same name at once; all intervals feed it
   }
   for (auto& w : workers) w.join();
   sw.finish_iter();
-  const auto* m = find(sw.results(), "load batch");
+  const auto m = find(sw.results(), "load batch");
   REQUIRE(m != nullptr);
   CHECK(m->count == kThreads * kEach);  // threads that exited still count
   CHECK(m->running == 0);
@@ -309,7 +312,7 @@ TEST_CASE(
   while (phase.load() != 1) std::this_thread::yield();
   CHECK_NOTHROW(sw.finish_iter());
   {
-    const auto* m = find(sw.results(), "prefetch");
+    const auto m = find(sw.results(), "prefetch");
     REQUIRE(m != nullptr);
     CHECK(m->running == 1);
     std::ostringstream text;
@@ -319,7 +322,7 @@ TEST_CASE(
   }
   phase = 2;
   loader.join();
-  const auto* m = find(sw.results(), "prefetch");
+  const auto m = find(sw.results(), "prefetch");
   REQUIRE(m != nullptr);
   CHECK(m->count == 1);
   CHECK(m->running == 0);
@@ -357,7 +360,7 @@ TEST_CASE(
   sw.finish_iter();
   const auto r = sw.results();
   CHECK(r.iterations_finished == 1);
-  const auto* m = find(r, "fwd");
+  const auto m = find(r, "fwd");
   REQUIRE(m != nullptr);
   CHECK(m->count == 1);
 }
@@ -437,7 +440,7 @@ TEST_CASE("statistics: min, median, percentiles and max of known intervals" *
     sw.end_meas("sleep");
     sw.finish_iter();
   }
-  const auto* m = find(sw.results(), "sleep");
+  const auto m = find(sw.results(), "sleep");
   REQUIRE(m != nullptr);
   CHECK(m->min_ns >= 50e3);
   CHECK(m->median_ns < 500e3);
@@ -612,7 +615,7 @@ TEST_CASE("tracked names report the process tree's CPU during their intervals" *
   sw.finish_iter();
 
   const auto r = sw.results();
-  const auto* busy = find(r, "busy");
+  const auto busy = find(r, "busy");
   REQUIRE(busy != nullptr);
   REQUIRE(busy->resources.has_value());
   REQUIRE(busy->resources->process_cores.has_value());
@@ -625,7 +628,7 @@ TEST_CASE("tracked names report the process tree's CPU during their intervals" *
   CHECK(*busy->resources->process_percent ==
         doctest::Approx(*busy->resources->process_cores * 100 / laptime::resources::online_cpus())
             .epsilon(0.01));
-  const auto* idle = find(r, "idle");
+  const auto idle = find(r, "idle");
   REQUIRE(idle->resources.has_value());
   CHECK(*idle->resources->process_cores < 0.1);
   CHECK_FALSE(find(r, "untracked")->resources.has_value());
