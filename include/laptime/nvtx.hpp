@@ -496,6 +496,14 @@ class NVTXRangeWrapper {
   friend void detail::nvtx_reset_for_testing();
 
 #if LAPTIME_ENABLED
+  // This copy of the code's pointer to the process-wide wrapper, set at its first use. Constant-
+  // initialised (no guard variable), so instance() inlines to one load and a branch, where
+  // process_singleton's guarded static is an out-of-line call on every push and pop.
+  static std::atomic<NVTXRangeWrapper*>& found() noexcept {
+    static std::atomic<NVTXRangeWrapper*> w{nullptr};
+    return w;
+  }
+  static NVTXRangeWrapper& find_instance();
   template <class T>
   friend struct detail::SingletonHolder;
 
@@ -575,12 +583,22 @@ class NVTXScopedRange {
 
 inline NVTXRangeWrapper& NVTXRangeWrapper::instance() {
 #if LAPTIME_ENABLED
-  return detail::process_singleton<NVTXRangeWrapper>("nvtx");
+  NVTXRangeWrapper* w = found().load(std::memory_order_acquire);
+  if (LAPTIME_LIKELY(w != nullptr)) return *w;
+  return find_instance();
 #else
   static NVTXRangeWrapper wrapper;  // stateless
   return wrapper;
 #endif
 }
+
+#if LAPTIME_ENABLED
+LAPTIME_NOINLINE inline NVTXRangeWrapper& NVTXRangeWrapper::find_instance() {
+  NVTXRangeWrapper& w = detail::process_singleton<NVTXRangeWrapper>("nvtx");
+  found().store(&w, std::memory_order_release);
+  return w;
+}
+#endif
 
 inline bool NVTXRangeWrapper::is_enabled() const noexcept {
 #if LAPTIME_ENABLED
