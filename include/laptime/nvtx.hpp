@@ -279,8 +279,9 @@ struct NvtxSession {
 };
 
 /// Per-OS-thread state, kept in the process-wide ThreadRegistry so that every copy of the header
-/// sees the same stack and caches.
-struct NvtxThread {
+/// sees the same stack and caches. Aligned to a cache line: records are heap blocks that may lie
+/// side by side, and each thread writes its own on every push and pop.
+struct alignas(64) NvtxThread {
   struct Slot {
     const char* data = nullptr;  // where the caller's text was; verified by content on a hit
     const NvtxName* name = nullptr;
