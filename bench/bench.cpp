@@ -275,7 +275,7 @@ void BM_NvtxWrapperPushPop_Tracked(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
 }
-BENCHMARK(BM_NvtxWrapperPushPop_Tracked);
+BENCHMARK(BM_NvtxWrapperPushPop_Tracked)->Threads(1)->Threads(2);
 
 // The RAII form with a per-call-site registered name (LAPTIME_RANGE), order tracking on.
 void BM_NvtxScopedRange_Tracked(benchmark::State& state) {

@@ -51,8 +51,10 @@ ROWS = [
     ("Stopwatch pair, 2 threads, vs clock", "BM_StopwatchPair_Enabled/threads:2",
      "BM_SteadyClockPair/threads:2", "ratio", 1.5),
     ("NVTX push+pop, enabled", "BM_NvtxWrapperPushPop", "BM_NvtxRawPushPop", "diff", 15.0),
-    ("NVTX push+pop, tracked", "BM_NvtxWrapperPushPop_Tracked", "BM_NvtxRawPushPop", "diff",
-     25.0),
+    ("NVTX push+pop, tracked", "BM_NvtxWrapperPushPop_Tracked/threads:1", "BM_NvtxRawPushPop",
+     "diff", 25.0),
+    ("NVTX push+pop, tracked, 2 threads", "BM_NvtxWrapperPushPop_Tracked/threads:2",
+     "BM_NvtxWrapperPushPop_Tracked/threads:1", "ratio", 1.3),
     # Informative: no goal of their own in SPEC §5.
     ("steady_clock pair, 2 threads (machine)", "BM_SteadyClockPair/threads:2",
      "BM_SteadyClockPair/threads:1", "info", None),
