@@ -152,21 +152,35 @@ struct Plugin {
   long long (*clock_pair)() = nullptr;
 };
 
-const Plugin* plugin() {
-#ifdef LAPTIME_BENCH_PLUGIN
-  static const Plugin* loaded = []() -> const Plugin* {
-    void* lib = ::dlopen(LAPTIME_BENCH_PLUGIN, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) return nullptr;
-    static Plugin p;
-    p.stopwatch_pair = reinterpret_cast<void (*)(const char*, std::size_t)>(
-        ::dlsym(lib, "laptime_bench_stopwatch_pair"));
-    p.clock_pair = reinterpret_cast<long long (*)()>(::dlsym(lib, "laptime_bench_clock_pair"));
-    return p.stopwatch_pair != nullptr && p.clock_pair != nullptr ? &p : nullptr;
-  }();
-  return loaded;
-#else
-  return nullptr;
+// nullptr when `path` is null (not built) or cannot be loaded.
+Plugin* load_plugin(const char* path) {
+  void* lib = path != nullptr ? ::dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
+  if (lib == nullptr) return nullptr;
+  auto* p = new Plugin;  // lives as long as the process, as the library does
+  p->stopwatch_pair = reinterpret_cast<void (*)(const char*, std::size_t)>(
+      ::dlsym(lib, "laptime_bench_stopwatch_pair"));
+  p->clock_pair = reinterpret_cast<long long (*)()>(::dlsym(lib, "laptime_bench_clock_pair"));
+  return p->stopwatch_pair != nullptr && p->clock_pair != nullptr ? p : nullptr;
+}
+
+#ifndef LAPTIME_BENCH_PLUGIN
+#define LAPTIME_BENCH_PLUGIN nullptr
 #endif
+#ifndef LAPTIME_BENCH_PLUGIN_TLSDESC
+#define LAPTIME_BENCH_PLUGIN_TLSDESC nullptr
+#endif
+
+// The shared object as built by default: thread_local through __tls_get_addr.
+const Plugin* plugin() {
+  static const Plugin* p = load_plugin(LAPTIME_BENCH_PLUGIN);
+  return p;
+}
+
+// The same, built with -mtls-dialect=gnu2 (TLS descriptors; x86-64 only): a build option of the
+// extension, shown here for its effect on the pair.
+const Plugin* plugin_tlsdesc() {
+  static const Plugin* p = load_plugin(LAPTIME_BENCH_PLUGIN_TLSDESC);
+  return p;
 }
 
 void BM_SteadyClockPair_SharedObject(benchmark::State& state) {
@@ -181,10 +195,9 @@ void BM_SteadyClockPair_SharedObject(benchmark::State& state) {
 }
 BENCHMARK(BM_SteadyClockPair_SharedObject);
 
-void BM_StopwatchPair_Enabled_SharedObject(benchmark::State& state) {
-  const Plugin* p = plugin();
+void stopwatch_pair_in(const Plugin* p, benchmark::State& state) {
   if (p == nullptr) {
-    state.SkipWithError("cannot load laptime_bench_plugin");
+    state.SkipWithError("cannot load the plugin (not built for this target?)");
     return;
   }
   if (state.thread_index() == 0) enable_stopwatch();
@@ -194,7 +207,18 @@ void BM_StopwatchPair_Enabled_SharedObject(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
 }
+
+void BM_StopwatchPair_Enabled_SharedObject(benchmark::State& state) {
+  stopwatch_pair_in(plugin(), state);
+}
 BENCHMARK(BM_StopwatchPair_Enabled_SharedObject);
+
+#if defined(__x86_64__)
+void BM_StopwatchPair_Enabled_SharedObject_TlsDesc(benchmark::State& state) {
+  stopwatch_pair_in(plugin_tlsdesc(), state);
+}
+BENCHMARK(BM_StopwatchPair_Enabled_SharedObject_TlsDesc);
+#endif
 
 // ---- NVTX -------------------------------------------------------------------------------------
 

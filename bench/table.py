@@ -61,6 +61,8 @@ ROWS = [
     ("clock_gettime pair", "BM_ClockGettimePair", "BM_SteadyClockPair/threads:1", "info", None),
     ("Stopwatch pair, dynamic name", "BM_StopwatchPair_Enabled_DynamicName",
      "BM_SteadyClockPair/threads:1", "info", None),
+    ("Stopwatch pair, shared object, TLS descriptors", "BM_StopwatchPair_Enabled_SharedObject_TlsDesc",
+     "BM_SteadyClockPair_SharedObject", "info", None),
     ("LAPTIME_MEAS, enabled", "BM_ScopedMeasurement_Enabled", "BM_SteadyClockPair/threads:1",
      "info", None),
     ("NVTX Ex push+pop (raw, as the wrapper)", "BM_NvtxRawDomainPushPopEx", "BM_NvtxRawPushPop",
