@@ -391,12 +391,16 @@ PyObject* sw_end_meas(PyObject*, PyObject* name) {
 
 // Whether this finish_iter will print the periodic report (laptime's own test, read ahead).
 bool finish_iter_will_print() {
+#if LAPTIME_ENABLED
   const laptime::detail::StopwatchState& s = laptime::detail::stopwatch_state();
   const int every = s.print_every.load(std::memory_order_relaxed);
   if (every <= 0) return false;
   const std::int64_t measured = s.finished_iters.load(std::memory_order_relaxed) + 1 -
                                 s.warmup.load(std::memory_order_relaxed);
   return measured > 0 && measured % every == 0;
+#else
+  return false;  // compiled out (LAPTIME_DISABLE): nothing is ever printed
+#endif
 }
 
 // finish_iter keeps the GIL, except when it is about to print. laptime prints under its report
@@ -891,7 +895,9 @@ PyObject* mod_cuda_status(PyObject*, PyObject*) {
 // Stopwatch reset removes it). Never while other threads measure.
 PyObject* mod_testing_reset(PyObject*, PyObject*) {
   try {
+#if LAPTIME_ENABLED
     laptime::detail::testing_reset_stopwatch();
+#endif
     laptime::detail::nvtx_reset_for_testing();
   } catch (...) {
     return set_python_error();
