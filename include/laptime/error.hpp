@@ -5,6 +5,8 @@
 //   ... }
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -54,10 +56,23 @@ struct ErrorState {
   std::atomic<int> policy{static_cast<int>(ErrorPolicy::Throw)};
   std::mutex warned_mutex;
   std::unordered_set<std::string> warned;
+  std::atomic<bool> fork_handlers{false};  // installed once per process
 };
 
 inline ErrorState& error_state() {
-  return process_singleton<ErrorState>("errors");
+  static ErrorState& state = []() -> ErrorState& {
+    ErrorState& s = process_singleton<ErrorState>("errors");
+    // fork() while another thread is inside warn_once (a DataLoader worker forked during a
+    // warning) would leave the child a held lock and a half-updated set: hold the lock across
+    // fork, so that both processes get it free and the set whole.
+    if (!s.fork_handlers.exchange(true)) {
+      ::pthread_atfork([] { error_state().warned_mutex.lock(); },
+                       [] { error_state().warned_mutex.unlock(); },
+                       [] { error_state().warned_mutex.unlock(); });
+    }
+    return s;
+  }();
+  return state;
 }
 
 /// Prints "laptime: warning: <message>" to stderr the first time `key` is seen in this process.
