@@ -48,11 +48,19 @@ class ThreadRegistry {
     }
   }
 
-  /// Call in a forked child (pthread_atfork): the lock may have been held by a thread that does
-  /// not exist in the child; only the forking thread is alive there.
+  /// Call in a forked child (pthread_atfork), on the forking thread, with its new tid: the lock
+  /// may have been held by a thread that does not exist in the child. Only the forking thread is
+  /// alive there; it keeps its record (found through this copy's cache), under its new tid, so
+  /// that a thread started in the child never adopts it while it is in use.
   void after_fork_in_child(long surviving_tid) noexcept {
     new (&mutex_) std::mutex();
-    for (Node* n = head_; n != nullptr; n = n->next) n->alive = (n->tid == surviving_tid);
+    const Fast& f = fast();
+    Node* const mine = f.owner == this ? f.node : nullptr;
+    for (Node* n = head_; n != nullptr; n = n->next) n->alive = (n == mine);
+    if (mine != nullptr) {
+      mine->tid = surviving_tid;
+      cache().tid = surviving_tid;
+    }
   }
 
   /// Retires the calling thread's record now (also done automatically at thread exit).
