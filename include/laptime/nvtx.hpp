@@ -20,6 +20,8 @@
 // string copy once a name is known) around the NVTX call. LAPTIME_DISABLE compiles it all out.
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -531,6 +533,9 @@ class NVTXRangeWrapper {
   void* find_or_create_domain(const std::string& name);
   static std::string describe(std::uint32_t flags, const NVTXOptions& options);
   void reset_for_testing();
+  void before_fork() noexcept;
+  void after_fork_in_parent() noexcept;
+  void after_fork_in_child() noexcept;
 
   // Read on every call: on their own cache line, written only by enable() and the test reset.
   // state_: kEnabled | kSync* | kTrack | generation << kGenerationShift. A new generation starts at
@@ -545,6 +550,7 @@ class NVTXRangeWrapper {
   std::unordered_map<std::string, void*> domains_;  // NVTX domains by name: created once
   std::vector<std::unique_ptr<detail::NvtxSession>> sessions_;  // never freed (see NvtxSession)
   detail::ThreadRegistry<detail::NvtxThread> threads_;
+  std::atomic<bool> fork_handlers_{false};  // installed once per process
 #endif
 };
 
@@ -596,8 +602,36 @@ inline NVTXRangeWrapper& NVTXRangeWrapper::instance() {
 #if LAPTIME_ENABLED
 LAPTIME_NOINLINE inline NVTXRangeWrapper& NVTXRangeWrapper::find_instance() {
   NVTXRangeWrapper& w = detail::process_singleton<NVTXRangeWrapper>("nvtx");
+  if (!w.fork_handlers_.exchange(true)) {
+    // Registered after error_state()'s, so that its prepare handler runs before that one (reverse
+    // order): enable() may warn while it holds config_mutex_.
+    (void)detail::error_state();
+    ::pthread_atfork([] { instance().before_fork(); }, [] { instance().after_fork_in_parent(); },
+                     [] { instance().after_fork_in_child(); });
+  }
   found().store(&w, std::memory_order_release);
   return w;
+}
+
+// fork() (a DataLoader worker) may come while another thread is inside enable() or registers a new
+// name: hold those locks across fork, so that the child gets them free and the name tables whole.
+// The thread registry and the threads' labels stay consistent at any time; their locks are
+// re-armed in the child, where the threads that may have held them do not exist.
+inline void NVTXRangeWrapper::before_fork() noexcept {
+  config_mutex_.lock();
+  for (const auto& session : sessions_) session->mutex.lock();
+}
+
+inline void NVTXRangeWrapper::after_fork_in_parent() noexcept {
+  for (const auto& session : sessions_) session->mutex.unlock();
+  config_mutex_.unlock();
+}
+
+inline void NVTXRangeWrapper::after_fork_in_child() noexcept {
+  for (const auto& session : sessions_) session->mutex.unlock();
+  config_mutex_.unlock();
+  threads_.after_fork_in_child(detail::current_tid());
+  threads_.for_each([](detail::NvtxThread& t, long, bool) { new (&t.label_mutex) std::mutex(); });
 }
 #endif
 
