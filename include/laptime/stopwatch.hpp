@@ -369,6 +369,11 @@ inline void Stopwatch::track_cpu_usage(std::string_view name) {
                         "too many distinct measurement names (LAPTIME_MAX_NAMES)");
     return;
   }
+  // The sampler's lazily made statics are made here, before any interval is sampled: a fork()
+  // (a DataLoader worker) while another thread is making one would leave the child waiting for
+  // that static forever.
+  (void)resources::clock_ticks();
+  (void)resources::detail::sampler_bytes_read();
   s.name_flags[id].fetch_or(detail::kNameTracked, std::memory_order_relaxed);
   s.features.fetch_or(detail::kFeatTracked, std::memory_order_relaxed);
 #else
