@@ -850,7 +850,9 @@ inline void NVTXRangeWrapper::push_unregistered(void* domain, std::string_view t
                         ") distinct range names; further names are sent as text, which costs an "
                         "allocation per push");
   const std::string copy(text);
-  static const std::vector<std::uint32_t> no_colors;
+  // Not a function-local static: a fork() while another thread initialised one would leave the
+  // child waiting for it forever. An empty vector allocates nothing.
+  const std::vector<std::uint32_t> no_colors;
   const detail::NvtxEventAttributes a = detail::nvtx_text_attributes(
       copy.c_str(), session != nullptr ? session->colors : no_colors, text);
   detail::nvtx_api::push(domain, &a);
