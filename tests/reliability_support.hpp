@@ -1,0 +1,535 @@
+// Helpers for the reliability tests (fork-test, exit-test, environment-test) and the API fuzzer
+// (fuzz/api_fuzzer.cpp): a strict JSON parser, a UTF-8 check, and running this very test binary
+// again as a fresh process (variables laptime reads at first use need one) with a timeout.
+// Plain C++ and POSIX, no doctest: the fuzzer includes it too.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+extern char** environ;
+
+namespace reliability {
+
+// ---------------------------------------------------------------------------------------------
+// UTF-8 and JSON
+
+/// Whether `s` is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, <= U+10FFFF).
+inline bool utf8_valid(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* end = p + s.size();
+  while (p < end) {
+    const unsigned char c = *p;
+    int len = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // allowed range of the second byte
+    if (c < 0x80) {
+      ++p;
+      continue;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      len = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      if (c == 0xe0) lo = 0xa0;
+      if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;
+    } else {
+      return false;
+    }
+    if (end - p < len) return false;
+    if (p[1] < lo || p[1] > hi) return false;
+    for (int i = 2; i < len; ++i) {
+      if ((p[i] & 0xc0) != 0x80) return false;
+    }
+    p += len;
+  }
+  return true;
+}
+
+/// A parsed JSON value (RFC 8259). Objects keep their members in order.
+struct Json {
+  enum class Type { Null, Bool, Number, String, Array, Object };
+  Type type = Type::Null;
+  bool boolean = false;
+  double number = 0;
+  std::string string;
+  std::vector<Json> array;
+  std::vector<std::pair<std::string, Json>> object;
+
+  bool is_null() const { return type == Type::Null; }
+  bool is_number() const { return type == Type::Number; }
+  bool is_string() const { return type == Type::String; }
+  bool is_array() const { return type == Type::Array; }
+  bool is_object() const { return type == Type::Object; }
+
+  /// The member `key` of an object; nullptr if absent or not an object.
+  const Json* get(std::string_view key) const {
+    if (type != Type::Object) return nullptr;
+    for (const auto& m : object) {
+      if (m.first == key) return &m.second;
+    }
+    return nullptr;
+  }
+};
+
+/// Strict JSON: no trailing commas, no comments, no NaN, strings of valid UTF-8 with no raw
+/// control characters, \u escapes with paired surrogates, one value and only whitespace around it.
+class JsonParser {
+ public:
+  explicit JsonParser(std::string_view text) : s_(text) {}
+
+  /// The value, or nullptr with error() saying where and why.
+  std::unique_ptr<Json> parse() {
+    auto v = std::make_unique<Json>();
+    skip_ws();
+    if (!value(*v, 0)) return nullptr;
+    skip_ws();
+    if (pos_ != s_.size()) return fail("text after the value");
+    if (!utf8_valid(s_)) return fail("not valid UTF-8");
+    return v;
+  }
+
+  const std::string& error() const { return error_; }
+
+ private:
+  static constexpr int kMaxDepth = 64;
+
+  std::nullptr_t fail(const char* what) {
+    if (error_.empty()) error_ = std::string(what) + " at byte " + std::to_string(pos_);
+    return nullptr;
+  }
+
+  bool at_end() const { return pos_ >= s_.size(); }
+  char peek() const { return at_end() ? '\0' : s_[pos_]; }
+
+  void skip_ws() {
+    while (!at_end() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+
+  bool literal(std::string_view word) {
+    if (s_.substr(pos_, word.size()) != word) return fail("bad literal"), false;
+    pos_ += word.size();
+    return true;
+  }
+
+  bool value(Json& out, int depth) {
+    if (depth > kMaxDepth) return fail("nested too deeply"), false;
+    switch (peek()) {
+      case '{':
+        return object(out, depth);
+      case '[':
+        return array(out, depth);
+      case '"':
+        out.type = Json::Type::String;
+        return string(out.string);
+      case 't':
+        out.type = Json::Type::Bool;
+        out.boolean = true;
+        return literal("true");
+      case 'f':
+        out.type = Json::Type::Bool;
+        return literal("false");
+      case 'n':
+        out.type = Json::Type::Null;
+        return literal("null");
+      default:
+        out.type = Json::Type::Number;
+        return number(out.number);
+    }
+  }
+
+  bool object(Json& out, int depth) {
+    out.type = Json::Type::Object;
+    ++pos_;  // {
+    skip_ws();
+    if (peek() == '}') {
+      ++pos_;
+      return true;
+    }
+    for (;;) {
+      skip_ws();
+      if (peek() != '"') return fail("expected a member name"), false;
+      std::string key;
+      if (!string(key)) return false;
+      skip_ws();
+      if (peek() != ':') return fail("expected ':'"), false;
+      ++pos_;
+      skip_ws();
+      Json v;
+      if (!value(v, depth + 1)) return false;
+      out.object.emplace_back(std::move(key), std::move(v));
+      skip_ws();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() == '}') {
+        ++pos_;
+        return true;
+      }
+      return fail("expected ',' or '}'"), false;
+    }
+  }
+
+  bool array(Json& out, int depth) {
+    out.type = Json::Type::Array;
+    ++pos_;  // [
+    skip_ws();
+    if (peek() == ']') {
+      ++pos_;
+      return true;
+    }
+    for (;;) {
+      skip_ws();
+      Json v;
+      if (!value(v, depth + 1)) return false;
+      out.array.push_back(std::move(v));
+      skip_ws();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() == ']') {
+        ++pos_;
+        return true;
+      }
+      return fail("expected ',' or ']'"), false;
+    }
+  }
+
+  bool hex4(unsigned& out) {
+    if (s_.size() - pos_ < 4) return fail("short \\u escape"), false;
+    out = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char c = s_[pos_++];
+      out <<= 4;
+      if (c >= '0' && c <= '9') {
+        out |= static_cast<unsigned>(c - '0');
+      } else if (c >= 'a' && c <= 'f') {
+        out |= static_cast<unsigned>(c - 'a' + 10);
+      } else if (c >= 'A' && c <= 'F') {
+        out |= static_cast<unsigned>(c - 'A' + 10);
+      } else {
+        return fail("bad hex digit in \\u escape"), false;
+      }
+    }
+    return true;
+  }
+
+  static void append_utf8(std::string& out, unsigned cp) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xc0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xe0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else {
+      out += static_cast<char>(0xf0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+  }
+
+  bool string(std::string& out) {
+    ++pos_;  // "
+    for (;;) {
+      if (at_end()) return fail("unterminated string"), false;
+      const auto c = static_cast<unsigned char>(s_[pos_]);
+      if (c == '"') {
+        ++pos_;
+        return true;
+      }
+      if (c < 0x20) return fail("raw control character in a string"), false;
+      if (c != '\\') {
+        out += static_cast<char>(c);
+        ++pos_;
+        continue;
+      }
+      ++pos_;
+      if (at_end()) return fail("unterminated escape"), false;
+      const char e = s_[pos_++];
+      switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+          out += e;
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u': {
+          unsigned cp = 0;
+          if (!hex4(cp)) return false;
+          if (cp >= 0xdc00 && cp <= 0xdfff) return fail("lone low surrogate"), false;
+          if (cp >= 0xd800 && cp <= 0xdbff) {
+            unsigned low = 0;
+            if (s_.substr(pos_, 2) != "\\u") return fail("lone high surrogate"), false;
+            pos_ += 2;
+            if (!hex4(low)) return false;
+            if (low < 0xdc00 || low > 0xdfff) return fail("bad surrogate pair"), false;
+            cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+          }
+          append_utf8(out, cp);
+          break;
+        }
+        default:
+          return fail("bad escape"), false;
+      }
+    }
+  }
+
+  bool number(double& out) {
+    const std::size_t begin = pos_;
+    if (peek() == '-') ++pos_;
+    if (peek() == '0') {
+      ++pos_;
+    } else if (peek() >= '1' && peek() <= '9') {
+      while (peek() >= '0' && peek() <= '9') ++pos_;
+    } else {
+      return fail("expected a value"), false;
+    }
+    if (peek() == '.') {
+      ++pos_;
+      if (!(peek() >= '0' && peek() <= '9')) return fail("expected a digit after '.'"), false;
+      while (peek() >= '0' && peek() <= '9') ++pos_;
+    }
+    if (peek() == 'e' || peek() == 'E') {
+      ++pos_;
+      if (peek() == '+' || peek() == '-') ++pos_;
+      if (!(peek() >= '0' && peek() <= '9')) return fail("expected an exponent"), false;
+      while (peek() >= '0' && peek() <= '9') ++pos_;
+    }
+    out = std::strtod(std::string(s_.substr(begin, pos_ - begin)).c_str(), nullptr);
+    return true;
+  }
+
+  std::string_view s_;
+  std::size_t pos_ = 0;
+  std::string error_;
+};
+
+/// Parses `text`; on failure returns nullptr and, if given, sets *error.
+inline std::unique_ptr<Json> parse_json(std::string_view text, std::string* error = nullptr) {
+  JsonParser p(text);
+  auto v = p.parse();
+  if (!v && error != nullptr) *error = p.error();
+  return v;
+}
+
+/// The entry of results JSON's "measurements" named `name`, or nullptr.
+inline const Json* find_measurement(const Json& results, std::string_view name) {
+  const Json* ms = results.get("measurements");
+  if (ms == nullptr || !ms->is_array()) return nullptr;
+  for (const Json& m : ms->array) {
+    const Json* n = m.get("name");
+    if (n != nullptr && n->is_string() && n->string == name) return &m;
+  }
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files and processes
+
+/// The whole file, or "" if it cannot be read.
+inline std::string read_file(const std::string& path) {
+  std::string out;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return out;
+  char buf[65536];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  std::fclose(f);
+  return out;
+}
+
+inline bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+/// How often `needle` occurs in `hay` (non-overlapping).
+inline int count_of(std::string_view hay, std::string_view needle) {
+  int n = 0;
+  for (auto pos = hay.find(needle); pos != std::string_view::npos;
+       pos = hay.find(needle, pos + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
+/// A fresh directory under $TMPDIR (or /tmp), removed with its files when this goes away.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string templ =
+        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/laptime-test-XXXXXX";
+    std::vector<char> buf(templ.begin(), templ.end());
+    buf.push_back('\0');
+    if (::mkdtemp(buf.data()) != nullptr) path_ = buf.data();
+  }
+  ~TempDir() {
+    if (path_.empty()) return;
+    // Flat: the tests put only files here.
+    const std::string cmd = "rm -rf '" + path_ + "'";
+    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path_.c_str());
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+/// What a process did.
+struct RunResult {
+  bool started = false;
+  bool timed_out = false;
+  int exit_code = -1;  ///< -1 unless it exited normally
+  int signal = 0;      ///< the signal that ended it, if any
+  double seconds = 0;
+  std::string out, err;
+
+  bool ok() const { return started && !timed_out && exit_code == 0; }
+  std::string describe() const {
+    std::string d = !started      ? "did not start"
+                    : timed_out   ? "timed out (killed)"
+                    : signal != 0 ? "killed by signal " + std::to_string(signal)
+                                  : "exit code " + std::to_string(exit_code);
+    return d + "; stderr: " + err.substr(0, 2000);
+  }
+};
+
+/// Waits for `pid` at most `timeout_s` seconds; kills it (SIGKILL) after that. Fills the exit
+/// fields of `r`.
+inline void wait_with_timeout(pid_t pid, double timeout_s, RunResult& r) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration<double>(timeout_s);
+  int status = 0;
+  for (;;) {
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) return;
+    if (std::chrono::steady_clock::now() > deadline) {
+      r.timed_out = true;
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+}
+
+/// Runs this test binary again (/proc/self/exe) with `args`, its environment changed by `env`
+/// (name -> value; an empty value unsets the variable), stdout and stderr captured through files
+/// in `dir`. Kills it after `timeout_s` seconds.
+inline RunResult run_self(const std::vector<std::string>& args,
+                          const std::map<std::string, std::string>& env, const TempDir& dir,
+                          double timeout_s = 60) {
+  static int counter = 0;
+  const std::string tag = std::to_string(++counter);
+  const std::string out_path = dir.file("stdout-" + tag), err_path = dir.file("stderr-" + tag);
+
+  // Everything the child needs is built before fork: between fork and exec only
+  // async-signal-safe calls.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string name(entry.substr(0, entry.find('=')));
+    if (env.count(name) == 0) env_strings.emplace_back(entry);
+  }
+  for (const auto& [name, value] : env) {
+    if (!value.empty()) env_strings.push_back(name + "=" + value);
+  }
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_strings{"laptime-test-helper"};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : argv_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  RunResult r;
+  const int out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (out_fd < 0 || err_fd < 0) return r;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out_fd, 1);
+    ::dup2(err_fd, 2);
+    ::execve("/proc/self/exe", argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(out_fd);
+  ::close(err_fd);
+  if (pid < 0) return r;
+  r.started = true;
+  wait_with_timeout(pid, timeout_s, r);
+  r.out = read_file(out_path);
+  r.err = read_file(err_path);
+  return r;
+}
+
+/// Lines of `text` that contain `needle`.
+inline int lines_with(std::string_view text, std::string_view needle) {
+  int n = 0;
+  std::size_t begin = 0;
+  while (begin < text.size()) {
+    std::size_t end = text.find('\n', begin);
+    if (end == std::string_view::npos) end = text.size();
+    if (text.substr(begin, end - begin).find(needle) != std::string_view::npos) ++n;
+    begin = end + 1;
+  }
+  return n;
+}
+
+}  // namespace reliability
