@@ -13,7 +13,10 @@
 //   sw.print_eval_times();
 #pragma once
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <exception>
 #include <iostream>
 #include <optional>
 #include <ostream>
@@ -268,7 +271,18 @@ inline void write_exit_output() {
   if (!s.enabled.load()) return;
   const bool rank_ok = !s.print_rank0_only.load() || s.rank.rank == 0;
   Results r = s.results();
-  if (s.exit_print && rank_ok) s.print(r.to_text());
+  if (s.exit_print && rank_ok) {
+    // A print function that throws (a closed stream) must cost neither the JSON nor the exit
+    // code: an exception leaving an atexit handler is std::terminate.
+    try {
+      s.print(r.to_text());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "laptime: warning: the report could not be printed at exit: %s\n",
+                   e.what());
+    } catch (...) {
+      std::fprintf(stderr, "laptime: warning: the report could not be printed at exit\n");
+    }
+  }
   if (!s.exit_output_path.empty()) {
     std::string path = s.exit_output_path;
     for (std::string_view key : {"{rank}", "{pid}"}) {
@@ -277,13 +291,18 @@ inline void write_exit_output() {
         path.replace(pos, key.size(), value);
       }
     }
-    std::FILE* f = std::fopen(path.c_str(), "w");
     const std::string json = r.to_json();
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    int err = f == nullptr ? errno : 0;
     bool ok = f != nullptr && std::fwrite(json.data(), 1, json.size(), f) == json.size();
-    if (f != nullptr) ok = (std::fclose(f) == 0) && ok;
+    if (f != nullptr && !ok && err == 0) err = errno;
+    if (f != nullptr && std::fclose(f) != 0) {  // a full disk shows here, at the flush
+      if (ok) err = errno;
+      ok = false;
+    }
     if (!ok) {
-      std::fprintf(stderr, "laptime: warning: could not write results to LAPTIME_OUTPUT='%s'\n",
-                   path.c_str());
+      std::fprintf(stderr, "laptime: warning: could not write results to LAPTIME_OUTPUT='%s': %s\n",
+                   path.c_str(), err != 0 ? std::strerror(err) : "write failed");
     }
   }
 }
@@ -299,7 +318,15 @@ inline void arm_exit_output(StopwatchState& s) {
   }
   if (!s.exit_output_path.empty() || s.exit_print) {
     s.owner_pid = ::getpid();
-    std::atexit([] { write_exit_output(); });
+    std::atexit([] {
+      try {
+        write_exit_output();
+      } catch (const std::exception& e) {  // out of memory: never std::terminate at exit
+        std::fprintf(stderr, "laptime: warning: results not written at exit: %s\n", e.what());
+      } catch (...) {
+        std::fprintf(stderr, "laptime: warning: results not written at exit\n");
+      }
+    });
   }
 }
 #endif
