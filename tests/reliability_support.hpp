@@ -5,7 +5,9 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -517,6 +519,32 @@ inline RunResult run_self(const std::vector<std::string>& args,
   r.out = read_file(out_path);
   r.err = read_file(err_path);
   return r;
+}
+
+/// Writes `text` to an existing file (a /proc control file); false on failure.
+inline bool write_text(const char* path, const std::string& text) {
+  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+/// Moves this process (single-threaded: unshare requires it) into a private mount namespace, as
+/// root directly, otherwise inside a new user namespace where it is root. Mounts made then are
+/// seen by this process only. False where neither is allowed (a locked-down container).
+inline bool enter_private_mount_namespace() {
+  if (::unshare(CLONE_NEWNS) != 0) {
+    const uid_t uid = ::geteuid();
+    const gid_t gid = ::getegid();
+    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return false;
+    write_text("/proc/self/setgroups", "deny");
+    if (!write_text("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1") ||
+        !write_text("/proc/self/gid_map", "0 " + std::to_string(gid) + " 1")) {
+      return false;
+    }
+  }
+  return ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
 }
 
 /// Lines of `text` that contain `needle`.
