@@ -370,6 +370,19 @@ inline Sample sample_at(std::string_view proc_root, pid_t pid) noexcept {
     // The "cpu" line comes first; the kernel formats all of /proc/stat anyway, so read no more.
     char buf[4096];
     const long n = detail::read_at(root.get(), "stat", buf, sizeof buf);
+    if (n < 0) {
+      // Neither <proc>/stat nor <proc>/<pid>: no proc file system is mounted there (an empty
+      // directory in a container). One warning for the one cause, not one per file.
+      char pid_dir[24];
+      std::snprintf(pid_dir, sizeof pid_dir, "%d", static_cast<int>(pid));
+      if (::faccessat(root.get(), pid_dir, F_OK, 0) != 0) {
+        const std::string message = "resources: '" + s.root + "' has neither stat nor " + pid_dir +
+                                    "/ (no proc file system mounted there?); CPU and I/O "
+                                    "figures are reported as unavailable";
+        laptime::detail::warn_once("resources.proc_root", message);
+        return out;
+      }
+    }
     if (const auto ticks = n < 0 ? std::nullopt
                                  : laptime::detail::procfs::parse_system_cpu(
                                        std::string_view(buf, static_cast<std::size_t>(n)))) {
