@@ -104,18 +104,26 @@ class IntervalStats {
   IntervalStats& operator=(const IntervalStats&) = delete;
   ~IntervalStats() { delete hist_.load(std::memory_order_relaxed); }
 
-  void add(std::uint64_t ns) {
+  LAPTIME_ALWAYS_INLINE void add(std::uint64_t ns) {
     Histogram* h = hist_.load(std::memory_order_relaxed);
-    if (LAPTIME_UNLIKELY(h == nullptr)) {
-      h = new Histogram();
-      hist_.store(h, std::memory_order_release);
-    }
+    if (LAPTIME_UNLIKELY(h == nullptr)) h = allocate();
     h->add(ns);
     single_writer_add<std::uint64_t>(count_, 1);
     single_writer_add<std::uint64_t>(total_, ns);
     if (ns < min_.load(std::memory_order_relaxed)) min_.store(ns, std::memory_order_relaxed);
     if (ns > max_.load(std::memory_order_relaxed)) max_.store(ns, std::memory_order_relaxed);
   }
+  /// The histogram, allocated before the first value (the Stopwatch does it at a thread's first
+  /// start of a name, so that end_meas never allocates). Out of line: not the hot path.
+  LAPTIME_NOINLINE Histogram* allocate() {
+    Histogram* h = hist_.load(std::memory_order_relaxed);
+    if (h == nullptr) {
+      h = new Histogram();
+      hist_.store(h, std::memory_order_release);
+    }
+    return h;
+  }
+
   /// Forget everything (the writer calls this; the histogram memory is kept for reuse).
   void clear() noexcept {
     count_.store(0, std::memory_order_relaxed);

@@ -298,8 +298,7 @@ LAPTIME_NOINLINE inline const NameCacheEntry* StopwatchState::lookup_slow(Thread
 LAPTIME_NOINLINE inline void StopwatchState::prepare(Slot& s) {
   // The histogram is allocated here, on the first start on this thread, so end_meas never
   // allocates.
-  s.stats.add(0);
-  s.stats.clear();
+  s.stats.allocate();
   s.generation = generation.load(std::memory_order_relaxed);
   s.prepared = true;
 }
