@@ -313,7 +313,10 @@ inline void arm_exit_output(StopwatchState& s) {
   if (auto v = env_value("LAPTIME_OUTPUT")) s.exit_output_path = std::string(*v);
   if (auto v = env_value("LAPTIME_PRINT_AT_EXIT")) {
     const auto b = parse_bool(*v);
-    if (!b) warn_once("env-print-at-exit", "LAPTIME_PRINT_AT_EXIT is not a boolean; ignored");
+    if (!b) {
+      warn_once("env-print-at-exit", "LAPTIME_PRINT_AT_EXIT='" + std::string(*v) +
+                                         "' is not a boolean (1/0, true/false, on/off); ignored");
+    }
     s.exit_print = b.value_or(false);
   }
   if (!s.exit_output_path.empty() || s.exit_print) {
