@@ -1,0 +1,228 @@
+// A bad environment gives one clear message and laptime keeps working (docs/reliability.md):
+// /proc missing, no CUDA driver, malformed LAPTIME_* variables. What laptime reads at first use
+// needs a fresh process: each case runs this binary again as a helper ("--helper MODE") and
+// checks its output. (Unwritable LAPTIME_OUTPUT paths: tests/exit-test.cpp.)
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "laptime/laptime.hpp"
+#include "reliability_support.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+constexpr int kIters = 12;
+
+#if LAPTIME_ENABLED
+
+// Measures "step" (and the tracked "tracked") kIters iterations, then prints what the test
+// checks: a summary line, the report and the JSON between markers.
+int measure_and_report() {
+  auto& sw = laptime::Stopwatch::instance();
+  for (int i = 0; i < kIters; ++i) {
+    sw.start_meas("step");
+    sw.start_meas("tracked");
+    sw.end_meas("tracked");
+    sw.end_meas("step");
+    sw.finish_iter();
+  }
+  bool thrown = false;
+  try {
+    sw.end_meas("never started");
+  } catch (const laptime::UsageError&) {
+    thrown = true;
+  }
+  std::printf("helper: enabled=%d measured=%d usage_error_thrown=%d\n", sw.is_enabled() ? 1 : 0,
+              sw.get_num_nonwarmup_iters_measured(), thrown ? 1 : 0);
+  std::printf("--- report\n%s--- json\n%s\n--- end\n", sw.report().c_str(), sw.to_json().c_str());
+  return 0;
+}
+
+// /proc replaced by an empty directory (an empty tmpfs mounted over it in a private mount
+// namespace): what a locked-down container or a missing mount looks like. 77: not possible here.
+int helper_no_proc() {
+  if (!reliability::enter_private_mount_namespace()) return 77;
+  if (::mount("none", "/proc", "tmpfs", 0, "size=16k,mode=0555") != 0) {
+    std::perror("mount tmpfs over /proc");
+    return 77;
+  }
+  auto& sw = laptime::Stopwatch::instance();
+  sw.track_cpu_usage("tracked");
+  sw.enable(0, std::nullopt, false);
+  const int rc = measure_and_report();
+  // Sanitizer runtimes read /proc at exit (LeakSanitizer lists threads there): give it back.
+  ::umount2("/proc", MNT_DETACH);
+  return rc;
+}
+
+// LAPTIME_CUDA_DRIVER points at nothing: CUDA syncs (and GPU timing) are unavailable; host
+// timing goes on.
+int helper_no_cuda(bool gpu_timing) {
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, /*do_cuda_sync=*/true);
+  if (gpu_timing) sw.enable_gpu_timing();
+  laptime::NVTXRangeWrapper::instance().enable(/*sync_on_push=*/true, false, true);
+  laptime::NVTXRangeWrapper::instance().range_push("range");
+  laptime::NVTXRangeWrapper::instance().range_pop("range");
+  return measure_and_report();
+}
+
+// configure_from_env() with whatever the test put in the environment.
+int helper_configure() {
+  laptime::configure_from_env();
+  auto& sw = laptime::Stopwatch::instance();
+  if (!sw.is_enabled()) sw.enable(0, std::nullopt, false);
+  return measure_and_report();
+}
+
+#endif  // LAPTIME_ENABLED
+
+std::string between(const std::string& text, const std::string& begin, const std::string& end) {
+  const auto b = text.find(begin);
+  if (b == std::string::npos) return "";
+  const auto e = text.find(end, b + begin.size());
+  return text.substr(b + begin.size(),
+                     e == std::string::npos ? std::string::npos : e - b - begin.size());
+}
+
+// The environment of a case: the test's own LAPTIME_* settings removed, `vars` added.
+std::map<std::string, std::string> env_with(std::map<std::string, std::string> vars) {
+  for (const char* name :
+       {"LAPTIME_PROFILE", "LAPTIME_ON_ERROR", "LAPTIME_OUTPUT", "LAPTIME_PRINT_AT_EXIT",
+        "LAPTIME_WARMUP", "LAPTIME_CUDA_DRIVER", "LAPTIME_STOPWATCH", "LAPTIME_PRINT_EVERY"}) {
+    vars.emplace(name, "");
+  }
+  return vars;
+}
+
+// Runs a helper; checks it exited 0, kept measuring and wrote valid JSON. Returns the JSON.
+std::unique_ptr<reliability::Json> run_helper(const char* mode,
+                                              const std::map<std::string, std::string>& vars,
+                                              reliability::RunResult& r, int expect_measured) {
+  reliability::TempDir dir;
+  r = reliability::run_self({"--helper", mode}, env_with(vars), dir);
+  if (r.exit_code == 77) return nullptr;
+  CHECK_MESSAGE(r.ok(), r.describe());
+  CHECK(r.out.find("helper: enabled=1 measured=" + std::to_string(expect_measured) +
+                   " usage_error_thrown=1") != std::string::npos);
+  std::string error;
+  auto json = reliability::parse_json(between(r.out, "--- json\n", "\n--- end"), &error);
+  CHECK_MESSAGE(json != nullptr, "to_json: " << error);
+  if (json != nullptr) {
+    const reliability::Json* step = reliability::find_measurement(*json, "step");
+    REQUIRE(step != nullptr);
+    CHECK(step->get("count")->number == expect_measured);
+    CHECK(step->get("total_s")->number > 0);
+  }
+  return json;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "without /proc, tracked figures are unavailable (null, n/a) with one warning, and "
+    "timing goes on" *
+    LAPTIME_NEEDS_ENABLED) {
+  reliability::RunResult r;
+  const auto json = run_helper("no-proc", {}, r, kIters);
+  if (r.exit_code == 77) {
+    MESSAGE("skipped: no private mount namespace here (" << r.err << ")");
+    return;
+  }
+  REQUIRE(json != nullptr);
+  const reliability::Json* tracked = reliability::find_measurement(*json, "tracked");
+  REQUIRE(tracked != nullptr);
+  CHECK(tracked->get("count")->number == kIters);
+  for (const char* group : {"cpu", "io"}) {
+    const reliability::Json* g = tracked->get(group);
+    REQUIRE(g != nullptr);
+    for (const auto& [key, value] : g->object) {
+      CAPTURE(key);
+      CHECK(value.is_null());
+    }
+  }
+  const std::string report = between(r.out, "--- report\n", "--- json");
+  CHECK(report.find("cpu: process tree n/a of machine (n/a cores), system n/a") !=
+        std::string::npos);
+  CHECK(reliability::lines_with(r.err, "laptime") == 1);
+  CHECK(reliability::lines_with(r.err, "laptime: warning: resources: ") == 1);
+}
+
+TEST_CASE(
+    "without a CUDA driver, CUDA features are unavailable with one warning each, and "
+    "timing goes on" *
+    LAPTIME_NEEDS_ENABLED) {
+  const std::map<std::string, std::string> no_driver = {
+      {"LAPTIME_CUDA_DRIVER", "/nonexistent/libcuda.so.1"}};
+  reliability::RunResult r;
+  // The Stopwatch's and the NVTX wrapper's syncs: one warning.
+  CHECK(run_helper("no-cuda-sync", no_driver, r, kIters) != nullptr);
+  CHECK(reliability::lines_with(r.err, "laptime") == 1);
+  CHECK(reliability::lines_with(r.err,
+                                "laptime: warning: CUDA sync requested but CUDA is "
+                                "unavailable: cannot load the CUDA driver "
+                                "/nonexistent/libcuda.so.1") == 1);
+  // Syncs and GPU event timing: one line for each feature that is off, each saying why.
+  CHECK(run_helper("no-cuda-sync-timing", no_driver, r, kIters) != nullptr);
+  CHECK(reliability::lines_with(r.err, "laptime") == 2);
+  CHECK(reliability::lines_with(r.err, "/nonexistent/libcuda.so.1") == 2);
+  CHECK(reliability::lines_with(r.err, "GPU event timing requested but CUDA is unavailable") == 1);
+}
+
+TEST_CASE(
+    "a malformed LAPTIME_* variable gives one message naming it, and laptime keeps "
+    "working" *
+    LAPTIME_NEEDS_ENABLED) {
+  struct Case {
+    std::map<std::string, std::string> vars;
+    const char* named;  // what the one message must contain
+    int measured;       // iterations measured after warm-up
+  };
+  const Case cases[] = {
+      {{{"LAPTIME_ON_ERROR", "bogus"}}, "LAPTIME_ON_ERROR='bogus'", kIters},
+      {{{"LAPTIME_PROFILE", "evaluation"}, {"LAPTIME_WARMUP", "abc"}},
+       "LAPTIME_WARMUP='abc'",
+       kIters - 10},  // the default warm-up (10) stays
+      {{{"LAPTIME_PRINT_AT_EXIT", "maybe"}}, "LAPTIME_PRINT_AT_EXIT='maybe'", kIters},
+      {{{"LAPTIME_PROFILE", "fast"}}, "LAPTIME_PROFILE='fast'", kIters},
+      {{{"LAPTIME_PROFILE", "evaluation"}, {"LAPTIME_PRINT_EVERY", "-3"}},
+       "LAPTIME_PRINT_EVERY='-3'",
+       kIters - 10},
+      {{{"LAPTIME_PROFILE", "evaluation"}, {"LAPTIME_WARMUP", "0"}, {"LAPTIME_STOPWATCH", "2"}},
+       "LAPTIME_STOPWATCH='2'",
+       kIters},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(std::string(c.named));
+    reliability::RunResult r;
+    const auto json = run_helper("configure", c.vars, r, c.measured);
+    CHECK(reliability::lines_with(r.err, "laptime") == 1);
+    CHECK(reliability::lines_with(r.err, c.named) == 1);
+    // LAPTIME_PRINT_AT_EXIT=maybe is ignored: no report at exit (the helper prints one itself).
+    CHECK(reliability::count_of(r.out, "laptime stopwatch: ") == 1);
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::string_view(argv[1]) == "--helper") {
+#if LAPTIME_ENABLED
+    const std::string_view mode = argv[2];
+    if (mode == "no-proc") return helper_no_proc();
+    if (mode == "no-cuda-sync") return helper_no_cuda(false);
+    if (mode == "no-cuda-sync-timing") return helper_no_cuda(true);
+    if (mode == "configure") return helper_configure();
+#endif
+    std::fprintf(stderr, "environment-test: unknown helper %s\n", argv[2]);
+    return 2;
+  }
+  doctest::Context context;
+  context.applyCommandLine(argc, argv);
+  return context.run();
+}
