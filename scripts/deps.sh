@@ -26,4 +26,4 @@ laptime_install_debs() {
 # Build tools and the C++ dependencies (fmt, doctest, Google Benchmark).
 LAPTIME_BUILD_DEBS=(g++ cmake ninja-build pkg-config libfmt-dev doctest-dev libbenchmark-dev)
 # The test command also needs Python (venv) and clang (libFuzzer, ThreadSanitizer).
-LAPTIME_TEST_DEBS=(python3 python3-venv python3-dev clang)
+LAPTIME_TEST_DEBS=(python3 python3-venv python3-dev clang libclang-rt-14-dev)
