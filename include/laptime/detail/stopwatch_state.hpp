@@ -213,31 +213,42 @@ struct StopwatchState {
   Results results();
   void print(const std::string& text);
   void reset();
+  void before_fork();
+  void after_fork_in_parent();
   void after_fork_in_child();
+  std::atomic<bool> fork_handlers{false};  // installed once per process
 };
 
-// The state made by this copy of the code, for its fork handler (which cannot capture).
-inline std::atomic<StopwatchState*>& created_stopwatch_state() {
-  static std::atomic<StopwatchState*> p{nullptr};
-  return p;
+inline StopwatchState::StopwatchState()
+    : owner_pid(::getpid()), rank(detect_rank()), host(host_name()) {}
+
+// A forked child (a DataLoader worker) gets a copy of this state, possibly while another thread
+// is changing it. The locks that guard tables (configuration, names, GPU figures, one-time
+// measurements; never held across a callback) are held across fork, in this order (results()
+// nests one_time_mutex in gpu_mutex), so that the child gets them free and the tables whole. The
+// report lock is held across the user's print function (which may wait for Python's GIL, held by
+// the forking thread): it and the per-thread locks are re-armed in the child instead, where the
+// threads that may have held them do not exist. The child may keep measuring on its own copy; it
+// never prints or writes the parent's results at exit.
+inline void StopwatchState::before_fork() {
+  config_mutex.lock();
+  names_mutex.lock();
+  gpu_mutex.lock();
+  one_time_mutex.lock();
 }
 
-inline StopwatchState::StopwatchState()
-    : owner_pid(::getpid()), rank(detect_rank()), host(host_name()) {
-  created_stopwatch_state().store(this);
-  // A forked child (a DataLoader worker) gets a copy of this state, possibly with a lock held by
-  // a thread that does not exist there: re-arm every lock in the child. The child may keep
-  // measuring on its own copy; it never prints or writes the parent's results at exit.
-  ::pthread_atfork(nullptr, nullptr, [] {
-    if (StopwatchState* s = created_stopwatch_state().load()) s->after_fork_in_child();
-  });
+inline void StopwatchState::after_fork_in_parent() {
+  one_time_mutex.unlock();
+  gpu_mutex.unlock();
+  names_mutex.unlock();
+  config_mutex.unlock();
 }
 
 inline void StopwatchState::after_fork_in_child() {
-  new (&config_mutex) std::mutex();
-  new (&names_mutex) std::mutex();
-  new (&one_time_mutex) std::mutex();
-  new (&gpu_mutex) std::mutex();
+  one_time_mutex.unlock();
+  gpu_mutex.unlock();
+  names_mutex.unlock();
+  config_mutex.unlock();
   new (&report_mutex) std::mutex();
   threads.after_fork_in_child(current_tid());
   threads.for_each([](ThreadRecord& r, long, bool) { new (&r.mutex) std::mutex(); });
@@ -616,8 +627,18 @@ inline std::atomic<StopwatchState*>& stopwatch_state_pointer() noexcept {
   return p;
 }
 
+LAPTIME_ALWAYS_INLINE StopwatchState& stopwatch_state();
+
 LAPTIME_NOINLINE inline StopwatchState& stopwatch_state_slow() {
   StopwatchState& s = process_singleton<StopwatchState>("stopwatch");
+  if (!s.fork_handlers.exchange(true)) {
+    // Registered after error_state()'s, so that this prepare handler runs before that one
+    // (reverse order): enable() may warn while it holds config_mutex.
+    (void)error_state();
+    ::pthread_atfork([] { stopwatch_state().before_fork(); },
+                     [] { stopwatch_state().after_fork_in_parent(); },
+                     [] { stopwatch_state().after_fork_in_child(); });
+  }
   stopwatch_state_pointer().store(&s, std::memory_order_release);
   return s;
 }
