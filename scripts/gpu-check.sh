@@ -10,7 +10,9 @@
 # 5. runs the example under Nsight Systems (nsys profile -t nvtx,cuda with the cudaProfilerApi
 #    capture range, then nsys stats --report nvtx_sum) and checks every range by name and count;
 # 6. runs it under Nsight Compute (ncu --clock-control none --nvtx --nvtx-include) and checks that
-#    the profiled kernels carry the example's NVTX ranges.
+#    the profiled kernels carry the example's NVTX ranges;
+# 7. builds the Python extension and runs the pytest suite with the machine's PyTorch (the GPU
+#    cases: event timing on torch streams, do_cuda_sync).
 #
 # Debian packages the machine lacks (fmt, doctest for the build; libdw for nsys's importer) are
 # taken from .debs/ in the repository if present (see docs/cuda.md), unpacked into $DEPS.
@@ -243,6 +245,28 @@ if [ $built = 1 ] && [ -n "${NCU:-}" ]; then
 else
   row "ncu --nvtx: kernels carry the ranges" FAIL "ncu not found or build failed"
 fi
+
+# ---------------------------------------------------------------- 7. Python with PyTorch
+# The extension built in a CMake build (LAPTIME_BUILD_PYTHON), then the whole pytest suite with
+# the machine's torch: the GPU cases (event timing on torch streams, do_cuda_sync) run here only.
+PYLOG="$LOGS/python.log"
+{
+  cmake -S "$ROOT" -B "$BUILD-py" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$DEPS/usr" -DLAPTIME_BUILD_PYTHON=ON -DLAPTIME_BUILD_TESTS=OFF \
+    -DLAPTIME_BUILD_BENCH=OFF -DLAPTIME_BUILD_EXAMPLES=OFF &&
+    cmake --build "$BUILD-py" -j "$(nproc)" &&
+    (cd "$ROOT/python/tests" && PYTHONPATH="$BUILD-py/python" \
+      CPLUS_INCLUDE_PATH="$DEPS/usr/include" timeout 300 python3 -m pytest -q -rs \
+      -p no:cacheprovider .)
+  echo "exit status $?"
+} >"$PYLOG" 2>&1
+py_summary=$(grep -E "[0-9]+ (passed|failed)" "$PYLOG" | tail -n1)
+if grep -q "exit status 0" "$PYLOG" && ! grep -q "SKIPPED.*test_gpu" "$PYLOG"; then
+  row "python + torch: pytest (GPU cases included)" PASS "${py_summary:-?}"
+else
+  row "python + torch: pytest (GPU cases included)" FAIL "${py_summary:-no summary} (see python.log)"
+fi
+tail -n 15 "$PYLOG"
 
 # ---------------------------------------------------------------- table
 TABLE="$LOGS/table.txt"
