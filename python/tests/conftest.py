@@ -53,7 +53,10 @@ def cuda_flags():
 def compile_shared(source: Path, output: Path, extra=()):
     cmd = [compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", "-fvisibility=hidden",
            "-fvisibility-inlines-hidden", "-DFMT_HEADER_ONLY", f"-I{INCLUDE}", *extra,
-           str(source), "-o", str(output), "-pthread", "-ldl"]
+           str(source), "-o", str(output), "-pthread", "-ldl",
+           # Where the toolchain links libstdc++ statically, keep its symbols (STB_GNU_UNIQUE ones
+           # bind process-wide) out of the exports, as laptime's own extension does.
+           "-Wl,--exclude-libs,ALL"]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         pytest.fail(f"compiling {source.name} failed:\n{' '.join(cmd)}\n{result.stderr[-4000:]}")
