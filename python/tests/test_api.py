@@ -2,6 +2,7 @@
 configuration from the environment, GPU timing arguments, printing."""
 
 import ast
+import shutil
 import io
 import json
 import os
@@ -292,3 +293,20 @@ def test_the_stubs_cover_the_public_api():
         assert public <= declared, public - declared
     assert {"set_error_policy", "error_policy", "configure_from_env", "cuda_status"} <= functions
     assert "UsageError" in classes
+
+
+def test_the_extension_exports_only_its_init_function():
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("needs nm (binutils)")
+    so = laptime._laptime.__file__
+    out = subprocess.run([nm, "-D", "--defined-only", so], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    exported = [line.split()[-1] for line in out.stdout.splitlines() if line.strip()]
+    assert exported == ["PyInit__laptime"]
+
+
+def test_pytorch_imports_after_laptime():
+    pytest.importorskip("torch", reason="needs PyTorch")
+    r = run_python("import laptime, torch; laptime.Stopwatch(0).start_meas('x'); print('ok')")
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
