@@ -2,10 +2,10 @@
 configuration from the environment, GPU timing arguments, printing."""
 
 import ast
-import shutil
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
