@@ -71,11 +71,13 @@ struct ResourceSlot {
 /// One (thread, name): the running interval, and what this thread accumulated for the name.
 struct Slot {
   std::int64_t start_ns = 0;
-  bool running = false;
+  // running and generation are written by the owning thread and read by reports on others:
+  // relaxed atomics (a plain mov on x86); generation is released after a reset's clear.
+  std::atomic<bool> running{false};
   bool prepared = false;
-  bool sampled = false;          // resources were sampled at start
-  bool measuring = false;        // started after warm-up (decides the CUDA sync at the end)
-  std::uint32_t generation = 0;  // StopwatchState::generation the statistics belong to
+  bool sampled = false;    // resources were sampled at start
+  bool measuring = false;  // started after warm-up (decides the CUDA sync at the end)
+  std::atomic<std::uint32_t> generation{0};  // StopwatchState::generation of the statistics
   std::uint32_t gpu_token = cuda::GpuEventTimer::kInvalid;
   IntervalStats stats;
   std::atomic<ResourceSlot*> resources{nullptr};
@@ -115,7 +117,8 @@ struct alignas(kCacheLine) ThreadRecord {
     running = 0;
     for (auto& c : chunks) {
       if (Slot* s = c.load(std::memory_order_relaxed)) {
-        for (std::size_t i = 0; i < kChunk; ++i) s[i].running = false;
+        for (std::size_t i = 0; i < kChunk; ++i)
+          s[i].running.store(false, std::memory_order_relaxed);
       }
     }
   }
@@ -310,7 +313,7 @@ LAPTIME_NOINLINE inline void StopwatchState::prepare(Slot& s) {
   // The histogram is allocated here, on the first start on this thread, so end_meas never
   // allocates.
   s.stats.allocate();
-  s.generation = generation.load(std::memory_order_relaxed);
+  s.generation.store(generation.load(std::memory_order_relaxed), std::memory_order_release);
   s.prepared = true;
 }
 
@@ -321,7 +324,7 @@ inline void StopwatchState::start(std::string_view name) {
   const std::uint32_t id = e->id;
   Slot& s = *e->slot;
   if (LAPTIME_UNLIKELY(!s.prepared)) prepare(s);
-  if (LAPTIME_UNLIKELY(s.running)) {
+  if (LAPTIME_UNLIKELY(s.running.load(std::memory_order_relaxed))) {
     start_running_error(name);
     return;
   }
@@ -332,7 +335,7 @@ inline void StopwatchState::start(std::string_view name) {
   const bool measuring =
       finished_iters.load(std::memory_order_relaxed) >= warmup.load(std::memory_order_relaxed);
   s.measuring = measuring;
-  s.running = true;
+  s.running.store(true, std::memory_order_relaxed);
   ++rec.running;
   const unsigned feats = features.load(std::memory_order_relaxed);
   if (LAPTIME_UNLIKELY(feats != 0)) start_features(s, id, feats, measuring);
@@ -375,15 +378,17 @@ inline void StopwatchState::end(std::string_view name) {
   if (LAPTIME_UNLIKELY(e == nullptr)) return;
   const std::uint32_t id = e->id;
   Slot& s = *e->slot;
-  if (LAPTIME_UNLIKELY(!s.running)) {
+  if (LAPTIME_UNLIKELY(!s.running.load(std::memory_order_relaxed))) {
     end_not_running_error(name);
     return;
   }
-  s.running = false;
+  s.running.store(false, std::memory_order_relaxed);
   --rec.running;
   const std::int64_t dt = t > s.start_ns ? t - s.start_ns : 0;
   const std::uint32_t gen = generation.load(std::memory_order_relaxed);
-  if (LAPTIME_UNLIKELY(s.generation != gen)) drop_stale(rec, s, gen);
+  if (LAPTIME_UNLIKELY(s.generation.load(std::memory_order_relaxed) != gen)) {
+    drop_stale(rec, s, gen);
+  }
   // An interval belongs to the iteration in which it ends: warm-up is decided now.
   const bool measuring =
       finished_iters.load(std::memory_order_relaxed) >= warmup.load(std::memory_order_relaxed);
@@ -400,7 +405,9 @@ inline void StopwatchState::end(std::string_view name) {
 LAPTIME_NOINLINE inline void StopwatchState::sync_before_end(std::string_view name) {
   ThreadRecord& rec = threads.local();
   if (const NameCacheEntry* e = lookup(rec, name)) {
-    if (e->slot->running && e->slot->measuring) cuda::synchronize();
+    if (e->slot->running.load(std::memory_order_relaxed) && e->slot->measuring) {
+      cuda::synchronize();
+    }
   }
 }
 
@@ -417,7 +424,7 @@ LAPTIME_COLD inline void StopwatchState::drop_stale(ThreadRecord& rec, Slot& s, 
     std::lock_guard<std::mutex> lock(rec.mutex);
     r->usage = resources::Usage();
   }
-  s.generation = gen;
+  s.generation.store(gen, std::memory_order_release);  // after the clear, for reports
 }
 
 LAPTIME_NOINLINE inline void StopwatchState::end_features(ThreadRecord& rec, Slot& s,
@@ -434,8 +441,9 @@ LAPTIME_NOINLINE inline void StopwatchState::end_features(ThreadRecord& rec, Slo
   }
   if (s.gpu_token != cuda::GpuEventTimer::kInvalid) {
     // tag: bit 63 = discard (warm-up), bits 32..62 = generation, bits 0..31 = name id
-    const std::uint64_t tag = (measuring ? 0 : (std::uint64_t{1} << 63)) |
-                              (std::uint64_t{s.generation & 0x7fffffffu} << 32) | id;
+    const std::uint64_t tag =
+        (measuring ? 0 : (std::uint64_t{1} << 63)) |
+        (std::uint64_t{s.generation.load(std::memory_order_relaxed) & 0x7fffffffu} << 32) | id;
     cuda::GpuEventTimer::instance().stop(s.gpu_token, gpu_stream.load(std::memory_order_relaxed),
                                          tag);
     s.gpu_token = cuda::GpuEventTimer::kInvalid;
@@ -450,7 +458,7 @@ inline void StopwatchState::finish_iter() {
     const std::uint32_t n = name_count.load(std::memory_order_acquire);
     for (std::uint32_t id = 0; id < n; ++id) {
       Slot* c = rec.chunks[id / kChunk].load(std::memory_order_relaxed);
-      if (c != nullptr && c[id % kChunk].running) {
+      if (c != nullptr && c[id % kChunk].running.load(std::memory_order_relaxed)) {
         if (!running.empty()) running += ", ";
         running += quoted(*names[id].load(std::memory_order_acquire));
       }
@@ -530,8 +538,8 @@ inline Results StopwatchState::results() {
       Slot* c = rec.chunks[id / kChunk].load(std::memory_order_acquire);
       if (c == nullptr) continue;
       Slot& s = c[id % kChunk];
-      if (alive && s.running) ++merged[id]->running;
-      if (s.generation != gen) continue;
+      if (alive && s.running.load(std::memory_order_relaxed)) ++merged[id]->running;
+      if (s.generation.load(std::memory_order_acquire) != gen) continue;
       merged[id]->stats.merge_from(s.stats);
       if (ResourceSlot* rs = s.resources.load(std::memory_order_acquire)) {
         std::lock_guard<std::mutex> lock(rec.mutex);
