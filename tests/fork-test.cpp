@@ -40,11 +40,27 @@
 #ifndef FORK_TEST_TSAN
 #define FORK_TEST_TSAN 0
 #endif
+#if defined(__SANITIZE_ADDRESS__) || FORK_TEST_TSAN
+#define FORK_TEST_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FORK_TEST_SANITIZER 1
+#endif
+#endif
+#ifndef FORK_TEST_SANITIZER
+#define FORK_TEST_SANITIZER 0
+#endif
 
 namespace {
 
 constexpr int kChildren = 100;
 constexpr bool kThreadsInChildren = !FORK_TEST_TSAN;
+// The sanitizer runtimes (GCC 12's libasan and libtsan) do not hold their own allocator's locks
+// across fork: a child forked while another thread is inside malloc can hang in the runtime
+// itself, whatever laptime does. Under a sanitizer the hammering thread therefore pauses, outside
+// laptime, at each fork; the plain build forks at any moment, and the lock-held test below holds
+// laptime's locks at the fork in every build.
+constexpr bool kParkHammerAtFork = FORK_TEST_SANITIZER;
 
 // In a forked child, the other threads of the parent are gone but their stacks are still
 // mapped, and LeakSanitizer no longer knows them as roots: objects they pointed to would be
@@ -148,10 +164,16 @@ int fork_scenario() {
   // names, tracked names, one-time measurements, reports, periodic printing, threads that come
   // and go, NVTX names beyond the registered table, which warn under the error-state lock).
   std::atomic<bool> stop{false};
+  std::atomic<bool> park{false}, parked{false};
   long hammer_intervals = 0, hammer_iters = 0, hammer_one_time = 0;
   std::thread hammer([&] {
     nvtx.name_current_thread("hammer");
     for (long i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+      if (kParkHammerAtFork && park.load()) {
+        parked = true;
+        while (park.load()) std::this_thread::yield();
+        parked = false;
+      }
       nvtx.enable(false, false, true);
       sw.track_cpu_usage("sampled");
       nvtx.range_push("hammer range");
@@ -196,12 +218,17 @@ int fork_scenario() {
     std::this_thread::sleep_for(std::chrono::microseconds(200 + (lcg >> 22)));  // 0.2-1.2 ms
     std::fflush(stdout);
     std::fflush(stderr);
+    if (kParkHammerAtFork) {
+      park = true;
+      while (!parked.load()) std::this_thread::yield();
+    }
     const pid_t pid = ::fork();
     if (pid < 0) {
       std::perror("fork");
       return 1;
     }
     if (pid == 0) child_body(k);
+    park = false;
     reliability::RunResult r;
     r.started = true;
     reliability::wait_with_timeout(pid, 60, r);
