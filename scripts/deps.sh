@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing laptime needs, only where it is missing (Debian 12).
-# Sourced by scripts/demo.sh and scripts/test.sh; safe to run again.
-set -euo pipefail
+# Sourced by scripts/demo.sh and scripts/test.sh (it sets no shell options: test.sh runs every
+# stage even when one fails); safe to run again.
 
 laptime_missing_debs() {
   local missing=()

@@ -55,7 +55,8 @@ count_pytest() {
   e=$(grep -oE "[0-9]+ errors?" <<<"$line" | grep -oE "[0-9]+" || true)
   PASSED=$((PASSED + ${p:-0}))
   FAILED=$((FAILED + ${f:-0} + ${e:-0}))
-  [ -z "$line" ] && FAILED=$((FAILED + 1))
+  if [ -z "$line" ]; then FAILED=$((FAILED + 1)); fi
+  return 0
 }
 
 # stage NAME COUNTER COMMAND...: runs COMMAND, its output shown and kept in build/logs/NAME.log.
@@ -69,7 +70,7 @@ stage() {
   case $counter in
     ctest) count_ctest "$LOG_DIR/$name.log" ;;
     pytest) count_pytest "$LOG_DIR/$name.log" ;;
-    none) [ "$rc" -ne 0 ] && FAILED=$((FAILED + 1)) ;;
+    none) if [ "$rc" -ne 0 ]; then FAILED=$((FAILED + 1)); fi ;;
   esac
   SUMMARY+=("$(printf '%-22s %s (%ds)' "$name" "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED rc=$rc")" $((SECONDS - start)))")
   return "$rc"

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "laptime/resources.hpp"
 #include "laptime/stopwatch.hpp"
 #include "test_support.hpp"
 

@@ -25,5 +25,9 @@ PLUGIN_API const char* PLUGIN_FN(json)() {
   return json.c_str();
 }
 PLUGIN_API const void* PLUGIN_FN(state_address)() {
+#if LAPTIME_ENABLED
   return &laptime::detail::stopwatch_state();
+#else
+  return nullptr;  // compiled out: there is no state
+#endif
 }
