@@ -100,7 +100,8 @@ TEST_CASE("warm-up iterations are not accumulated" * LAPTIME_NEEDS_ENABLED) {
   CHECK(sw.is_enabled());
   for (int i = 0; i < 5; ++i) {
     sw.start_meas("step");
-    spin_for(std::chrono::microseconds(i < 2 ? 3000 : 100));  // warm-up is slow, as in real life
+    // Warm-up is slow, as in real life. The gap is wide so that a loaded machine cannot blur it.
+    spin_for(std::chrono::microseconds(i < 2 ? 40000 : 100));
     sw.end_meas("step");
     sw.finish_iter();
   }
@@ -110,7 +111,7 @@ TEST_CASE("warm-up iterations are not accumulated" * LAPTIME_NEEDS_ENABLED) {
   const auto m = find(r, "step");
   REQUIRE(m != nullptr);
   CHECK(m->count == 3);
-  CHECK(m->max_ns < 2.5e6);  // none of the 3 ms warm-up intervals
+  CHECK(m->max_ns < 30e6);  // none of the 40 ms warm-up intervals
   CHECK(m->min_ns >= 1e5);
   CHECK(m->mean_per_iter_ns == doctest::Approx(m->total_ns / 3));
 }
@@ -437,17 +438,17 @@ TEST_CASE("statistics: min, median, percentiles and max of known intervals" *
   sw.enable(0, std::nullopt, false);
   for (int i = 0; i < 200; ++i) {
     sw.start_meas("sleep");
-    spin_for(std::chrono::microseconds(i < 190 ? 50 : 2000));  // 5 % slow outliers
+    spin_for(std::chrono::microseconds(i < 190 ? 50 : 20000));  // 5 % slow outliers
     sw.end_meas("sleep");
     sw.finish_iter();
   }
   const auto m = find(sw.results(), "sleep");
   REQUIRE(m != nullptr);
   CHECK(m->min_ns >= 50e3);
-  CHECK(m->median_ns < 500e3);
-  CHECK(m->p90_ns < 500e3);
-  CHECK(m->p99_ns >= 2000e3 * 0.99);
-  CHECK(m->max_ns >= 2000e3);
+  CHECK(m->median_ns < 10e6);  // wide margins: preemption on a loaded machine
+  CHECK(m->p90_ns < 10e6);
+  CHECK(m->p99_ns >= 20000e3 * 0.99);
+  CHECK(m->max_ns >= 20000e3);
   CHECK(m->min_ns <= m->median_ns);
   CHECK(m->median_ns <= m->p90_ns);
   CHECK(m->p90_ns <= m->p99_ns);
