@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,6 +53,10 @@ struct Sample {
   /// Bytes the sampler itself had read from /proc (process-wide) when it read this process's io
   /// file: its own reads count in rchar, and Usage::add takes them out again.
   std::uint64_t sampler_bytes = 0;
+  /// CLOCK_MONOTONIC (ns) when the process's own CPU clock was read (precise samples only; 0
+  /// otherwise). Usage::add divides by the time between two samples' readings rather than by
+  /// the interval, which the samples' own cost lengthens on either side.
+  std::int64_t taken_ns = 0;
 };
 
 /// Clock ticks per second of every /proc time field (sysconf(_SC_CLK_TCK)); 0 if unknown.
@@ -223,12 +228,15 @@ class TreeWalk {
         const auto again = read_stat(pid, depth);
         if (again && again->reap_fingerprint() != st->reap_fingerprint()) continue;
       }
+      if (depth == 0) root_own_ticks_ = st->utime + st->stime;
       out = t;
       return true;
     }
   }
 
   bool children_failed() const noexcept { return children_failed_; }
+  /// utime+stime of the root process itself (its threads; not its children), in ticks.
+  std::uint64_t root_own_ticks() const noexcept { return root_own_ticks_; }
   bool root_io_failed() const noexcept { return root_io_failed_; }
   std::uint64_t sampler_bytes() const noexcept { return sampler_bytes_; }
 
@@ -343,6 +351,7 @@ class TreeWalk {
   bool scan_ = false, scanned_ = false, scan_ok_ = false;
   bool children_failed_ = false, root_io_failed_ = false;
   std::uint64_t sampler_bytes_ = 0;
+  std::uint64_t root_own_ticks_ = 0;
 };
 
 }  // namespace detail
@@ -351,8 +360,12 @@ class TreeWalk {
 /// file system mounted at `proc_root` (tests point it at a fixture directory). Never throws;
 /// each source that cannot be read leaves its group invalid and warns once per process.
 ///
+/// With `precise_self` (only for the calling process), the process's own CPU time comes from
+/// CLOCK_PROCESS_CPUTIME_ID (nanoseconds) instead of /proc's clock ticks (10 ms at 100 Hz, far too
+/// coarse for intervals of a few milliseconds); children's CPU can only come in ticks.
+///
 ///   auto s = laptime::resources::sample_at("/proc", getpid());
-inline Sample sample_at(std::string_view proc_root, pid_t pid) noexcept {
+inline Sample sample_at(std::string_view proc_root, pid_t pid, bool precise_self = false) noexcept {
   Sample out;
 #if LAPTIME_ENABLED
   try {
@@ -408,6 +421,15 @@ inline Sample sample_at(std::string_view proc_root, pid_t pid) noexcept {
         if (hz > 0) {
           out.tree_cpu_ok = true;
           out.tree_cpu_s = static_cast<double>(t.ticks) / static_cast<double>(hz);
+          timespec self{};
+          timespec mono{};
+          if (precise_self && ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &self) == 0 &&
+              ::clock_gettime(CLOCK_MONOTONIC, &mono) == 0) {
+            out.taken_ns = static_cast<std::int64_t>(mono.tv_sec) * 1000000000 + mono.tv_nsec;
+            out.tree_cpu_s =
+                static_cast<double>(t.ticks - walk.root_own_ticks()) / static_cast<double>(hz) +
+                static_cast<double>(self.tv_sec) + self.tv_nsec * 1e-9;
+          }
         }
         if (!walk.root_io_failed()) {
           out.io_ok = true;
@@ -426,16 +448,17 @@ inline Sample sample_at(std::string_view proc_root, pid_t pid) noexcept {
 #else
   (void)proc_root;
   (void)pid;
+  (void)precise_self;
 #endif
   return out;
 }
 
-/// The calling process now: sample_at("/proc", getpid()).
+/// The calling process now: sample_at("/proc", getpid(), /*precise_self=*/true).
 ///
 ///   const auto start = laptime::resources::sample();
 inline Sample sample() noexcept {
 #if LAPTIME_ENABLED
-  return sample_at("/proc", ::getpid());
+  return sample_at("/proc", ::getpid(), /*precise_self=*/true);
 #else
   return Sample{};
 #endif
@@ -473,7 +496,9 @@ class Usage {
     ++intervals_;
     if (start.tree_cpu_ok && end.tree_cpu_ok && end.tree_cpu_s >= start.tree_cpu_s) {
       cpu_s_ += end.tree_cpu_s - start.tree_cpu_s;
-      cpu_wall_ns_ += wall_ns;
+      // The CPU counters were read taken_ns apart: that, not the interval, is their window.
+      const bool timed = start.taken_ns > 0 && end.taken_ns > start.taken_ns;
+      cpu_wall_ns_ += timed ? static_cast<std::uint64_t>(end.taken_ns - start.taken_ns) : wall_ns;
     }
     if (start.system_ok && end.system_ok && end.system_busy_ticks >= start.system_busy_ticks &&
         end.system_total_ticks >= start.system_total_ticks) {
