@@ -15,6 +15,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -98,14 +99,12 @@ class Fd {
   int fd_;
 };
 
-/// Reads up to `cap` bytes of `rel` (relative to `dir_fd`) with open/read only. Returns the byte
-/// count, or -errno.
-inline long read_at(int dir_fd, const char* rel, char* buf, std::size_t cap) noexcept {
-  const Fd fd(::openat(dir_fd, rel, O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return -errno;
-  std::size_t size = 0;
+/// Reads from `fd` into buf[size, cap) until end of file or `cap`, retrying on EINTR, and counts
+/// the bytes in sampler_bytes_read(). Returns the new size, or -errno.
+inline long read_into(int fd, char* buf, std::size_t size, std::size_t cap) noexcept {
+  const std::size_t first = size;
   while (size < cap) {
-    const ssize_t n = ::read(fd.get(), buf + size, cap - size);
+    const ssize_t n = ::read(fd, buf + size, cap - size);
     if (n < 0) {
       if (errno == EINTR) continue;
       return -errno;
@@ -113,8 +112,16 @@ inline long read_at(int dir_fd, const char* rel, char* buf, std::size_t cap) noe
     if (n == 0) break;
     size += static_cast<std::size_t>(n);
   }
-  sampler_bytes_read().fetch_add(size, std::memory_order_relaxed);
+  sampler_bytes_read().fetch_add(size - first, std::memory_order_relaxed);
   return static_cast<long>(size);
+}
+
+/// Reads up to `cap` bytes of `rel` (relative to `dir_fd`) with open/read only. Returns the byte
+/// count, or -errno.
+inline long read_at(int dir_fd, const char* rel, char* buf, std::size_t cap) noexcept {
+  const Fd fd(::openat(dir_fd, rel, O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return -errno;
+  return read_into(fd.get(), buf, 0, cap);
 }
 
 /// Reads all of `rel` into `buf` (grown as needed, kept between calls). Returns 0 or -errno.
@@ -122,19 +129,15 @@ inline int read_all_at(int dir_fd, const char* rel, std::vector<char>& buf) {
   const Fd fd(::openat(dir_fd, rel, O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return -errno;
   if (buf.capacity() < 4096) buf.reserve(4096);
-  buf.resize(buf.capacity());
   std::size_t size = 0;
   for (;;) {
-    if (size == buf.size()) buf.resize(buf.size() * 2);
-    const ssize_t n = ::read(fd.get(), buf.data() + size, buf.size() - size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -errno;
-    }
-    if (n == 0) break;
-    size += static_cast<std::size_t>(n);
+    buf.resize(std::max(buf.capacity(), 2 * size));
+    const long n = read_into(fd.get(), buf.data(), size, buf.size());
+    if (n < 0) return static_cast<int>(n);
+    const bool full = static_cast<std::size_t>(n) == buf.size();
+    size = static_cast<std::size_t>(n);
+    if (!full) break;  // end of file before the buffer filled
   }
-  sampler_bytes_read().fetch_add(size, std::memory_order_relaxed);
   buf.resize(size);
   return 0;
 }
