@@ -148,65 +148,54 @@ inline std::string Results::to_json() const {
   o += fmt::format(", \"num_warmup_iters\": {}, \"iterations_measured\": {}, ", num_warmup_iters,
                    iterations_measured);
   o += fmt::format("\"iterations_finished\": {}, \"measurements\": [", iterations_finished);
+  // Appends `, "key": value` (null for a missing figure).
+  auto num = [&o](const char* key, std::optional<double> v) {
+    o += ", \"";
+    o += key;
+    o += "\": ";
+    json_number(o, v);
+  };
+  const std::optional<double> none;
   bool first = true;
   for (const auto& m : measurements) {
     if (!first) o += ", ";
     first = false;
     o += "{\"name\": ";
     json_string(o, m.name);
-    o += fmt::format(", \"count\": {}, \"total_s\": ", m.count);
-    const bool any = m.count > 0;
-    auto stat = [&](double ns) { return any ? seconds(ns) : std::nullopt; };
-    json_number(o, seconds(m.total_ns));
-    o += ", \"mean_per_iter_s\": ";
-    json_number(o, iterations_measured > 0 ? seconds(m.mean_per_iter_ns) : std::nullopt);
-    o += ", \"mean_per_interval_s\": ";
-    json_number(o, stat(m.mean_per_interval_ns));
-    o += ", \"min_s\": ";
-    json_number(o, stat(m.min_ns));
-    o += ", \"median_s\": ";
-    json_number(o, stat(m.median_ns));
-    o += ", \"p90_s\": ";
-    json_number(o, stat(m.p90_ns));
-    o += ", \"p99_s\": ";
-    json_number(o, stat(m.p99_ns));
-    o += ", \"max_s\": ";
-    json_number(o, stat(m.max_ns));
+    o += fmt::format(", \"count\": {}", m.count);
+    const bool any = m.count > 0;  // no interval after warm-up: statistics are null, not 0/0
+    num("total_s", seconds(m.total_ns));
+    num("mean_per_iter_s", iterations_measured > 0 ? seconds(m.mean_per_iter_ns) : none);
+    num("mean_per_interval_s", any ? seconds(m.mean_per_interval_ns) : none);
+    num("min_s", any ? seconds(m.min_ns) : none);
+    num("median_s", any ? seconds(m.median_ns) : none);
+    num("p90_s", any ? seconds(m.p90_ns) : none);
+    num("p99_s", any ? seconds(m.p99_ns) : none);
+    num("max_s", any ? seconds(m.max_ns) : none);
     o += fmt::format(", \"running\": {}", m.running > 0 ? "true" : "false");
     if (m.resources) {
       const ResourceFigures& r = *m.resources;
       o += ", \"cpu\": {\"process_percent\": ";
       json_number(o, r.process_percent);
-      o += ", \"process_cores\": ";
-      json_number(o, r.process_cores);
-      o += ", \"system_percent\": ";
-      json_number(o, r.system_percent);
+      num("process_cores", r.process_cores);
+      num("system_percent", r.system_percent);
       o += "}, \"io\": {\"read_mb_per_s\": ";
       json_number(o, r.read_mb_per_s);
-      o += ", \"write_mb_per_s\": ";
-      json_number(o, r.write_mb_per_s);
-      o += ", \"rchar_mb_per_s\": ";
-      json_number(o, r.rchar_mb_per_s);
-      o += ", \"wchar_mb_per_s\": ";
-      json_number(o, r.wchar_mb_per_s);
+      num("write_mb_per_s", r.write_mb_per_s);
+      num("rchar_mb_per_s", r.rchar_mb_per_s);
+      num("wchar_mb_per_s", r.wchar_mb_per_s);
       o += "}";
     }
     if (m.gpu) {
       const GpuFigures& g = *m.gpu;
       const bool gany = g.count > 0;
-      o += fmt::format(", \"gpu\": {{\"count\": {}, \"pending\": {}, \"total_s\": ", g.count,
-                       g.pending);
-      json_number(o, seconds(g.total_ns));
-      o += ", \"mean_per_iter_s\": ";
-      json_number(o, iterations_measured > 0 ? seconds(g.mean_per_iter_ns) : std::nullopt);
-      o += ", \"mean_per_interval_s\": ";
-      json_number(o, gany ? seconds(g.mean_per_interval_ns) : std::nullopt);
-      o += ", \"min_s\": ";
-      json_number(o, gany ? seconds(g.min_ns) : std::nullopt);
-      o += ", \"median_s\": ";
-      json_number(o, gany ? seconds(g.median_ns) : std::nullopt);
-      o += ", \"max_s\": ";
-      json_number(o, gany ? seconds(g.max_ns) : std::nullopt);
+      o += fmt::format(", \"gpu\": {{\"count\": {}, \"pending\": {}", g.count, g.pending);
+      num("total_s", seconds(g.total_ns));
+      num("mean_per_iter_s", iterations_measured > 0 ? seconds(g.mean_per_iter_ns) : none);
+      num("mean_per_interval_s", gany ? seconds(g.mean_per_interval_ns) : none);
+      num("min_s", gany ? seconds(g.min_ns) : none);
+      num("median_s", gany ? seconds(g.median_ns) : none);
+      num("max_s", gany ? seconds(g.max_ns) : none);
       o += "}";
     }
     o += "}";
@@ -218,8 +207,7 @@ inline std::string Results::to_json() const {
     first = false;
     o += "{\"name\": ";
     json_string(o, t.name);
-    o += ", \"duration_s\": ";
-    json_number(o, t.running ? std::nullopt : seconds(t.duration_ns));
+    num("duration_s", t.running ? none : seconds(t.duration_ns));
     o += fmt::format(", \"running\": {}}}", t.running ? "true" : "false");
   }
   o += "]}";
