@@ -1,0 +1,36 @@
+"""The ``laptime`` command (also ``python -m laptime``): tools that read laptime's JSON results.
+
+Each subcommand lives in its own module, which defines ``add_arguments(parser)`` and
+``run(args) -> int``; ``SUBCOMMANDS`` maps the subcommand's name to that module and a one-line
+summary. A module imports its heavy dependencies (matplotlib, say) inside ``run``, so that
+``laptime --help`` stays fast and each dependency is needed only by the subcommand that uses it.
+"""
+
+import argparse
+import importlib
+import sys
+
+# name -> (module under laptime., one-line help)
+SUBCOMMANDS = {}
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="laptime", description="Read, compare and merge laptime's JSON results."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, (module, summary) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=summary, description=summary)
+        p.set_defaults(_module=module)
+        importlib.import_module("laptime." + module).add_arguments(p)
+    return parser
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    return importlib.import_module("laptime." + args._module).run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
