@@ -185,10 +185,11 @@ if [ $built = 1 ] && [ -n "${NSYS:-}" ]; then
     ls -la "$WORK"
     echo "=== $NSYS stats --report nvtx_sum"
     LD_LIBRARY_PATH="$DEPS_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 60 "$NSYS" stats \
-      --report nvtx_sum "$WORK/rep.nsys-rep"
+      --report nvtx_sum --force-export=true "$WORK/rep.nsys-rep"
     echo "=== csv"
     LD_LIBRARY_PATH="$DEPS_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 60 "$NSYS" stats \
-      --report nvtx_sum --format csv "$WORK/rep.nsys-rep" | tee "$WORK/nvtx_sum.csv"
+      --report nvtx_sum --format csv --force-export=true "$WORK/rep.nsys-rep" |
+      tee "$WORK/nvtx_sum.csv"
   } >>"$NSYSLOG" 2>&1
   sed -n '/=== .*stats --report nvtx_sum$/,/=== csv/p' "$NSYSLOG"
   # CSV columns: Time (%),Total Time (ns),Instances,Avg (ns),...,Style,Range (names carry a
@@ -257,14 +258,32 @@ PYLOG="$LOGS/python.log"
     cmake --build "$BUILD-py" -j "$(nproc)" &&
     (cd "$ROOT/python/tests" && PYTHONPATH="$BUILD-py/python" \
       CPLUS_INCLUDE_PATH="$DEPS/usr/include" timeout 300 python3 -m pytest -q -rs \
-      -p no:cacheprovider .)
+      -p no:cacheprovider --junitxml="$WORK/pytest.xml" .)
   echo "exit status $?"
 } >"$PYLOG" 2>&1
 py_summary=$(grep -E "[0-9]+ (passed|failed)" "$PYLOG" | tail -n1)
-if grep -q "exit status 0" "$PYLOG" && ! grep -q "SKIPPED.*test_gpu" "$PYLOG"; then
-  row "python + torch: pytest (GPU cases included)" PASS "${py_summary:-?}"
+# The GPU cases are those of test_gpu.py, counted from pytest's own record of each case, not
+# from its messages (another test's skip reason may mention the GPU).
+gpu_cases=$(python3 - "$WORK/pytest.xml" <<'EOF' 2>/dev/null
+import sys
+import xml.etree.ElementTree as ET
+ran = skipped = 0
+for case in ET.parse(sys.argv[1]).iter("testcase"):
+    if "test_gpu" not in case.get("classname", ""):
+        continue
+    if case.find("skipped") is not None:
+        skipped += 1
+    elif case.find("failure") is None and case.find("error") is None:
+        ran += 1
+print(ran, skipped)
+EOF
+)
+read -r gpu_ran gpu_skipped <<<"${gpu_cases:-0 0}"
+if grep -q "exit status 0" "$PYLOG" && [ "${gpu_ran:-0}" -gt 0 ] && [ "${gpu_skipped:-0}" = 0 ]; then
+  row "python + torch: pytest (GPU cases included)" PASS "${py_summary:-?}; $gpu_ran GPU cases ran"
 else
-  row "python + torch: pytest (GPU cases included)" FAIL "${py_summary:-no summary} (see python.log)"
+  row "python + torch: pytest (GPU cases included)" FAIL \
+    "${py_summary:-no summary}; GPU cases: ${gpu_ran:-0} ran, ${gpu_skipped:-0} skipped (see python.log)"
 fi
 tail -n 15 "$PYLOG"
 
