@@ -197,6 +197,11 @@ struct StopwatchModel {
   std::int64_t finished = 0;
   std::map<std::string, std::uint64_t> count;
   std::set<std::string> seen, running, tracked;
+  std::set<std::string> stale;  // running when their enable/reset period ended
+  void drop_running() {
+    stale.insert(running.begin(), running.end());
+    running.clear();
+  }
   std::vector<std::pair<std::string, bool>> one_time;  // name, running
 };
 
@@ -267,15 +272,18 @@ void run_single(Reader& in, bool fuzz_nvtx_settings) {
         const std::optional<int> every =
             (a & 0x40) ? std::optional<int>(kEvery[(a >> 3) % 5]) : std::nullopt;
         const bool sync = (a & 0x80) != 0;
-        const bool bad = warmup < 0 || (every && *every <= 0);
+        const bool bad = warmup < 0 || (every && *every < 0);
+        // print_every_n_iters = 0 means never, the same as std::nullopt
+        const std::optional<int> every_rule = every && *every == 0 ? std::nullopt : every;
         const bool same =
-            m.configured && m.warmup == warmup && m.every == every && m.cuda_sync == sync;
+            m.configured && m.warmup == warmup && m.every == every_rule && m.cuda_sync == sync;
         const bool misuse = bad || (m.configured && !same);
         if (expect(misuse, false, [&] { sw.enable(warmup, every, sync); }) && !m.configured) {
           m.configured = m.enabled = true;
           m.warmup = warmup;
-          m.every = every;
+          m.every = every_rule;
           m.cuda_sync = sync;
+          m.drop_running();  // a new enable period
         }
         FUZZ_CHECK(sw.is_enabled() == m.enabled);
         break;
@@ -285,6 +293,7 @@ void run_single(Reader& in, bool fuzz_nvtx_settings) {
         const std::string_view v = names.view(name, in);
         const bool misuse = m.enabled && m.running.count(name) == 1;
         if (expect(misuse, true, [&] { sw.start_meas(v); }) && m.enabled) {
+          m.stale.erase(name);  // an interval of an earlier period is dropped
           m.running.insert(name);
           m.seen.insert(name);
         }
@@ -301,8 +310,14 @@ void run_single(Reader& in, bool fuzz_nvtx_settings) {
           name = names.pick(in);
         }
         const std::string_view v = names.view(name, in);
-        const bool misuse = m.enabled && m.running.count(name) == 0;
+        // One of an earlier enable/reset period is dropped silently (SPEC §1).
+        const bool stale = m.enabled && m.running.count(name) == 0 && m.stale.count(name) == 1;
+        const bool misuse = m.enabled && m.running.count(name) == 0 && !stale;
         if (expect(misuse, true, [&] { sw.end_meas(v); }) && m.enabled) {
+          if (stale) {
+            m.stale.erase(name);
+            break;
+          }
           m.running.erase(name);
           m.seen.insert(name);
           if (m.finished >= m.warmup) ++m.count[name];
@@ -352,6 +367,7 @@ void run_single(Reader& in, bool fuzz_nvtx_settings) {
       case 10:                          // reset
         if (in.byte() % 4 != 0) break;  // rarely: it wipes what the other steps built
         sw.reset();
+        m.drop_running();
         m.finished = 0;
         m.count.clear();
         m.seen.clear();
@@ -370,6 +386,7 @@ void run_single(Reader& in, bool fuzz_nvtx_settings) {
         if (a == 0) {
           sw.disable();
           m.enabled = m.configured = false;
+          m.drop_running();
         } else if (a == 1) {
           sw.enable_gpu_timing();
           m.gpu_timing = true;
@@ -479,6 +496,9 @@ void run_thread(Reader in, int index, ThreadOutcome& out) {
       case 1: {
         std::string name = names.pick(in);
         if ((in.byte() & 1) && !running.empty()) name = *running.begin();
+        // A name not running here may run on the other thread, and end_meas would end it there
+        // (SPEC §1): a misused end takes a name of this thread's own.
+        if (running.count(name) == 0) name = prefix + name;
         if (expect(running.count(name) == 0, true, [&] { sw.end_meas(names.view(name, in)); })) {
           running.erase(name);
           ++out.ends[name];

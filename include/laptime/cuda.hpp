@@ -294,6 +294,18 @@ class GpuEventTimer {
 #endif
   }
 
+  /// Calls f(tag) for every stopped pair not resolved yet, under the timer's lock (f must not
+  /// call the timer). Lets a report say which names still wait for the GPU.
+  template <class F>
+  void for_each_pending(F&& f) const {
+#if LAPTIME_CUDA_DRIVER_API
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const std::uint32_t token : pending_) f(pairs_[token].tag);
+#else
+    (void)f;
+#endif
+  }
+
   /// Creates events ahead of time so that at least `pairs` pairs are free in the context current
   /// on the calling thread (call at setup, e.g. after enabling GPU timing). Returns the free count.
   std::size_t reserve(std::size_t pairs) noexcept;

@@ -32,6 +32,13 @@
 
 LAPTIME_BEGIN_NAMESPACE
 
+#if LAPTIME_ENABLED
+namespace detail {
+void enable_stopwatch(int num_warmup_iters, std::optional<int> print_every_n_iters,
+                      bool do_cuda_sync, const char* none);
+}  // namespace detail
+#endif
+
 /// The process-wide stopwatch: named intervals per iteration, with warm-up, percentiles, CPU and
 /// I/O of tracked names, and optional GPU time. One instance per process, shared by every shared
 /// object and by the Python module. Every method is safe from any thread.
@@ -44,7 +51,8 @@ class Stopwatch {
   }
 
   /// Turns measuring on. Iterations before `num_warmup_iters` are warm-up (not accumulated);
-  /// with `print_every_n_iters` the report is printed every n measured iterations;
+  /// with `print_every_n_iters` the report is printed every n measured iterations (0 or
+  /// std::nullopt: never);
   /// `do_cuda_sync` synchronises the current CUDA context right before each timestamp after
   /// warm-up (costs a full GPU sync per call: use it to attribute GPU work to host intervals).
   /// Calling again with the same arguments does nothing; with others it is a usage error.
@@ -173,10 +181,35 @@ class Stopwatch {
     (void)stream;
 #endif
   }
+  /// Times only the intervals of `name` on the GPU (call once per name; LAPTIME_GPU_TIMING=a,b
+  /// does the same), on the stream given to set_gpu_stream (default: the legacy default stream).
+  /// Names not selected cost nothing extra. enable_gpu_timing() times every name instead.
+  void enable_gpu_timing_for(std::string_view name);
+  /// Stops GPU timing, of every name and of selected ones.
   void disable_gpu_timing() {
 #if LAPTIME_ENABLED
-    detail::stopwatch_state().features.fetch_and(~detail::kFeatGpuTiming,
+    detail::stopwatch_state().features.fetch_and(~(detail::kFeatGpuTiming | detail::kFeatGpuNames),
                                                  std::memory_order_relaxed);
+#endif
+  }
+
+  /// Sets this process's rank and world size for reports, the {rank} of output paths and
+  /// rank-0-only printing, for programs that learn their rank from MPI or NCCL rather than from
+  /// the launcher's variables (RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK). A world size
+  /// of 0 keeps the detected one (at least rank + 1). A negative rank is a usage error.
+  void set_rank(int rank, int world_size = 0) {
+#if LAPTIME_ENABLED
+    if (rank < 0 || world_size < 0) {
+      detail::usage_error(
+          "set_rank(" + std::to_string(rank) + ", " + std::to_string(world_size) + ")",
+          "rank and world_size must be >= 0");
+      return;
+    }
+    auto& s = detail::stopwatch_state();
+    s.set_rank(rank, world_size > 0 ? world_size : s.rank_info().world_size);
+#else
+    (void)rank;
+    (void)world_size;
 #endif
   }
   /// Waits for every pending GPU timing (report time; never inside the loop).
@@ -214,6 +247,7 @@ class Stopwatch {
     std::lock_guard<std::mutex> lock(s.config_mutex);
     s.enabled.store(false);
     s.configured = false;
+    s.next_epoch();  // intervals running now are dropped, never left running
 #endif
   }
 
@@ -338,20 +372,36 @@ inline void arm_exit_output(StopwatchState& s) {
 inline void Stopwatch::enable(int num_warmup_iters, std::optional<int> print_every_n_iters,
                               bool do_cuda_sync) {
 #if LAPTIME_ENABLED
+  detail::enable_stopwatch(num_warmup_iters, print_every_n_iters, do_cuda_sync, "std::nullopt");
+#else
+  (void)num_warmup_iters;
+  (void)print_every_n_iters;
+  (void)do_cuda_sync;
+#endif
+}
+
+#if LAPTIME_ENABLED
+/// Stopwatch::enable, with the spelling of "no value" in the caller's language for messages
+/// ("std::nullopt" in C++, "None" from Python).
+inline void detail::enable_stopwatch(int num_warmup_iters, std::optional<int> print_every_n_iters,
+                                     bool do_cuda_sync, const char* none) {
   auto args = [&] {
     return "(num_warmup_iters=" + std::to_string(num_warmup_iters) + ", print_every_n_iters=" +
-           (print_every_n_iters ? std::to_string(*print_every_n_iters) : std::string("None")) +
+           (print_every_n_iters ? std::to_string(*print_every_n_iters) : std::string(none)) +
            ", do_cuda_sync=" + (do_cuda_sync ? "true" : "false") + ")";
   };
   if (num_warmup_iters < 0) {
     detail::usage_error("Stopwatch.enable" + args(), "num_warmup_iters must be >= 0");
     return;
   }
-  if (print_every_n_iters && *print_every_n_iters <= 0) {
+  if (print_every_n_iters && *print_every_n_iters < 0) {
     detail::usage_error("Stopwatch.enable" + args(),
-                        "print_every_n_iters must be a positive number of iterations or None");
+                        std::string("print_every_n_iters must be a number of iterations >= 0 (0 "
+                                    "or ") +
+                            none + ": never print periodically)");
     return;
   }
+  if (print_every_n_iters && *print_every_n_iters == 0) print_every_n_iters.reset();
   detail::StopwatchState& s = detail::stopwatch_state();
   std::lock_guard<std::mutex> lock(s.config_mutex);
   if (s.configured) {
@@ -361,7 +411,7 @@ inline void Stopwatch::enable(int num_warmup_iters, std::optional<int> print_eve
     }
     const std::string before =
         "(num_warmup_iters=" + std::to_string(s.cfg_warmup) + ", print_every_n_iters=" +
-        (s.cfg_print_every ? std::to_string(*s.cfg_print_every) : std::string("None")) +
+        (s.cfg_print_every ? std::to_string(*s.cfg_print_every) : std::string(none)) +
         ", do_cuda_sync=" + (s.cfg_cuda_sync ? "true" : "false") + ")";
     detail::usage_error("Stopwatch.enable" + args(), "already enabled with different settings " +
                                                          before +
@@ -369,6 +419,7 @@ inline void Stopwatch::enable(int num_warmup_iters, std::optional<int> print_eve
     return;
   }
   s.configured = true;
+  s.next_epoch();
   s.cfg_warmup = num_warmup_iters;
   s.cfg_print_every = print_every_n_iters;
   s.cfg_cuda_sync = do_cuda_sync;
@@ -383,12 +434,8 @@ inline void Stopwatch::enable(int num_warmup_iters, std::optional<int> print_eve
   }
   detail::arm_exit_output(s);
   s.enabled.store(true, std::memory_order_release);
-#else
-  (void)num_warmup_iters;
-  (void)print_every_n_iters;
-  (void)do_cuda_sync;
-#endif
 }
+#endif
 
 inline void Stopwatch::track_cpu_usage(std::string_view name) {
 #if LAPTIME_ENABLED
@@ -406,6 +453,24 @@ inline void Stopwatch::track_cpu_usage(std::string_view name) {
   (void)resources::detail::sampler_bytes_read();
   s.name_flags[id].fetch_or(detail::kNameTracked, std::memory_order_relaxed);
   s.features.fetch_or(detail::kFeatTracked, std::memory_order_relaxed);
+#else
+  (void)name;
+#endif
+}
+
+inline void Stopwatch::enable_gpu_timing_for(std::string_view name) {
+#if LAPTIME_ENABLED
+  detail::StopwatchState& s = detail::stopwatch_state();
+  const std::uint32_t id = s.intern(name);
+  if (id == detail::kNoName) {
+    detail::usage_error("enable_gpu_timing_for(" + detail::quoted(name) + ")",
+                        "too many distinct measurement names (LAPTIME_MAX_NAMES)");
+    return;
+  }
+  // Load the driver and create a first batch of events now, not inside the first interval.
+  if (cuda::driver_available()) cuda::GpuEventTimer::instance().reserve(64);
+  s.name_flags[id].fetch_or(detail::kNameGpu, std::memory_order_relaxed);
+  s.features.fetch_or(detail::kFeatGpuNames, std::memory_order_relaxed);
 #else
   (void)name;
 #endif

@@ -55,12 +55,14 @@ inline constexpr std::size_t kChunks = (LAPTIME_MAX_NAMES + kChunk - 1) / kChunk
 
 // Bits of StopwatchState::features: what the hot path must do beyond taking timestamps.
 inline constexpr unsigned kFeatCudaSync = 1;
-inline constexpr unsigned kFeatGpuTiming = 2;
+inline constexpr unsigned kFeatGpuTiming = 2;  // every name
 inline constexpr unsigned kFeatTracked = 4;
+inline constexpr unsigned kFeatGpuNames = 8;  // the names flagged kNameGpu only
 
 // Bits of StopwatchState::name_flags.
 inline constexpr std::uint8_t kNameTracked = 1;
 inline constexpr std::uint8_t kNameSeen = 2;
+inline constexpr std::uint8_t kNameGpu = 4;
 
 /// Resource sampling state of one (thread, tracked name); guarded by ThreadRecord::mutex.
 struct ResourceSlot {
@@ -69,17 +71,21 @@ struct ResourceSlot {
 };
 
 /// One (thread, name): the running interval, and what this thread accumulated for the name.
+///
+/// The running interval's fields are written by the owning thread and read by reports and by a
+/// thread that ends the interval for it (end_meas on another thread): relaxed atomics, a plain mov
+/// on x86. `run` is stored last with release, so whoever sees it sees the interval whole.
 struct Slot {
-  std::int64_t start_ns = 0;
-  // running and generation are written by the owning thread and read by reports on others:
-  // relaxed atomics (a plain mov on x86); generation is released after a reset's clear.
-  std::atomic<bool> running{false};
-  bool prepared = false;
-  bool sampled = false;    // resources were sampled at start
-  bool measuring = false;  // started after warm-up (decides the CUDA sync at the end)
+  // The epoch (StopwatchState::epoch) the running interval started in; 0: none runs. An interval
+  // of an older epoch (started before a disable(), reset() or enable()) is dropped, not ended.
+  std::atomic<std::uint32_t> run{0};
+  std::atomic<std::int64_t> start_ns{0};
+  std::atomic<bool> sampled{false};    // resources were sampled at start
+  std::atomic<bool> measuring{false};  // started after warm-up (decides the CUDA sync at the end)
+  std::atomic<std::uint32_t> gpu_token{cuda::GpuEventTimer::kInvalid};
+  bool prepared = false;                     // owner only
   std::atomic<std::uint32_t> generation{0};  // StopwatchState::generation of the statistics
-  std::uint32_t gpu_token = cuda::GpuEventTimer::kInvalid;
-  IntervalStats stats;
+  IntervalStats stats;                       // written by the owner only
   std::atomic<ResourceSlot*> resources{nullptr};
 };
 
@@ -106,7 +112,9 @@ struct alignas(kCacheLine) ThreadRecord {
   std::array<std::atomic<Slot*>, kChunks> chunks{};
   std::array<NameCacheEntry, 64> cache{};
   std::unordered_map<std::string_view, std::uint32_t> known;  // keys view interned names
-  int running = 0;                                            // intervals running on this thread
+  // Intervals this thread started and may not have ended: an upper bound (another thread may
+  // end one, an epoch may drop one); finish_iter() counts exactly when it is not 0.
+  int running = 0;
   long tid = 0;
   std::mutex mutex;  // resource slots: written by the owner, read by reports
 
@@ -117,8 +125,7 @@ struct alignas(kCacheLine) ThreadRecord {
     running = 0;
     for (auto& c : chunks) {
       if (Slot* s = c.load(std::memory_order_relaxed)) {
-        for (std::size_t i = 0; i < kChunk; ++i)
-          s[i].running.store(false, std::memory_order_relaxed);
+        for (std::size_t i = 0; i < kChunk; ++i) s[i].run.store(0, std::memory_order_relaxed);
       }
     }
   }
@@ -155,7 +162,8 @@ struct StopwatchState {
   std::atomic<unsigned> features{0};
   std::atomic<std::int64_t> finished_iters{0};
   std::atomic<int> warmup{0};
-  std::atomic<std::uint32_t> generation{1};
+  std::atomic<std::uint32_t> generation{1};  // of the statistics: reset() moves it on
+  std::atomic<std::uint32_t> epoch{1};  // of running intervals: disable/reset/enable move it on
   std::array<std::atomic<std::uint8_t>, LAPTIME_MAX_NAMES> name_flags{};
   std::array<std::atomic<const std::string*>, LAPTIME_MAX_NAMES> names{};
   std::atomic<void*> gpu_stream{nullptr};
@@ -205,15 +213,28 @@ struct StopwatchState {
   // The rare branches of start/end (errors, CUDA sync, first use, after a reset, features), out
   // of line so that the hot functions keep a small frame.
   void start_running_error(std::string_view name);
-  void end_not_running_error(std::string_view name);
+  void drop_interval(Slot& s) noexcept;
+  void end_elsewhere(ThreadRecord& rec, Slot& mine, std::uint32_t id, std::string_view name,
+                     std::int64_t t, unsigned feats);
+  void add_interval(ThreadRecord& owner, Slot& run_slot, Slot& stats_slot, std::uint32_t id,
+                    std::int64_t t, unsigned feats);
   void sync_before_end(std::string_view name);
   void drop_stale(ThreadRecord& rec, Slot& s, std::uint32_t gen);
   void start_features(Slot& s, std::uint32_t id, unsigned feats, bool measuring);
-  void end_features(ThreadRecord& rec, Slot& s, std::uint32_t id, unsigned feats, bool measuring,
+  void end_features(ThreadRecord& owner, Slot& run_slot, std::uint32_t id, bool measuring,
                     std::int64_t dt);
+  int count_running(ThreadRecord& rec, std::string* listed);
+  void next_epoch() noexcept {
+    if (epoch.fetch_add(1, std::memory_order_relaxed) + 1 == 0) {  // 0 means "not running"
+      epoch.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   void finish_iter();
   std::size_t collect_gpu(bool wait);
-  Results results();
+  bool prints_after(std::int64_t finished);
+  Results results(bool wait_for_gpu = true);
+  RankInfo rank_info();
+  void set_rank(int rank, int world_size);
   void print(const std::string& text);
   void reset();
   void before_fork();
@@ -324,9 +345,13 @@ inline void StopwatchState::start(std::string_view name) {
   const std::uint32_t id = e->id;
   Slot& s = *e->slot;
   if (LAPTIME_UNLIKELY(!s.prepared)) prepare(s);
-  if (LAPTIME_UNLIKELY(s.running.load(std::memory_order_relaxed))) {
-    start_running_error(name);
-    return;
+  const std::uint32_t ep = epoch.load(std::memory_order_relaxed);
+  if (const std::uint32_t r = s.run.load(std::memory_order_relaxed); LAPTIME_UNLIKELY(r != 0)) {
+    if (r == ep) {
+      start_running_error(name);
+      return;
+    }
+    drop_interval(s);  // started before a disable(), reset() or enable(): never ended
   }
   std::atomic<std::uint8_t>& flags = name_flags[id];
   if (LAPTIME_UNLIKELY(!(flags.load(std::memory_order_relaxed) & kNameSeen))) {
@@ -334,12 +359,12 @@ inline void StopwatchState::start(std::string_view name) {
   }
   const bool measuring =
       finished_iters.load(std::memory_order_relaxed) >= warmup.load(std::memory_order_relaxed);
-  s.measuring = measuring;
-  s.running.store(true, std::memory_order_relaxed);
+  s.measuring.store(measuring, std::memory_order_relaxed);
   ++rec.running;
   const unsigned feats = features.load(std::memory_order_relaxed);
   if (LAPTIME_UNLIKELY(feats != 0)) start_features(s, id, feats, measuring);
-  s.start_ns = now_ns();
+  s.start_ns.store(now_ns(), std::memory_order_relaxed);
+  s.run.store(ep, std::memory_order_release);
 }
 
 LAPTIME_COLD inline void StopwatchState::start_running_error(std::string_view name) {
@@ -349,21 +374,33 @@ LAPTIME_COLD inline void StopwatchState::start_running_error(std::string_view na
                   "threads may time the same name at the same time)");
 }
 
+// An interval that will never be ended: its GPU events go back to the pool untimed.
+LAPTIME_COLD inline void StopwatchState::drop_interval(Slot& s) noexcept {
+  s.run.store(0, std::memory_order_relaxed);
+  s.sampled.store(false, std::memory_order_relaxed);
+  const std::uint32_t token =
+      s.gpu_token.exchange(cuda::GpuEventTimer::kInvalid, std::memory_order_relaxed);
+  if (token != cuda::GpuEventTimer::kInvalid) cuda::GpuEventTimer::instance().cancel(token);
+}
+
 LAPTIME_NOINLINE inline void StopwatchState::start_features(Slot& s, std::uint32_t id,
                                                             unsigned feats, bool measuring) {
-  if ((feats & kFeatTracked) && (name_flags[id].load(std::memory_order_relaxed) & kNameTracked)) {
-    s.sampled = true;
+  const std::uint8_t flags = name_flags[id].load(std::memory_order_relaxed);
+  if ((feats & kFeatTracked) && (flags & kNameTracked)) {
     ResourceSlot* r = s.resources.load(std::memory_order_relaxed);
     if (r == nullptr) {
       r = new ResourceSlot();
       s.resources.store(r, std::memory_order_release);
     }
     r->start = resources::sample();
+    s.sampled.store(true, std::memory_order_relaxed);
   } else {
-    s.sampled = false;
+    s.sampled.store(false, std::memory_order_relaxed);
   }
-  if (feats & kFeatGpuTiming) {
-    s.gpu_token = cuda::GpuEventTimer::instance().start(gpu_stream.load(std::memory_order_relaxed));
+  if ((feats & kFeatGpuTiming) || ((feats & kFeatGpuNames) && (flags & kNameGpu))) {
+    s.gpu_token.store(
+        cuda::GpuEventTimer::instance().start(gpu_stream.load(std::memory_order_relaxed)),
+        std::memory_order_relaxed);
   }
   // The sync comes last, right before the start timestamp (SPEC §1).
   if ((feats & kFeatCudaSync) && measuring) cuda::synchronize();
@@ -376,28 +413,37 @@ inline void StopwatchState::end(std::string_view name) {
   ThreadRecord& rec = threads.local();
   const NameCacheEntry* e = lookup(rec, name);
   if (LAPTIME_UNLIKELY(e == nullptr)) return;
-  const std::uint32_t id = e->id;
   Slot& s = *e->slot;
-  if (LAPTIME_UNLIKELY(!s.running.load(std::memory_order_relaxed))) {
-    end_not_running_error(name);
+  if (LAPTIME_UNLIKELY(s.run.load(std::memory_order_relaxed) !=
+                       epoch.load(std::memory_order_relaxed))) {
+    end_elsewhere(rec, s, e->id, name, t, feats);  // not running here, or from an old epoch
     return;
   }
-  s.running.store(false, std::memory_order_relaxed);
+  s.run.store(0, std::memory_order_relaxed);
   --rec.running;
-  const std::int64_t dt = t > s.start_ns ? t - s.start_ns : 0;
+  add_interval(rec, s, s, e->id, t, feats);
+}
+
+/// Adds the interval that ran on `run_slot` (of thread `owner`) and ended at `t` to `stats_slot`
+/// (the ending thread's slot for the name: statistics are written by one thread only).
+LAPTIME_ALWAYS_INLINE void StopwatchState::add_interval(ThreadRecord& owner, Slot& run_slot,
+                                                        Slot& stats_slot, std::uint32_t id,
+                                                        std::int64_t t, unsigned feats) {
+  const std::int64_t t0 = run_slot.start_ns.load(std::memory_order_relaxed);
+  const std::int64_t dt = t > t0 ? t - t0 : 0;
   const std::uint32_t gen = generation.load(std::memory_order_relaxed);
-  if (LAPTIME_UNLIKELY(s.generation.load(std::memory_order_relaxed) != gen)) {
-    drop_stale(rec, s, gen);
+  if (LAPTIME_UNLIKELY(stats_slot.generation.load(std::memory_order_relaxed) != gen)) {
+    drop_stale(owner, stats_slot, gen);
   }
   // An interval belongs to the iteration in which it ends: warm-up is decided now.
   const bool measuring =
       finished_iters.load(std::memory_order_relaxed) >= warmup.load(std::memory_order_relaxed);
-  if (LAPTIME_LIKELY(measuring)) s.stats.add(static_cast<std::uint64_t>(dt));
+  if (LAPTIME_LIKELY(measuring)) stats_slot.stats.add(static_cast<std::uint64_t>(dt));
   std::atomic<std::uint8_t>& flags = name_flags[id];
   if (LAPTIME_UNLIKELY(!(flags.load(std::memory_order_relaxed) & kNameSeen))) {
-    flags.fetch_or(kNameSeen, std::memory_order_relaxed);  // started before a reset()
+    flags.fetch_or(kNameSeen, std::memory_order_relaxed);
   }
-  if (LAPTIME_UNLIKELY(feats != 0)) end_features(rec, s, id, feats, measuring, dt);
+  if (LAPTIME_UNLIKELY(feats != 0)) end_features(owner, run_slot, id, measuring, dt);
 }
 
 // Sync before the end timestamp, for intervals that synced at their start (after warm-up).
@@ -405,16 +451,55 @@ inline void StopwatchState::end(std::string_view name) {
 LAPTIME_NOINLINE inline void StopwatchState::sync_before_end(std::string_view name) {
   ThreadRecord& rec = threads.local();
   if (const NameCacheEntry* e = lookup(rec, name)) {
-    if (e->slot->running.load(std::memory_order_relaxed) && e->slot->measuring) {
+    if (e->slot->run.load(std::memory_order_relaxed) == epoch.load(std::memory_order_relaxed) &&
+        e->slot->measuring.load(std::memory_order_relaxed)) {
       cuda::synchronize();
     }
   }
 }
 
-LAPTIME_COLD inline void StopwatchState::end_not_running_error(std::string_view name) {
+// end_meas(name) of an interval not running on this thread in this epoch (SPEC §1):
+//   - one of an older epoch runs here: it is dropped, silently;
+//   - exactly one runs on another thread: this call ends it (the seed allowed a start in one
+//     callback and the end in another). The interval is claimed with a compare-exchange, added to
+//     this thread's statistics, and its resource window and GPU events closed for its owner;
+//   - none or several: a usage error.
+// The owner's own end_meas does not compare-exchange (it would cost a locked instruction on every
+// pair): two threads that end one interval at the same moment may both count it.
+LAPTIME_NOINLINE inline void StopwatchState::end_elsewhere(ThreadRecord& rec, Slot& mine,
+                                                           std::uint32_t id, std::string_view name,
+                                                           std::int64_t t, unsigned feats) {
+  const std::uint32_t ep = epoch.load(std::memory_order_relaxed);
+  if (mine.run.load(std::memory_order_relaxed) != 0) {
+    drop_interval(mine);
+    return;
+  }
+  ThreadRecord* owner = nullptr;
+  Slot* found = nullptr;
+  int others = 0;
+  threads.for_each([&](ThreadRecord& other, long, bool alive) {
+    if (&other == &rec || !alive) return;
+    Slot* c = other.chunks[id / kChunk].load(std::memory_order_acquire);
+    if (c == nullptr || c[id % kChunk].run.load(std::memory_order_acquire) != ep) return;
+    ++others;
+    owner = &other;
+    found = &c[id % kChunk];
+  });
+  if (others == 1) {
+    std::uint32_t expected = ep;
+    if (found->run.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) {
+      if (LAPTIME_UNLIKELY(!mine.prepared)) prepare(mine);
+      add_interval(*owner, *found, mine, id, t, feats);
+      return;
+    }
+    others = 0;  // its own thread ended it meanwhile
+  }
   usage_error("end_meas(" + quoted(name) + ")",
-              quoted(name) + " is not running on this thread (no start_meas(" + quoted(name) +
-                  ") on this thread, or it already ended)");
+              others == 0 ? quoted(name) + " is not running (no start_meas(" + quoted(name) +
+                                ") on any thread, or it already ended)"
+                          : quoted(name) + " is not running on this thread and runs on " +
+                                std::to_string(others) +
+                                " other threads (end it on the thread that started it)");
 }
 
 // reset() since this thread last wrote to the slot: its statistics belong to the old generation.
@@ -427,42 +512,58 @@ LAPTIME_COLD inline void StopwatchState::drop_stale(ThreadRecord& rec, Slot& s, 
   s.generation.store(gen, std::memory_order_release);  // after the clear, for reports
 }
 
-LAPTIME_NOINLINE inline void StopwatchState::end_features(ThreadRecord& rec, Slot& s,
-                                                          std::uint32_t id, unsigned feats,
-                                                          bool measuring, std::int64_t dt) {
-  if (s.sampled) {
-    s.sampled = false;
+LAPTIME_NOINLINE inline void StopwatchState::end_features(ThreadRecord& owner, Slot& run_slot,
+                                                          std::uint32_t id, bool measuring,
+                                                          std::int64_t dt) {
+  if (run_slot.sampled.exchange(false, std::memory_order_relaxed)) {
     const resources::Sample end_sample = resources::sample();
     if (measuring) {
-      ResourceSlot* r = s.resources.load(std::memory_order_relaxed);
-      std::lock_guard<std::mutex> lock(rec.mutex);
+      ResourceSlot* r = run_slot.resources.load(std::memory_order_acquire);
+      std::lock_guard<std::mutex> lock(owner.mutex);
       r->usage.add(r->start, end_sample, static_cast<std::uint64_t>(dt));
     }
   }
-  if (s.gpu_token != cuda::GpuEventTimer::kInvalid) {
+  const std::uint32_t token =
+      run_slot.gpu_token.exchange(cuda::GpuEventTimer::kInvalid, std::memory_order_relaxed);
+  if (token != cuda::GpuEventTimer::kInvalid) {
     // tag: bit 63 = discard (warm-up), bits 32..62 = generation, bits 0..31 = name id
     const std::uint64_t tag =
         (measuring ? 0 : (std::uint64_t{1} << 63)) |
-        (std::uint64_t{s.generation.load(std::memory_order_relaxed) & 0x7fffffffu} << 32) | id;
-    cuda::GpuEventTimer::instance().stop(s.gpu_token, gpu_stream.load(std::memory_order_relaxed),
-                                         tag);
-    s.gpu_token = cuda::GpuEventTimer::kInvalid;
+        (std::uint64_t{generation.load(std::memory_order_relaxed) & 0x7fffffffu} << 32) | id;
+    cuda::GpuEventTimer::instance().stop(token, gpu_stream.load(std::memory_order_relaxed), tag);
   }
-  (void)feats;
+}
+
+/// How many intervals run on `rec` in this epoch (their names appended to `listed` when given);
+/// drops those of older epochs and makes rec.running exact.
+LAPTIME_NOINLINE inline int StopwatchState::count_running(ThreadRecord& rec, std::string* listed) {
+  const std::uint32_t ep = epoch.load(std::memory_order_relaxed);
+  const std::uint32_t n = name_count.load(std::memory_order_acquire);
+  int count = 0;
+  for (std::uint32_t id = 0; id < n; ++id) {
+    Slot* c = rec.chunks[id / kChunk].load(std::memory_order_relaxed);
+    if (c == nullptr) continue;
+    const std::uint32_t r = c[id % kChunk].run.load(std::memory_order_relaxed);
+    if (r == 0) continue;
+    if (r != ep) {
+      drop_interval(c[id % kChunk]);
+      continue;
+    }
+    ++count;
+    if (listed != nullptr) {
+      if (!listed->empty()) *listed += ", ";
+      *listed += quoted(*names[id].load(std::memory_order_acquire));
+    }
+  }
+  rec.running = count;
+  return count;
 }
 
 inline void StopwatchState::finish_iter() {
   ThreadRecord& rec = threads.local();
-  if (LAPTIME_UNLIKELY(rec.running > 0)) {
+  if (LAPTIME_UNLIKELY(rec.running > 0) && count_running(rec, nullptr) > 0) {
     std::string running;
-    const std::uint32_t n = name_count.load(std::memory_order_acquire);
-    for (std::uint32_t id = 0; id < n; ++id) {
-      Slot* c = rec.chunks[id / kChunk].load(std::memory_order_relaxed);
-      if (c != nullptr && c[id % kChunk].running.load(std::memory_order_relaxed)) {
-        if (!running.empty()) running += ", ";
-        running += quoted(*names[id].load(std::memory_order_acquire));
-      }
-    }
+    (void)count_running(rec, &running);
     usage_error("finish_iter()", "measurement still running on this thread: " + running +
                                      " (end it before finishing the iteration; measurements "
                                      "running on other threads are fine)");
@@ -474,14 +575,19 @@ inline void StopwatchState::finish_iter() {
     std::snprintf(text, sizeof text, "iteration %lld", static_cast<long long>(finished));
     NVTXRangeWrapper::instance().mark(text);
   }
-  if (features.load(std::memory_order_relaxed) & kFeatGpuTiming) collect_gpu(false);
+  if (features.load(std::memory_order_relaxed) & (kFeatGpuTiming | kFeatGpuNames)) {
+    collect_gpu(false);
+  }
+  if (prints_after(finished)) print(results(/*wait_for_gpu=*/false).to_text());
+}
+
+// The one home of the periodic-print rule (SPEC §1): every n measured iterations, n > 0 (0: never),
+// and only on rank 0 when printing is limited to it.
+inline bool StopwatchState::prints_after(std::int64_t finished) {
   const int every = print_every.load(std::memory_order_relaxed);
   const std::int64_t measured = finished - warmup.load(std::memory_order_relaxed);
-  if (every > 0 && measured > 0 && measured % every == 0) {
-    if (!print_rank0_only.load(std::memory_order_relaxed) || rank.rank == 0) {
-      print(results().to_text());
-    }
-  }
+  if (every <= 0 || measured <= 0 || measured % every != 0) return false;
+  return !print_rank0_only.load(std::memory_order_relaxed) || rank_info().rank == 0;
 }
 
 /// Resolves finished GPU event pairs into the per-name GPU statistics; returns how many pend.
@@ -514,16 +620,33 @@ inline void StopwatchState::print(const std::string& text) {
   }
 }
 
-inline Results StopwatchState::results() {
+inline RankInfo StopwatchState::rank_info() {
+  std::lock_guard<std::mutex> lock(config_mutex);
+  return rank;
+}
+
+inline void StopwatchState::set_rank(int new_rank, int world_size) {
+  std::lock_guard<std::mutex> lock(config_mutex);
+  rank.rank = new_rank;
+  rank.world_size = world_size > new_rank ? world_size : new_rank + 1;
+  rank.source = "set_rank";
+}
+
+/// A snapshot of everything measured. With `wait_for_gpu` (every report but the periodic one in
+/// finish_iter) it first waits for the GPU to finish the intervals already ended, so that their
+/// GPU times are in it; without, GPU times still pending are counted per name.
+inline Results StopwatchState::results(bool wait_for_gpu) {
   Results r;
-  r.rank = rank.rank;
-  r.world_size = rank.world_size;
+  const RankInfo ri = rank_info();
+  r.rank = ri.rank;
+  r.world_size = ri.world_size;
   r.pid = static_cast<long>(::getpid());
   r.host = host;
   r.num_warmup_iters = warmup.load(std::memory_order_relaxed);
   r.iterations_finished = finished_iters.load(std::memory_order_relaxed);
   r.iterations_measured = std::max<std::int64_t>(0, r.iterations_finished - r.num_warmup_iters);
   const std::uint32_t gen = generation.load(std::memory_order_relaxed);
+  const std::uint32_t ep = epoch.load(std::memory_order_relaxed);
   const std::uint32_t n = name_count.load(std::memory_order_acquire);
 
   struct Merged {
@@ -538,7 +661,7 @@ inline Results StopwatchState::results() {
       Slot* c = rec.chunks[id / kChunk].load(std::memory_order_acquire);
       if (c == nullptr) continue;
       Slot& s = c[id % kChunk];
-      if (alive && s.running.load(std::memory_order_relaxed)) ++merged[id]->running;
+      if (alive && s.run.load(std::memory_order_relaxed) == ep) ++merged[id]->running;
       if (s.generation.load(std::memory_order_acquire) != gen) continue;
       merged[id]->stats.merge_from(s.stats);
       if (ResourceSlot* rs = s.resources.load(std::memory_order_acquire)) {
@@ -548,8 +671,17 @@ inline Results StopwatchState::results() {
       }
     }
   });
-  const bool gpu_timing = (features.load(std::memory_order_relaxed) & kFeatGpuTiming) != 0;
-  const std::uint64_t pending = gpu_timing ? collect_gpu(false) : 0;
+  const unsigned feats = features.load(std::memory_order_relaxed);
+  const bool gpu_timing = (feats & (kFeatGpuTiming | kFeatGpuNames)) != 0;
+  std::vector<std::uint64_t> pending(gpu_timing ? n : 0);
+  if (gpu_timing) {
+    (void)collect_gpu(wait_for_gpu);
+    const std::uint32_t g = gen & 0x7fffffffu;
+    cuda::GpuEventTimer::instance().for_each_pending([&](std::uint64_t tag) {
+      const auto id = static_cast<std::uint32_t>(tag & 0xffffffffu);
+      if (!(tag >> 63) && ((tag >> 32) & 0x7fffffffu) == g && id < n) ++pending[id];
+    });
+  }
   std::lock_guard<std::mutex> gpu_lock(gpu_mutex);
   for (std::uint32_t id = 0; id < n; ++id) {
     const std::uint8_t flags = name_flags[id].load(std::memory_order_relaxed);
@@ -581,7 +713,9 @@ inline Results StopwatchState::results() {
       }
       out.resources = f;
     }
-    if (auto it = gpu.find(id); it != gpu.end() || gpu_timing) {
+    const bool gpu_name =
+        (feats & kFeatGpuTiming) || ((feats & kFeatGpuNames) && (flags & kNameGpu));
+    if (auto it = gpu.find(id); it != gpu.end() || gpu_name) {
       GpuFigures g;
       if (it != gpu.end()) {
         const IntervalStats& st = it->second->stats;
@@ -595,7 +729,7 @@ inline Results StopwatchState::results() {
         g.median_ns = st.quantile_ns(0.5);
         g.max_ns = static_cast<double>(st.max_ns());
       }
-      g.pending = pending;
+      g.pending = id < pending.size() ? pending[id] : 0;
       out.gpu = g;
     }
     r.measurements.push_back(std::move(out));
@@ -612,8 +746,10 @@ inline Results StopwatchState::results() {
 
 inline void StopwatchState::reset() {
   // Statistics are dropped lazily: a slot whose generation is old is cleared by its own thread
-  // on its next end_meas, and ignored by reports until then.
+  // on its next end_meas, and ignored by reports until then. Intervals running now belong to the
+  // old epoch: they are dropped when they end.
   generation.fetch_add(1, std::memory_order_relaxed);
+  next_epoch();
   finished_iters.store(0, std::memory_order_relaxed);
   const std::uint32_t n = name_count.load(std::memory_order_acquire);
   for (std::uint32_t id = 0; id < n; ++id) {

@@ -8,9 +8,21 @@
 // Records are never freed (a report may read them at any time). When a thread exits, its record
 // is retired, and a later thread may adopt it: memory stays bounded by the largest number of
 // threads alive at once, not by how many were ever created (loaders that respawn workers).
+//
+// A thread's exit runs its thread_local destructors one after another, and laptime's own (which
+// marks the record) may run before a user's that still measures. So the record is only marked
+// "exiting" there and stays the thread's; it is handed to another thread once the kernel says the
+// exiting thread is gone (tgkill(pid, tid, 0) fails with ESRCH). A measurement made from any
+// thread_local destructor is counted like any other.
 #pragma once
 
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <mutex>
 #include <new>
@@ -44,7 +56,7 @@ class ThreadRegistry {
   void for_each(F&& f) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Node* n = head_; n != nullptr; n = n->next) {
-      f(n->record, n->tid, n->alive);
+      f(n->record, n->tid, n->alive && !(n->exiting && thread_gone(n->tid)));
     }
   }
 
@@ -56,7 +68,10 @@ class ThreadRegistry {
     new (&mutex_) std::mutex();
     const Fast& f = fast();
     Node* const mine = f.owner == this ? f.node : nullptr;
-    for (Node* n = head_; n != nullptr; n = n->next) n->alive = (n == mine);
+    for (Node* n = head_; n != nullptr; n = n->next) {
+      n->alive = (n == mine);
+      n->exiting = false;
+    }
     if (mine != nullptr) {
       mine->tid = surviving_tid;
       cache().tid = surviving_tid;
@@ -77,18 +92,21 @@ class ThreadRegistry {
   struct Node {
     Record record;
     long tid = 0;
+    pthread_t self{};  // tells this thread from a later one that got the same tid
     bool alive = false;
+    bool exiting = false;  // its thread runs its thread_local destructors (see the top)
     Node* next = nullptr;
   };
 
-  // One per thread and per copy of the code; its destructor runs at thread exit and retires the
-  // record, so that a new thread reusing the same tid never inherits a running measurement.
+  // One per thread and per copy of the code; its destructor runs at thread exit and marks the
+  // record exiting. The hot path's Fast copy stays valid: destructors that run after this one
+  // keep measuring on the same record.
   struct Cache {
     ThreadRegistry* owner = nullptr;
     Node* node = nullptr;
     long tid = 0;
     ~Cache() {
-      if (owner != nullptr) owner->retire(node, tid);
+      if (owner != nullptr) owner->mark_exiting(node, tid);
     }
   };
 
@@ -114,15 +132,19 @@ class ThreadRegistry {
     Cache& c = cache();
     if (c.owner != nullptr) c.owner->retire(c.node, c.tid);  // cached for another registry (tests)
     const long tid = current_tid();
+    const pthread_t me = ::pthread_self();
     std::lock_guard<std::mutex> lock(mutex_);
     Node* found = nullptr;
     Node* spare = nullptr;
     for (Node* n = head_; n != nullptr; n = n->next) {
-      if (n->alive && n->tid == tid) {
+      if (n->alive && n->tid == tid && (!n->exiting || ::pthread_equal(n->self, me))) {
         found = n;  // this thread already attached through another copy of the code
         break;
       }
-      if (!n->alive && spare == nullptr) spare = n;
+      if (spare == nullptr &&
+          (!n->alive || (n->exiting && (n->tid == tid || thread_gone(n->tid))))) {
+        spare = n;
+      }
     }
     if (found == nullptr) {
       found = spare;
@@ -132,7 +154,9 @@ class ThreadRegistry {
         head_ = found;
       }
       found->tid = tid;
+      found->self = me;
       found->alive = true;
+      found->exiting = false;
       found->record.adopt(tid);
     }
     c.owner = this;
@@ -146,7 +170,24 @@ class ThreadRegistry {
   // only the thread that owns it may retire it.
   void retire(Node* node, long tid) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (node->tid == tid) node->alive = false;
+    if (node->tid == tid) {
+      node->alive = false;
+      node->exiting = false;
+    }
+  }
+
+  void mark_exiting(Node* node, long tid) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (node->tid == tid && node->alive) node->exiting = true;
+  }
+
+  // Whether thread `tid` of this process has finished exiting (its id may since be reused).
+  static bool thread_gone(long tid) noexcept {
+    const int saved = errno;
+    const bool gone =
+        ::syscall(SYS_tgkill, static_cast<long>(::getpid()), tid, 0) != 0 && errno == ESRCH;
+    errno = saved;
+    return gone;
   }
 
   std::mutex mutex_;

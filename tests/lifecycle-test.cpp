@@ -1,0 +1,297 @@
+// An interval's life as a user relies on it (SPEC §1): which enable/reset period it belongs to,
+// which thread may end it, what a thread's exit does to it; and the calls a trainer sets up with
+// (set_rank, GPU timing of selected names).
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "laptime/stopwatch.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+#if LAPTIME_ENABLED
+struct Fresh {
+  Fresh() {
+    laptime::detail::testing_reset_stopwatch();
+    laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  }
+  ~Fresh() { laptime::detail::testing_reset_stopwatch(); }
+};
+#else
+struct Fresh {
+  Fresh() {}
+};
+#endif
+
+std::unique_ptr<const laptime::MeasurementResult> find(const laptime::Results& r,
+                                                       const std::string& name) {
+  for (const auto& m : r.measurements) {
+    if (m.name == name) return std::make_unique<const laptime::MeasurementResult>(m);
+  }
+  return nullptr;
+}
+
+std::uint64_t count_of(const std::string& name) {
+  const auto m = find(laptime::Stopwatch::instance().results(), name);
+  return m ? m->count : 0;
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const laptime::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void wait_for(const std::atomic<int>& stage, int value) {
+  while (stage.load() < value) std::this_thread::yield();
+}
+
+}  // namespace
+
+TEST_CASE("an interval started before disable() is dropped: no false error after enable()" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.start_meas("step");
+  sw.disable();
+  sw.end_meas("step");  // not enabled: nothing happens, and nothing is left running
+  sw.enable(0, std::nullopt, false);
+  CHECK(error_of([&] { sw.start_meas("step"); }).empty());
+  sw.end_meas("step");
+  CHECK(error_of([&] { sw.finish_iter(); }).empty());
+  CHECK(count_of("step") == 1);
+  const auto m = find(sw.results(), "step");
+  REQUIRE(m != nullptr);
+  CHECK(m->running == 0);
+}
+
+TEST_CASE("an interval running across disable() and enable() is dropped when it ends" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.start_meas("step");
+  sw.disable();
+  sw.enable(0, std::nullopt, false);
+  CHECK(error_of([&] { sw.end_meas("step"); }).empty());  // dropped silently
+  CHECK(count_of("step") == 0);
+  CHECK(error_of([&] { sw.finish_iter(); }).empty());  // nothing runs on this thread
+}
+
+TEST_CASE("an interval started before reset() is not counted after it" * LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.start_meas("step");
+  sw.reset();
+  CHECK(find(sw.results(), "step") == nullptr);  // not seen in this period, not running in it
+  CHECK(error_of([&] { sw.end_meas("step"); }).empty());
+  CHECK(count_of("step") == 0);
+  // The next one counts, and finish_iter has nothing left running.
+  sw.start_meas("step");
+  sw.end_meas("step");
+  CHECK(error_of([&] { sw.finish_iter(); }).empty());
+  CHECK(count_of("step") == 1);
+}
+
+TEST_CASE("finish_iter after reset() with an interval still open from before is no error" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.start_meas("loop");
+  sw.reset();
+  CHECK(error_of([&] { sw.finish_iter(); }).empty());
+  CHECK(error_of([&] { sw.start_meas("loop"); }).empty());  // the old one was dropped
+  sw.end_meas("loop");
+  CHECK(count_of("loop") == 1);
+}
+
+TEST_CASE("end_meas on another thread ends the one interval of that name running elsewhere" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  std::atomic<int> stage{0};
+  std::string starter_error;
+  std::thread starter([&] {
+    sw.start_meas("callback");  // a start in one callback ...
+    stage = 1;
+    wait_for(stage, 2);
+    // ... ended by another thread: nothing runs here any more.
+    starter_error = error_of([&] { sw.finish_iter(); });
+    stage = 3;
+  });
+  wait_for(stage, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(error_of([&] { sw.end_meas("callback"); }).empty());  // ... the end in another
+  stage = 2;
+  wait_for(stage, 3);
+  starter.join();
+  CHECK(starter_error.empty());
+  const auto m = find(sw.results(), "callback");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == 1);
+  CHECK(m->running == 0);
+  CHECK(m->min_ns >= 15e6);  // the interval from the other thread's start to this end
+  // Ended once: a second end finds it running nowhere.
+  const std::string again = error_of([&] { sw.end_meas("callback"); });
+  CHECK(again.find("is not running") != std::string::npos);
+}
+
+TEST_CASE("end_meas of a name running on several other threads is a usage error" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  std::atomic<int> started{0};
+  std::atomic<int> stage{0};
+  std::vector<std::thread> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.emplace_back([&] {
+      sw.start_meas("decode");
+      ++started;
+      wait_for(stage, 1);
+      sw.end_meas("decode");  // each ends its own
+    });
+  }
+  wait_for(started, 2);
+  const std::string msg = error_of([&] { sw.end_meas("decode"); });
+  CHECK(msg.find("runs on 2 other threads") != std::string::npos);
+  stage = 1;
+  for (auto& t : workers) t.join();
+  CHECK(count_of("decode") == 2);  // the failed call took nothing from them
+}
+
+#if LAPTIME_ENABLED
+namespace {
+// A thread_local whose destructor measures, made before laptime's own thread_local: it is
+// destroyed after it, at the thread's exit.
+std::atomic<int> g_exit_stage{0};
+std::string g_exit_error;
+struct MeasuresAtExit {
+  bool armed = false;
+  ~MeasuresAtExit() {
+    if (!armed) return;
+    g_exit_error = error_of([] {
+      auto& sw = laptime::Stopwatch::instance();
+      sw.start_meas("thread exit");
+      g_exit_stage = 1;
+      wait_for(g_exit_stage, 2);  // meanwhile, a new thread attaches
+      sw.end_meas("thread exit");
+    });
+    g_exit_stage = 3;
+  }
+};
+}  // namespace
+#endif
+
+TEST_CASE("a measurement in a thread_local destructor is counted: the record is not handed on" *
+          LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  g_exit_stage = 0;
+  g_exit_error.clear();
+  std::thread exiting([&] {
+    thread_local MeasuresAtExit guard;
+    guard.armed = true;     // constructed first, so destroyed after laptime's record cache
+    sw.start_meas("work");  // laptime's per-thread state is made here
+    sw.end_meas("work");
+  });
+  wait_for(g_exit_stage, 1);
+  std::thread newcomer([&] {  // before the fix it adopted the exiting thread's record
+    sw.start_meas("newcomer");
+    sw.end_meas("newcomer");
+  });
+  newcomer.join();
+  g_exit_stage = 2;
+  wait_for(g_exit_stage, 3);
+  exiting.join();
+  CHECK(g_exit_error.empty());
+  CHECK(count_of("thread exit") == 1);
+  CHECK(count_of("newcomer") == 1);
+  CHECK(count_of("work") == 1);
+#endif
+}
+
+TEST_CASE("records of exited threads are reused: memory follows threads alive at once" *
+          LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  auto records = [] {
+    int n = 0;
+    laptime::detail::stopwatch_state().threads.for_each(
+        [&](laptime::detail::ThreadRecord&, long, bool) { ++n; });
+    return n;
+  };
+  for (int i = 0; i < 5; ++i) {
+    std::thread([&] {
+      sw.start_meas("respawned");
+      sw.end_meas("respawned");
+    }).join();
+  }
+  const int before = records();
+  for (int i = 0; i < 50; ++i) {
+    std::thread([&] {
+      sw.start_meas("respawned");
+      sw.end_meas("respawned");
+    }).join();
+  }
+  CHECK(records() == before);
+  CHECK(count_of("respawned") == 55);
+#endif
+}
+
+TEST_CASE("set_rank labels reports, for programs that learn their rank from MPI or NCCL" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.set_rank(3, 8);
+  auto r = sw.results();
+  CHECK(r.rank == 3);
+  CHECK(r.world_size == 8);
+  CHECK(sw.to_json().find("\"rank\": 3, \"world_size\": 8") != std::string::npos);
+  sw.set_rank(5);  // world size kept
+  r = sw.results();
+  CHECK(r.rank == 5);
+  CHECK(r.world_size == 8);
+  CHECK_THROWS_AS(sw.set_rank(-1), laptime::UsageError);
+  sw.set_rank(0, 1);
+}
+
+TEST_CASE("GPU timing of selected names leaves the other names without GPU figures" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.enable_gpu_timing_for("forward");
+  for (const char* name : {"forward", "data fetch"}) {
+    sw.start_meas(name);
+    sw.end_meas(name);
+  }
+  sw.finish_iter();
+  const auto r = sw.results();
+  const auto fwd = find(r, "forward");
+  const auto fetch = find(r, "data fetch");
+  REQUIRE(fwd != nullptr);
+  REQUIRE(fetch != nullptr);
+  CHECK(fwd->gpu.has_value());
+  CHECK_FALSE(fetch->gpu.has_value());
+  CHECK(fwd->count == 1);  // host timing goes on whether or not a GPU is there
+  sw.disable_gpu_timing();
+}
