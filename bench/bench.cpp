@@ -13,11 +13,13 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "laptime/laptime.hpp"
@@ -134,6 +136,39 @@ void BM_StopwatchPair_Enabled_DynamicName(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_StopwatchPair_Enabled_DynamicName);
+
+// end_meas of an interval another thread started (SPEC §1: a start in one callback, the end in
+// another). Only the end is timed (manual time): a helper thread starts each interval and waits
+// until this thread has ended it. The baseline is the same-thread pair above.
+void BM_StopwatchEnd_OtherThread(benchmark::State& state) {
+  enable_stopwatch();
+  std::atomic<int> turn{0};  // 0: helper starts one; 1: started, this thread ends it; 2: stop
+  std::thread helper([&] {
+    for (;;) {
+      int t;
+      while ((t = turn.load(std::memory_order_acquire)) == 1) {
+      }
+      if (t == 2) return;
+      Stopwatch::instance().start_meas("ended elsewhere");
+      turn.store(1, std::memory_order_release);
+    }
+  });
+  for (auto _ : state) {
+    while (turn.load(std::memory_order_acquire) != 1) {
+    }
+    const auto a = std::chrono::steady_clock::now();
+    Stopwatch::instance().end_meas("ended elsewhere");
+    const auto b = std::chrono::steady_clock::now();
+    turn.store(0, std::memory_order_release);
+    state.SetIterationTime(std::chrono::duration<double>(b - a).count());
+  }
+  while (turn.load(std::memory_order_acquire) != 1) {
+  }
+  Stopwatch::instance().end_meas("ended elsewhere");
+  turn.store(2, std::memory_order_release);
+  helper.join();
+}
+BENCHMARK(BM_StopwatchEnd_OtherThread)->UseManualTime();
 
 // The RAII form: LAPTIME_MEAS times the rest of its scope.
 void BM_ScopedMeasurement_Enabled(benchmark::State& state) {
