@@ -150,13 +150,20 @@ int helper_plain(bool read_only_mount, const char* dir) {
 int helper_end_by(std::string_view how) {
   const rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);  // abort() leaves no core file behind
+  // As under nohup: an ignored signal stays ignored.
+  if (how == "SIGHUP-ignored") ::signal(SIGHUP, SIG_IGN);
   auto& sw = laptime::Stopwatch::instance();
   sw.enable(0, std::nullopt, false);
+  if (how == "SIGTERM-code-off") sw.set_exit_signal_handlers(false);
   start_detached_worker();
   main_loop(sw);
+  if (how == "SIGHUP-ignored") {
+    ::kill(::getpid(), SIGHUP);
+    return 0;
+  }
   if (how == "abort") std::abort();
   if (how == "quick_exit") std::quick_exit(3);
-  const int sig = how == "SIGTERM" ? SIGTERM : how == "SIGINT" ? SIGINT : SIGHUP;
+  const int sig = how == "SIGINT" ? SIGINT : how == "SIGHUP" ? SIGHUP : SIGTERM;
   ::kill(::getpid(), sig);
   for (;;) ::pause();
 }
@@ -518,15 +525,34 @@ TEST_CASE("a program that catches SIGINT and goes on still gets the file of its 
   check_json_file(path, kLoopIters + 5);
 }
 
-TEST_CASE("LAPTIME_SIGNAL_HANDLERS=0 leaves signals to the program: SIGTERM then saves nothing" *
-          LAPTIME_NEEDS_ENABLED) {
+TEST_CASE(
+    "LAPTIME_SIGNAL_HANDLERS=0 or set_exit_signal_handlers(false) leave signals to the program: "
+    "SIGTERM then saves nothing" *
+    LAPTIME_NEEDS_ENABLED) {
   reliability::TempDir dir;
   const std::string path = dir.file("results.json");
-  const auto r = reliability::run_self(
-      {"--helper", "end-by", "SIGTERM"},
-      helper_env({{"LAPTIME_OUTPUT", path}, {"LAPTIME_SIGNAL_HANDLERS", "0"}}), dir);
-  CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
+  SUBCASE("the variable") {
+    const auto r = reliability::run_self(
+        {"--helper", "end-by", "SIGTERM"},
+        helper_env({{"LAPTIME_OUTPUT", path}, {"LAPTIME_SIGNAL_HANDLERS", "0"}}), dir);
+    CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
+    CHECK(r.err.empty());
+  }
+  SUBCASE("the call, after enable()") {
+    const auto r = reliability::run_self({"--helper", "end-by", "SIGTERM-code-off"},
+                                         helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+    CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
+  }
   CHECK_FALSE(reliability::file_exists(path));
+}
+
+TEST_CASE("a signal the program ignores stays ignored" * LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  const auto r = reliability::run_self({"--helper", "end-by", "SIGHUP-ignored"},
+                                       helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+  REQUIRE_MESSAGE(r.ok(), r.describe());
+  check_json_file(path, kLoopIters);  // at the normal exit
 }
 
 #if LAPTIME_ENABLED

@@ -35,6 +35,7 @@
 #include <thread>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/stopwatch_state.hpp"
 #include "laptime/results.hpp"
 
@@ -184,9 +185,8 @@ inline WriteFailure write_file_atomically(const std::string& path, std::string_v
 // ---------------------------------------------------------------------------------------------
 // The at-exit output
 
-/// Writes the results to LAPTIME_OUTPUT (expanded), or warns on stderr why it could not.
-inline void write_output_file(StopwatchState& s) {
-  const Results r = s.results();
+/// Writes `r` to LAPTIME_OUTPUT (expanded), or warns on stderr why it could not.
+inline void write_output_file(const StopwatchState& s, const Results& r) {
   const std::string path = expand_output_path(s.exit_output_path, r.rank, r.pid);
   if (const WriteFailure f = write_file_atomically(path, r.to_json())) {
     std::fprintf(stderr, "laptime: warning: could not write results to LAPTIME_OUTPUT='%s': %s\n",
@@ -212,13 +212,15 @@ void without_sigpipe(F&& f) {
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
 }
 
-/// Signal handling state of this process, constant-initialised (a signal handler reads it).
+/// Signal handling state, one per process (process_singleton: every copy of the header in the
+/// process, a Python extension and a C++ library alike, sees the same choice and handlers).
 struct ExitSignals {
   static constexpr int kSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGABRT};
   static constexpr int kCount = 4;
   /// How long a handler waits for the writer: bounded, because the thread the signal interrupted
   /// may hold a lock the writer needs (then the file is not written and the signal goes on).
   static constexpr long kTimeoutMs = 2000;
+  using Handler = void (*)(int, siginfo_t*, void*);
 
   std::mutex mutex;                        // install / uninstall
   std::atomic<pid_t> owner{0};             // the process that armed; a forked child only chains
@@ -230,22 +232,29 @@ struct ExitSignals {
   std::atomic<int> code_choice{-1};        // set_exit_signal_handlers: -1 none, 0 off, 1 on
   std::atomic<int> env_choice{-1};         // LAPTIME_SIGNAL_HANDLERS: -1 unset, 0, 1
   bool writer_started = false;             // under mutex
-  bool installed[kCount]{};                // under mutex
+  Handler installed[kCount]{};             // laptime's handler in place, per signal (under mutex)
   struct sigaction previous[kCount] {};    // the program's actions, called after ours
 };
 
-inline ExitSignals& exit_signals() noexcept {
-  static ExitSignals g;  // constant-initialised: no guard, usable from a signal handler
-  return g;
+inline ExitSignals& exit_signals() {
+  return process_singleton<ExitSignals>("exit_signals");
+}
+
+/// This copy's pointer to the state, for its signal handler, which may not call
+/// process_singleton (getenv, locks). Constant-initialised, set before the handler is installed.
+inline std::atomic<ExitSignals*>& exit_signals_for_handler() noexcept {
+  static std::atomic<ExitSignals*> p{nullptr};
+  return p;
 }
 
 inline void write_exit_output() {
   StopwatchState& s = stopwatch_state();
   if (::getpid() != s.owner_pid) return;  // a forked child never reports its parent's results
   if (!s.enabled.load()) return;
+  const Results r = s.results();
   // The file first: printing may fail (a closed pipe) or block.
-  if (!s.exit_output_path.empty()) write_output_file(s);
-  exit_signals().final_written.store(true);
+  if (!s.exit_output_path.empty()) write_output_file(s, r);
+  exit_signals().final_written.store(true);  // a signal during static destruction: nothing to add
   const bool rank_ok = !s.print_rank0_only.load() || s.rank.rank == 0;
   if (!s.exit_print || !rank_ok) return;
   without_sigpipe([&] {
@@ -255,7 +264,7 @@ inline void write_exit_output() {
     try {
       if (to_stdout) std::clearerr(stdout);
       errno = 0;
-      s.print(s.results().to_text());
+      s.print(r.to_text());
       if (to_stdout && std::ferror(stdout)) {
         const int err = errno != 0 ? errno : EIO;
         std::fprintf(stderr,
@@ -312,7 +321,9 @@ inline void request_write_from_signal(ExitSignals& g) noexcept {
 /// rewritten at exit), or the default action ends the process with this signal's status.
 inline void exit_signal_handler(int sig, siginfo_t* info, void* context) {
   const int saved_errno = errno;
-  ExitSignals& g = exit_signals();
+  ExitSignals* gp = exit_signals_for_handler().load();
+  if (gp == nullptr) return;
+  ExitSignals& g = *gp;
   int i = 0;
   while (i < ExitSignals::kCount && ExitSignals::kSignals[i] != sig) ++i;
   if (i == ExitSignals::kCount) return;
@@ -334,8 +345,7 @@ inline void exit_signal_handler(int sig, siginfo_t* info, void* context) {
   errno = saved_errno;
 }
 
-inline void exit_writer_loop(int fd) {
-  ExitSignals& g = exit_signals();
+inline void exit_writer_loop(ExitSignals& g, int fd) {
   g.writer_tid.store(current_kernel_tid());
   for (;;) {
     char buf[64];
@@ -345,7 +355,7 @@ inline void exit_writer_loop(int fd) {
     const unsigned upto = g.requested.load();
     try {
       StopwatchState& s = stopwatch_state();
-      if (s.enabled.load()) write_output_file(s);
+      if (s.enabled.load()) write_output_file(s, s.results());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "laptime: warning: results not written at signal: %s\n", e.what());
     } catch (...) {
@@ -371,7 +381,7 @@ inline bool start_exit_writer(ExitSignals& g) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   try {
-    std::thread(exit_writer_loop, fds[0]).detach();
+    std::thread([&g, fd = fds[0]] { exit_writer_loop(g, fd); }).detach();
   } catch (const std::exception& e) {
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     ::close(fds[0]);
@@ -387,38 +397,39 @@ inline bool start_exit_writer(ExitSignals& g) {
 }
 
 /// Installs the handlers (signals the program ignores stay ignored), or restores the program's
-/// actions where laptime's is still installed.
+/// actions where laptime's is still the one installed.
 inline void set_exit_signal_handlers_installed(bool on) {
   ExitSignals& g = exit_signals();
   std::lock_guard<std::mutex> lock(g.mutex);
   if (on && !start_exit_writer(g)) return;
+  exit_signals_for_handler().store(&g);
   for (int i = 0; i < ExitSignals::kCount; ++i) {
     const int sig = ExitSignals::kSignals[i];
     struct sigaction current;
     if (::sigaction(sig, nullptr, &current) != 0) continue;
+    const bool siginfo = (current.sa_flags & SA_SIGINFO) != 0;
     const bool ours =
-        (current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == &exit_signal_handler;
-    if (on && !ours && !g.installed[i]) {
-      if ((current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == SIG_IGN) continue;
+        g.installed[i] != nullptr && siginfo && current.sa_sigaction == g.installed[i];
+    if (on && g.installed[i] == nullptr) {
+      if (!siginfo && current.sa_handler == SIG_IGN) continue;
       g.previous[i] = current;
       struct sigaction act = {};
       act.sa_sigaction = &exit_signal_handler;
       act.sa_mask = current.sa_mask;
       // SA_RESTART as the program had it: Python relies on EINTR to run its SIGINT handler.
       act.sa_flags = SA_SIGINFO | (current.sa_flags & (SA_RESTART | SA_ONSTACK));
-      if ((current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == SIG_DFL) {
-        act.sa_flags |= SA_RESTART;
-      }
-      if (::sigaction(sig, &act, nullptr) == 0) g.installed[i] = true;
-    } else if (!on && g.installed[i]) {
+      if (!siginfo && current.sa_handler == SIG_DFL) act.sa_flags |= SA_RESTART;
+      if (::sigaction(sig, &act, nullptr) == 0) g.installed[i] = &exit_signal_handler;
+    } else if (!on && g.installed[i] != nullptr) {
+      // A handler the program installed after laptime's stays: it chains to laptime's no more.
       if (ours) ::sigaction(sig, &g.previous[i], nullptr);
-      g.installed[i] = false;
+      g.installed[i] = nullptr;
     }
   }
 }
 
 /// Whether the handlers are wanted: LAPTIME_SIGNAL_HANDLERS over the code's choice, on by default.
-inline bool exit_signal_handlers_wanted() noexcept {
+inline bool exit_signal_handlers_wanted() {
   const ExitSignals& g = exit_signals();
   if (const int env = g.env_choice.load(); env >= 0) return env == 1;
   return g.code_choice.load() != 0;
