@@ -1,12 +1,18 @@
 // Results are never lost at a normal exit (docs/reliability.md): LAPTIME_OUTPUT=path writes the
 // JSON and LAPTIME_PRINT_AT_EXIT=1 prints the report, whatever the order of static destruction,
 // with threads still measuring, when exit() comes from another thread, and when the output
-// cannot be written (one clear message, exit code unchanged).
+// cannot be written (one clear message, exit code unchanged). Nor on the other usual ways a job
+// ends (docs/guarantees.md): into a closed stdout, SIGTERM, SIGINT, SIGHUP, abort(), quick_exit();
+// and the file is replaced atomically, never seen torn.
 //
 // The variables are read at the first enable(), and exit is what is tested: each case runs this
 // binary again as a helper process ("--helper MODE") and checks what it left.
 #define DOCTEST_CONFIG_IMPLEMENT
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,7 +24,9 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
+#include <vector>
 
 #include "laptime/laptime.hpp"
 #include "reliability_support.hpp"
@@ -134,6 +142,86 @@ int helper_plain(bool read_only_mount, const char* dir) {
   sw.enable(0, std::nullopt, false);
   main_loop(sw);
   return 0;
+}
+
+// Measures, then ends the way `how` names: a signal sent to the process ("SIGTERM", "SIGINT",
+// "SIGHUP"), "abort" (a failed assertion), "quick_exit" (status 3). A detached thread keeps
+// measuring, so the signal may land on either thread.
+int helper_end_by(std::string_view how) {
+  const rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);  // abort() leaves no core file behind
+  // As under nohup: an ignored signal stays ignored.
+  if (how == "SIGHUP-ignored") ::signal(SIGHUP, SIG_IGN);
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  if (how == "SIGTERM-code-off") sw.set_exit_signal_handlers(false);
+  start_detached_worker();
+  main_loop(sw);
+  if (how == "SIGHUP-ignored") {
+    ::kill(::getpid(), SIGHUP);
+    return 0;
+  }
+  if (how == "abort") std::abort();
+  if (how == "quick_exit") std::quick_exit(3);
+  const int sig = how == "SIGINT" ? SIGINT : how == "SIGHUP" ? SIGHUP : SIGTERM;
+  ::kill(::getpid(), sig);
+  for (;;) ::pause();
+}
+
+// The program's own SIGTERM handler (installed before laptime's): it ends the process its way.
+void program_term_handler(int, siginfo_t*, void*) {
+  const char msg[] = "the program's SIGTERM handler ran\n";
+  if (::write(2, msg, sizeof msg - 1) < 0) ::_exit(43);
+  ::_exit(42);
+}
+
+int helper_chained() {
+  struct sigaction act = {};
+  act.sa_sigaction = program_term_handler;
+  act.sa_flags = SA_SIGINFO;
+  ::sigaction(SIGTERM, &act, nullptr);
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  main_loop(sw);
+  ::kill(::getpid(), SIGTERM);
+  for (;;) ::pause();
+}
+
+std::atomic<bool> g_interrupted{false};
+
+// The program catches SIGINT and goes on (a graceful stop): five more iterations, then a normal
+// exit, whose file has them all.
+int helper_interrupted_then_continues() {
+  struct sigaction act = {};
+  act.sa_handler = [](int) { g_interrupted.store(true); };
+  ::sigaction(SIGINT, &act, nullptr);
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  main_loop(sw);
+  ::kill(::getpid(), SIGINT);
+  while (!g_interrupted.load()) std::this_thread::yield();
+  for (int i = 0; i < 5; ++i) {
+    sw.start_meas("main loop");
+    sw.end_meas("main loop");
+    sw.finish_iter();
+  }
+  return 0;
+}
+
+// Rewrites `path` with write_json as fast as it can, with 200 names (a file of tens of KB), until
+// it is killed.
+int helper_write_json_loop(const char* path) {
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  for (int i = 0; i < 200; ++i) {
+    const std::string name = "name " + std::to_string(i);
+    sw.start_meas(name);
+    sw.end_meas(name);
+  }
+  for (;;) {
+    main_loop(sw);
+    sw.write_json(path);
+  }
 }
 
 #endif  // LAPTIME_ENABLED
@@ -271,6 +359,267 @@ TEST_CASE("an output path that cannot be written gives one clear message and exi
   }
 }
 
+// A complete, valid results file with `iters` measured iterations of "main loop".
+void check_json_file(const std::string& path, int iters) {
+  std::string error;
+  const auto json = reliability::parse_json(reliability::read_file(path), &error);
+  REQUIRE_MESSAGE(json != nullptr, path << " is not complete, valid JSON: " << error);
+  CHECK(json->get("iterations_measured")->number == iters);
+  const reliability::Json* loop = reliability::find_measurement(*json, "main loop");
+  REQUIRE(loop != nullptr);
+  CHECK(loop->get("count")->number == iters);
+}
+
+// The names in `dir` that contain `part`.
+std::vector<std::string> files_containing(const std::string& dir, std::string_view part) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      if (std::string_view(e->d_name).find(part) != std::string_view::npos) {
+        out.emplace_back(e->d_name);
+      }
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+TEST_CASE("at exit into a closed pipe the JSON is written and the exit status stays 0" *
+          LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  // `./train | head -1`: stdout is a pipe whose reader has gone, SIGPIPE at its default action.
+  const auto r = reliability::run_self(
+      {"--helper", "plain"}, helper_env({{"LAPTIME_OUTPUT", path}, {"LAPTIME_PRINT_AT_EXIT", "1"}}),
+      dir, 60,
+      /*stdout_to_closed_pipe=*/true);
+  REQUIRE_MESSAGE(r.ok(), r.describe());
+  check_json_file(path, kLoopIters);
+  // One line says why the report is missing.
+  CHECK(reliability::lines_with(r.err, "laptime") == 1);
+  CHECK(reliability::lines_with(
+            r.err, "laptime: warning: the report could not be printed at exit: stdout: ") == 1);
+}
+
+TEST_CASE("the at-exit JSON replaces an existing file by rename, never rewriting it in place" *
+          LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  const std::string old_text = "{\"old\": true}\n";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fputs(old_text.c_str(), f);
+    std::fclose(f);
+  }
+  ::chmod(path.c_str(), 0640);
+  // A reader that opened the old file before the writer started.
+  const int reader = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(reader >= 0);
+  struct stat before, after;
+  REQUIRE(::fstat(reader, &before) == 0);
+  const auto r =
+      reliability::run_self({"--helper", "plain"}, helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+  REQUIRE_MESSAGE(r.ok(), r.describe());
+  check_json_file(path, kLoopIters);
+  REQUIRE(::stat(path.c_str(), &after) == 0);
+  // A new file took the name: the old one was never truncated or written, so a reader (or a
+  // crash) at any moment sees one of the two whole.
+  CHECK(after.st_ino != before.st_ino);
+  char buf[256];
+  const ssize_t n = ::pread(reader, buf, sizeof buf, 0);
+  ::close(reader);
+  CHECK(std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0) == old_text);
+  // Its permissions are kept, and no temporary file is left behind.
+  CHECK((after.st_mode & 0777) == 0640);
+  CHECK(files_containing(dir.path(), ".tmp.").empty());
+}
+
+TEST_CASE(
+    "a reader never sees a torn JSON file while it is rewritten, nor after the writer is "
+    "killed with SIGKILL" *
+    LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  const auto sp =
+      reliability::spawn_self({"--helper", "write-json-loop", path}, helper_env({}), dir);
+  REQUIRE(sp.pid > 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!reliability::file_exists(path) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  int reads = 0, torn = 0;
+  std::map<double, int> versions;  // iterations_measured -> times seen
+  // At least 0.5 s and three versions seen (sanitizer builds read slowly), at most 20 s.
+  const auto start = std::chrono::steady_clock::now();
+  std::string first_error;
+  for (;;) {
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    if ((elapsed > std::chrono::milliseconds(500) && versions.size() >= 3) ||
+        elapsed > std::chrono::seconds(20)) {
+      break;
+    }
+    std::string error;
+    const auto json = reliability::parse_json(reliability::read_file(path), &error);
+    ++reads;
+    if (json == nullptr) {
+      ++torn;
+      if (first_error.empty()) first_error = error;
+    } else {
+      ++versions[json->get("iterations_measured")->number];
+    }
+  }
+  ::kill(sp.pid, SIGKILL);  // most likely in the middle of a write
+  const auto r = reliability::finish(sp);
+  CHECK(r.signal == SIGKILL);
+  MESSAGE(reads << " reads of " << versions.size() << " versions");
+  CHECK_MESSAGE(torn == 0, torn << " of " << reads << " reads were torn: " << first_error);
+  CHECK(versions.size() > 1);  // the file was replaced while it was read
+  std::string error;
+  CHECK_MESSAGE(reliability::parse_json(reliability::read_file(path), &error) != nullptr,
+                "after SIGKILL: " << error);
+}
+
+TEST_CASE(
+    "SIGTERM, SIGINT, SIGHUP, abort() and quick_exit() leave a complete JSON, and the process "
+    "still ends with the signal's status or quick_exit's code" *
+    LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  struct Case {
+    const char* how;
+    int signal;     // the signal that must end it, or 0
+    int exit_code;  // otherwise
+  };
+  for (const Case& c :
+       {Case{"SIGTERM", SIGTERM, -1}, Case{"SIGINT", SIGINT, -1}, Case{"SIGHUP", SIGHUP, -1},
+        Case{"abort", SIGABRT, -1}, Case{"quick_exit", 0, 3}}) {
+    for (int run = 0; run < 10; ++run) {
+      CAPTURE(std::string(c.how));
+      CAPTURE(run);
+      const auto r = reliability::run_self(
+          {"--helper", "end-by", c.how},
+          helper_env({{"LAPTIME_OUTPUT", path}, {"LAPTIME_PRINT_AT_EXIT", "1"}}), dir);
+      REQUIRE_MESSAGE(!r.timed_out, r.describe());
+      CHECK_MESSAGE(r.signal == c.signal, r.describe());
+      CHECK_MESSAGE(r.exit_code == c.exit_code, r.describe());
+      check_json_file(path, kLoopIters);
+      CHECK(r.err.find("laptime") == std::string::npos);
+      std::remove(path.c_str());
+    }
+  }
+}
+
+TEST_CASE("a SIGTERM handler the program installed is still called, after the JSON is written" *
+          LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  const auto r =
+      reliability::run_self({"--helper", "chained"}, helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+  CHECK_MESSAGE(r.exit_code == 42, r.describe());
+  CHECK(reliability::lines_with(r.err, "the program's SIGTERM handler ran") == 1);
+  check_json_file(path, kLoopIters);
+}
+
+TEST_CASE("a program that catches SIGINT and goes on still gets the file of its whole run at exit" *
+          LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  const auto r = reliability::run_self({"--helper", "interrupted-then-continues"},
+                                       helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+  REQUIRE_MESSAGE(r.ok(), r.describe());
+  check_json_file(path, kLoopIters + 5);
+}
+
+TEST_CASE(
+    "LAPTIME_SIGNAL_HANDLERS=0 or set_exit_signal_handlers(false) leave signals to the program: "
+    "SIGTERM then saves nothing" *
+    LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  SUBCASE("the variable") {
+    const auto r = reliability::run_self(
+        {"--helper", "end-by", "SIGTERM"},
+        helper_env({{"LAPTIME_OUTPUT", path}, {"LAPTIME_SIGNAL_HANDLERS", "0"}}), dir);
+    CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
+    CHECK(r.err.empty());
+  }
+  SUBCASE("the call, after enable()") {
+    const auto r = reliability::run_self({"--helper", "end-by", "SIGTERM-code-off"},
+                                         helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+    CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
+  }
+  CHECK_FALSE(reliability::file_exists(path));
+}
+
+TEST_CASE("a signal the program ignores stays ignored" * LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  const auto r = reliability::run_self({"--helper", "end-by", "SIGHUP-ignored"},
+                                       helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+  REQUIRE_MESSAGE(r.ok(), r.describe());
+  check_json_file(path, kLoopIters);  // at the normal exit
+}
+
+#if LAPTIME_ENABLED
+TEST_CASE("write_json writes the results atomically and throws naming the path and the reason") {
+  laptime::detail::testing_reset_stopwatch();
+  reliability::TempDir dir;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  main_loop(sw);
+  const std::string path = dir.file("out.json");
+  sw.write_json(path);
+  check_json_file(path, kLoopIters);
+  sw.write_json(path);  // over an existing file
+  check_json_file(path, kLoopIters);
+  CHECK(files_containing(dir.path(), ".tmp.").empty());
+
+  SUBCASE("a missing directory") {
+    const std::string bad = dir.file("no-such-dir/out.json");
+    try {
+      sw.write_json(bad);
+      FAIL("no exception");
+    } catch (const std::system_error& e) {
+      CHECK(e.code().value() == ENOENT);
+      const std::string what = e.what();
+      CHECK(what.find("'" + bad + "'") != std::string::npos);
+      CHECK(what.find(std::strerror(ENOENT)) != std::string::npos);
+    }
+  }
+  SUBCASE("a directory") {
+    try {
+      sw.write_json(dir.path());
+      FAIL("no exception");
+    } catch (const std::system_error& e) {
+      CHECK(e.code().value() == EISDIR);
+    }
+  }
+  SUBCASE("a full device: the error comes from the write") {
+    try {
+      sw.write_json("/dev/full");
+      FAIL("no exception");
+    } catch (const std::system_error& e) {
+      CHECK(e.code().value() == ENOSPC);
+    }
+  }
+  laptime::detail::testing_reset_stopwatch();
+}
+
+TEST_CASE("{rank} and {pid} in LAPTIME_OUTPUT are replaced wherever they occur") {
+  using laptime::detail::expand_output_path;
+  CHECK(expand_output_path("results.json", 3, 42) == "results.json");
+  CHECK(expand_output_path("r{rank}.json", 3, 42) == "r3.json");
+  CHECK(expand_output_path("/out/{rank}/{pid}-{rank}.json", 12, 4242) == "/out/12/4242-12.json");
+  CHECK(expand_output_path("{pid}{pid}", 0, 7) == "77");
+  CHECK(expand_output_path("{ran}{rank{pid}}", 1, 2) == "{ran}{rank2}");
+  CHECK(expand_output_path("", 1, 2).empty());
+  // The temporary file is in the same folder, so that the rename is atomic.
+  const std::string temp = laptime::detail::temporary_path_for("/a/b/r.json", 42, 0xabcULL);
+  CHECK(temp == "/a/b/r.json.tmp.42.0000000000000abc");
+}
+#endif
+
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string_view(argv[1]) == "--helper") {
 #if LAPTIME_ENABLED
@@ -280,6 +629,10 @@ int main(int argc, char** argv) {
     if (mode == "throwing-print") return helper_throwing_print();
     if (mode == "plain") return helper_plain(false, nullptr);
     if (mode == "read-only-mount" && argc >= 4) return helper_plain(true, argv[3]);
+    if (mode == "end-by" && argc >= 4) return helper_end_by(argv[3]);
+    if (mode == "chained") return helper_chained();
+    if (mode == "interrupted-then-continues") return helper_interrupted_then_continues();
+    if (mode == "write-json-loop" && argc >= 4) return helper_write_json_loop(argv[3]);
 #endif
     std::fprintf(stderr, "exit-test: unknown helper %s\n", argv[2]);
     return 2;

@@ -468,15 +468,25 @@ inline void wait_with_timeout(pid_t pid, double timeout_s, RunResult& r) {
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
 }
 
-/// Runs this test binary again (/proc/self/exe) with `args`, its environment changed by `env`
+/// A process started by spawn_self: where its stdout and stderr go.
+struct Spawned {
+  pid_t pid = -1;
+  std::string out_path, err_path;
+};
+
+/// Starts this test binary again (/proc/self/exe) with `args`, its environment changed by `env`
 /// (name -> value; an empty value unsets the variable), stdout and stderr captured through files
-/// in `dir`. Kills it after `timeout_s` seconds.
-inline RunResult run_self(const std::vector<std::string>& args,
+/// in `dir`. With `stdout_to_closed_pipe`, stdout is instead a pipe that nobody reads (its read
+/// end is closed before the process starts, as after `| head -1` has exited), with SIGPIPE at its
+/// default action.
+inline Spawned spawn_self(const std::vector<std::string>& args,
                           const std::map<std::string, std::string>& env, const TempDir& dir,
-                          double timeout_s = 60) {
+                          bool stdout_to_closed_pipe = false) {
   static int counter = 0;
   const std::string tag = std::to_string(++counter);
-  const std::string out_path = dir.file("stdout-" + tag), err_path = dir.file("stderr-" + tag);
+  Spawned sp;
+  sp.out_path = dir.file("stdout-" + tag);
+  sp.err_path = dir.file("stderr-" + tag);
 
   // Everything the child needs is built before fork: between fork and exec only
   // async-signal-safe calls.
@@ -498,27 +508,50 @@ inline RunResult run_self(const std::vector<std::string>& args,
   for (auto& s : argv_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
 
-  RunResult r;
-  const int out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (out_fd < 0 || err_fd < 0) return r;
+  int out_fd = ::open(sp.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int err_fd = ::open(sp.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (stdout_to_closed_pipe && out_fd >= 0) {
+    int p[2];
+    ::close(out_fd);
+    out_fd = -1;
+    if (::pipe2(p, O_CLOEXEC) == 0) {
+      ::close(p[0]);  // no reader, from the start
+      out_fd = p[1];
+    }
+  }
+  if (out_fd < 0 || err_fd < 0) return sp;
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::dup2(out_fd, 1);
     ::dup2(err_fd, 2);
+    if (stdout_to_closed_pipe) ::signal(SIGPIPE, SIG_DFL);
     ::execve("/proc/self/exe", argv.data(), envp.data());
     ::_exit(127);
   }
   ::close(out_fd);
   ::close(err_fd);
-  if (pid < 0) return r;
+  sp.pid = pid;
+  return sp;
+}
+
+/// Waits for a process from spawn_self (killing it after `timeout_s` seconds) and collects it.
+inline RunResult finish(const Spawned& sp, double timeout_s = 60) {
+  RunResult r;
+  if (sp.pid < 0) return r;
   r.started = true;
-  wait_with_timeout(pid, timeout_s, r);
-  r.out = read_file(out_path);
-  r.err = read_file(err_path);
+  wait_with_timeout(sp.pid, timeout_s, r);
+  r.out = read_file(sp.out_path);
+  r.err = read_file(sp.err_path);
   return r;
+}
+
+/// spawn_self, then finish.
+inline RunResult run_self(const std::vector<std::string>& args,
+                          const std::map<std::string, std::string>& env, const TempDir& dir,
+                          double timeout_s = 60, bool stdout_to_closed_pipe = false) {
+  return finish(spawn_self(args, env, dir, stdout_to_closed_pipe), timeout_s);
 }
 
 /// Writes `text` to an existing file (a /proc control file); false on failure.

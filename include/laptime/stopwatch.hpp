@@ -22,11 +22,13 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include "laptime/config.hpp"
 #include "laptime/error.hpp"
 #include "laptime/results.hpp"
 #if LAPTIME_ENABLED
+#include "laptime/detail/exit_output.hpp"
 #include "laptime/detail/stopwatch_state.hpp"
 #endif
 
@@ -150,6 +152,20 @@ class Stopwatch {
   std::string to_json() const {
     return results().to_json();
   }
+
+  /// Writes to_json() to `path` atomically: a temporary file in the same folder, flushed to disk,
+  /// then renamed over `path`, so that a reader (or a crash) sees the old file or the new one,
+  /// never a torn one. The path is used as given ("{rank}" is not replaced). Throws
+  /// std::system_error when it cannot: code() is the errno, what() names the path, the step and
+  /// the reason. Compiled out (LAPTIME_DISABLE), it writes nothing.
+  /// `laptime::Stopwatch::instance().write_json("results/run-3.json");`
+  void write_json(const std::string& path) const;
+
+  /// Whether SIGTERM, SIGINT, SIGHUP and abort() save the LAPTIME_OUTPUT file before the signal
+  /// takes its course (on by default where LAPTIME_OUTPUT is set; LAPTIME_SIGNAL_HANDLERS, when
+  /// set, wins). Takes effect at the first enable(), or at once after it (off restores the
+  /// program's handlers). docs/guarantees.md says what each way of ending keeps.
+  void set_exit_signal_handlers(bool on);
 
   /// Drops all results and warm-up progress; the configuration stays.
   void reset() {
@@ -297,77 +313,25 @@ class ScopedMeasurement {
 
 // ---------------------------------------------------------------------------------------------
 
-namespace detail {
+inline void Stopwatch::write_json(const std::string& path) const {
 #if LAPTIME_ENABLED
-inline void write_exit_output() {
-  StopwatchState& s = stopwatch_state();
-  if (::getpid() != s.owner_pid) return;  // a forked child never reports its parent's results
-  if (!s.enabled.load()) return;
-  const bool rank_ok = !s.print_rank0_only.load() || s.rank.rank == 0;
-  Results r = s.results();
-  if (s.exit_print && rank_ok) {
-    // A print function that throws (a closed stream) must cost neither the JSON nor the exit
-    // code: an exception leaving an atexit handler is std::terminate.
-    try {
-      s.print(r.to_text());
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "laptime: warning: the report could not be printed at exit: %s\n",
-                   e.what());
-    } catch (...) {
-      std::fprintf(stderr, "laptime: warning: the report could not be printed at exit\n");
-    }
+  if (const detail::WriteFailure f = detail::write_file_atomically(path, to_json())) {
+    throw std::system_error(f.code, std::generic_category(),
+                            "laptime: could not write results to '" + path + "'" +
+                                (f.step != nullptr ? std::string(" (") + f.step + ")" : ""));
   }
-  if (!s.exit_output_path.empty()) {
-    std::string path = s.exit_output_path;
-    for (std::string_view key : {"{rank}", "{pid}"}) {
-      const std::string value = key == "{rank}" ? std::to_string(r.rank) : std::to_string(r.pid);
-      for (auto pos = path.find(key); pos != std::string::npos; pos = path.find(key)) {
-        path.replace(pos, key.size(), value);
-      }
-    }
-    const std::string json = r.to_json();
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    int err = f == nullptr ? errno : 0;
-    bool ok = f != nullptr && std::fwrite(json.data(), 1, json.size(), f) == json.size();
-    if (f != nullptr && !ok && err == 0) err = errno;
-    if (f != nullptr && std::fclose(f) != 0) {  // a full disk shows here, at the flush
-      if (ok) err = errno;
-      ok = false;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "laptime: warning: could not write results to LAPTIME_OUTPUT='%s': %s\n",
-                   path.c_str(), err != 0 ? std::strerror(err) : "write failed");
-    }
-  }
+#else
+  (void)path;
+#endif
 }
 
-/// Reads LAPTIME_OUTPUT / LAPTIME_PRINT_AT_EXIT once, at the first enable.
-inline void arm_exit_output(StopwatchState& s) {
-  if (s.exit_hook_registered.exchange(true)) return;
-  if (auto v = env_value("LAPTIME_OUTPUT")) s.exit_output_path = std::string(*v);
-  if (auto v = env_value("LAPTIME_PRINT_AT_EXIT")) {
-    const auto b = parse_bool(*v);
-    if (!b) {
-      warn_once("env-print-at-exit", "LAPTIME_PRINT_AT_EXIT='" + std::string(*v) +
-                                         "' is not a boolean (1/0, true/false, on/off); ignored");
-    }
-    s.exit_print = b.value_or(false);
-  }
-  if (!s.exit_output_path.empty() || s.exit_print) {
-    s.owner_pid = ::getpid();
-    std::atexit([] {
-      try {
-        write_exit_output();
-      } catch (const std::exception& e) {  // out of memory: never std::terminate at exit
-        std::fprintf(stderr, "laptime: warning: results not written at exit: %s\n", e.what());
-      } catch (...) {
-        std::fprintf(stderr, "laptime: warning: results not written at exit\n");
-      }
-    });
-  }
-}
+inline void Stopwatch::set_exit_signal_handlers(bool on) {
+#if LAPTIME_ENABLED
+  detail::choose_exit_signal_handlers(on);
+#else
+  (void)on;
 #endif
-}  // namespace detail
+}
 
 inline void Stopwatch::enable(int num_warmup_iters, std::optional<int> print_every_n_iters,
                               bool do_cuda_sync) {

@@ -1,5 +1,6 @@
 """Type stubs of laptime's extension module; import everything from ``laptime``."""
 
+import os
 from typing import Any, Callable, Final, Literal, Optional, Protocol, Sequence, TextIO, TypeVar, final
 
 __version__: Final[str]
@@ -80,6 +81,10 @@ class Stopwatch:
         """The report print_eval_times prints."""
     def to_json(self) -> str:
         """The results as JSON (schema 1)."""
+    def write_json(self, path: str | os.PathLike[str], /) -> None:
+        """Writes to_json() to ``path`` atomically (a temporary file in the same folder, then a
+        rename): a reader sees the old file or the new one, never a torn one. Raises OSError
+        (FileNotFoundError, PermissionError, ...) with the path when it cannot."""
     def results(self) -> dict[str, Any]:
         """The results as a dict mirroring to_json()."""
     def reset(self) -> None:

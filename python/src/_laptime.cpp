@@ -16,6 +16,7 @@
 
 #include <laptime/laptime.hpp>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -23,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -487,6 +489,29 @@ PyObject* sw_to_json(PyObject*, PyObject*) {
   return string_result([] { return stopwatch().to_json(); });
 }
 
+// write_json(path): the atomic writer of LAPTIME_OUTPUT, without the GIL (it fsyncs). Failure is
+// an OSError with errno and the path, so Python picks FileNotFoundError, PermissionError, ...
+PyObject* sw_write_json(PyObject*, PyObject* path) {
+  PyObject* encoded = nullptr;
+  if (!PyUnicode_FSConverter(path, &encoded)) return nullptr;
+  const std::string p(PyBytes_AS_STRING(encoded),
+                      static_cast<std::size_t>(PyBytes_GET_SIZE(encoded)));
+  Py_DECREF(encoded);
+  std::exception_ptr error;
+  Py_BEGIN_ALLOW_THREADS try { stopwatch().write_json(p); } catch (...) {
+    error = std::current_exception();
+  }
+  Py_END_ALLOW_THREADS if (!error) Py_RETURN_NONE;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::system_error& e) {
+    errno = e.code().value();
+    return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+  } catch (...) {
+    return set_python_error();
+  }
+}
+
 // results(): json.loads(to_json()), so the dict mirrors the JSON by construction.
 PyObject* sw_results(PyObject* self, PyObject*) {
   PyObject* json = sw_to_json(self, nullptr);
@@ -605,6 +630,9 @@ PyMethodDef g_stopwatch_methods[] = {
      "print_eval_times($self, file=None)\n--\n\nPrints the report to `file` (default sys.stdout)."},
     {"report", sw_report, METH_NOARGS, "report($self)\n--\n\nThe report print_eval_times prints."},
     {"to_json", sw_to_json, METH_NOARGS, "to_json($self)\n--\n\nThe results as JSON (schema 1)."},
+    {"write_json", sw_write_json, METH_O,
+     "write_json($self, path, /)\n--\n\nWrites to_json() to path atomically (a temporary file "
+     "in the same folder, then a rename); OSError on failure."},
     {"results", sw_results, METH_NOARGS,
      "results($self)\n--\n\nThe results as a dict mirroring to_json()."},
     {"reset", sw_reset, METH_NOARGS,
