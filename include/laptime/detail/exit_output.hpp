@@ -255,7 +255,7 @@ inline void write_exit_output() {
   // The file first: printing may fail (a closed pipe) or block.
   if (!s.exit_output_path.empty()) write_output_file(s, r);
   exit_signals().final_written.store(true);  // a signal during static destruction: nothing to add
-  const bool rank_ok = !s.print_rank0_only.load() || s.rank.rank == 0;
+  const bool rank_ok = !s.print_rank0_only.load() || s.rank_info().rank == 0;
   if (!s.exit_print || !rank_ok) return;
   without_sigpipe([&] {
     // A print function that throws (a closed stream) must not cost the exit code: an exception
@@ -355,7 +355,7 @@ inline void exit_writer_loop(ExitSignals& g, int fd) {
     const unsigned upto = g.requested.load();
     try {
       StopwatchState& s = stopwatch_state();
-      if (s.enabled.load()) write_output_file(s, s.results());
+      if (s.enabled.load()) write_output_file(s, s.results(/*wait_for_gpu=*/false));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "laptime: warning: results not written at signal: %s\n", e.what());
     } catch (...) {
