@@ -10,25 +10,31 @@ import pytest
 import laptime
 
 
-class CountingStopwatch(laptime.Stopwatch):
-    """A seed user's subclass: counts calls, then lets the Stopwatch do the work."""
+def subclasses():
+    """A seed user's subclasses (made here, not at import, so that each test fails on its own
+    where subclassing is refused)."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.__dict__.setdefault("started", [])
+    class CountingStopwatch(laptime.Stopwatch):
+        """A seed user's subclass: counts calls, then lets the Stopwatch do the work."""
 
-    def start_meas(self, name):
-        self.started.append(name)
-        super().start_meas(name)
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.__dict__.setdefault("started", [])
 
+        def start_meas(self, name):
+            self.started.append(name)
+            super().start_meas(name)
 
-class CheckingNVTX(laptime.NVTXRangeWrapper):
-    def range_pop(self, range_name=None):
-        self.popped = range_name
-        super().range_pop(range_name)
+    class CheckingNVTX(laptime.NVTXRangeWrapper):
+        def range_pop(self, range_name=None):
+            self.popped = range_name
+            super().range_pop(range_name)
+
+    return CountingStopwatch, CheckingNVTX
 
 
 def test_a_subclass_overrides_a_method_and_reaches_the_singleton_through_super(stopwatch):
+    CountingStopwatch, _ = subclasses()
     sw = CountingStopwatch()
     assert sw is CountingStopwatch()  # one instance per subclass, like the base class
     assert isinstance(sw, laptime.Stopwatch) and sw is not stopwatch
@@ -49,6 +55,7 @@ def test_a_subclass_overrides_a_method_and_reaches_the_singleton_through_super(s
 
 
 def test_an_nvtx_subclass_checks_the_order_through_the_singleton(nvtx):
+    _, CheckingNVTX = subclasses()
     wrapper = CheckingNVTX(False, False, True)
     assert nvtx.is_enabled and wrapper.is_enabled
     wrapper.range_push("outer")
