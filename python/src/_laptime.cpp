@@ -195,30 +195,35 @@ PyObject* call_none_without_gil(F&& f) {
   Py_RETURN_NONE;
 }
 
-/// `f(name)` for a name that is not a str with a UTF-8 form (fallback_name). Out of line: the
-/// str path stays as small as it was.
-template <class F>
-LAPTIME_NOINLINE PyObject* with_fallback_name(const char* call, PyObject* arg, F& f) {
+/// The name of `arg` when it is not a str with a UTF-8 form (fallback_name): sets `name` to the
+/// bytes of the returned object (a new reference; nullptr with an exception set). Out of line and
+/// not a template, so that the hot methods stay as small as they were.
+LAPTIME_NOINLINE PyObject* other_name(const char* call, PyObject* arg, std::string_view& name) {
+  if (PyUnicode_Check(arg)) {  // a str with lone surrogates: utf8_view failed
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return nullptr;
+    PyErr_Clear();
+  }
   PyObject* bytes = fallback_name(call, arg);
-  if (bytes == nullptr) return nullptr;
-  const std::string_view name(PyBytes_AS_STRING(bytes),
-                              static_cast<std::size_t>(PyBytes_GET_SIZE(bytes)));
-  PyObject* r = call_none([&] { f(name); });
-  Py_DECREF(bytes);
-  return r;
+  if (bytes != nullptr) {
+    name = std::string_view(PyBytes_AS_STRING(bytes),
+                            static_cast<std::size_t>(PyBytes_GET_SIZE(bytes)));
+  }
+  return bytes;
 }
 
 /// `f(name)` for the name `arg` of `call`: a str is read in place (its UTF-8 view); anything else
-/// takes with_fallback_name.
+/// through other_name. One call of `f`, so that the compiler inlines laptime's call as before.
 template <class F>
 LAPTIME_ALWAYS_INLINE PyObject* with_name(const char* call, PyObject* arg, F&& f) {
-  if (LAPTIME_LIKELY(PyUnicode_Check(arg))) {
-    std::string_view name;
-    if (LAPTIME_LIKELY(utf8_view(arg, name))) return call_none([&] { f(name); });
-    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return nullptr;
-    PyErr_Clear();  // lone surrogates: no UTF-8 form
+  std::string_view name;
+  PyObject* holder = nullptr;  // keeps the bytes of a name that is not a str alive
+  if (LAPTIME_UNLIKELY(!PyUnicode_Check(arg) || !utf8_view(arg, name))) {
+    holder = other_name(call, arg, name);
+    if (holder == nullptr) return nullptr;
   }
-  return with_fallback_name(call, arg, f);
+  PyObject* r = call_none([&] { f(name); });
+  Py_XDECREF(holder);
+  return r;
 }
 
 template <class F>
@@ -263,14 +268,19 @@ bool optional_arg(const char* call, const char* keyword, PyObject* const* args, 
   return parse_one_arg(call, keyword, nullptr, false, args, nargs, kwnames, out);
 }
 
-/// `call(keyword)`: the common case (one positional argument) inline.
-LAPTIME_ALWAYS_INLINE bool one_arg(const char* call, const char* keyword, PyObject* const* args,
-                                   Py_ssize_t nargs, PyObject* kwnames, PyObject*& out) {
-  if (LAPTIME_LIKELY(nargs == 1 && kwnames == nullptr)) {
-    out = args[0];
-    return true;
-  }
-  return parse_one_arg(call, keyword, nullptr, true, args, nargs, kwnames, out);
+[[gnu::cold]] PyObject* required_arg(const char* call, const char* keyword, PyObject* const* args,
+                                     Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* out = nullptr;
+  return parse_one_arg(call, keyword, nullptr, true, args, nargs, kwnames, out) ? out : nullptr;
+}
+
+/// The argument of `call(keyword)` (borrowed), or nullptr with TypeError set: the common case
+/// (one positional argument) inline, returned in a register.
+LAPTIME_ALWAYS_INLINE PyObject* one_arg(const char* call, const char* keyword,
+                                        PyObject* const* args, Py_ssize_t nargs,
+                                        PyObject* kwnames) {
+  if (LAPTIME_LIKELY(nargs == 1 && kwnames == nullptr)) return args[0];
+  return required_arg(call, keyword, args, nargs, kwnames);
 }
 
 /// A number of iterations: an int (also a bool, which the seed's arithmetic took as 0 or 1, and
@@ -517,15 +527,15 @@ PyType_Spec g_scope_spec = {"laptime._Scope", sizeof(Scope), 0, Py_TPFLAGS_DEFAU
 // Not enabled: one relaxed load, whatever the name (the seed's methods were empty then).
 // Enabled: a str's UTF-8 view and laptime's own path; other names take the cold fallback.
 PyObject* sw_start_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* name;
-  if (LAPTIME_UNLIKELY(!one_arg("start_meas", "name", args, nargs, kwnames, name))) return nullptr;
+  PyObject* name = one_arg("start_meas", "name", args, nargs, kwnames);
+  if (LAPTIME_UNLIKELY(name == nullptr)) return nullptr;
   if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
   return with_name("start_meas", name, [](std::string_view n) { stopwatch().start_meas(n); });
 }
 
 PyObject* sw_end_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* name;
-  if (LAPTIME_UNLIKELY(!one_arg("end_meas", "name", args, nargs, kwnames, name))) return nullptr;
+  PyObject* name = one_arg("end_meas", "name", args, nargs, kwnames);
+  if (LAPTIME_UNLIKELY(name == nullptr)) return nullptr;
   if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
   return with_name("end_meas", name, [](std::string_view n) { stopwatch().end_meas(n); });
 }
@@ -614,8 +624,8 @@ PyObject* sw_is_enabled(PyObject*, void*) {
 // name that cannot be a name (unhashable) is ignored then, as the seed ignored everything.
 PyObject* sw_set_cpu_usage_meas_name(PyObject*, PyObject* const* args, Py_ssize_t nargs,
                                      PyObject* kwnames) {
-  PyObject* name;
-  if (!one_arg("set_cpu_usage_meas_name", "name", args, nargs, kwnames, name)) return nullptr;
+  PyObject* name = one_arg("set_cpu_usage_meas_name", "name", args, nargs, kwnames);
+  if (name == nullptr) return nullptr;
   if (!stopwatch().is_enabled() && !usable_name(name)) Py_RETURN_NONE;
   return with_name("set_cpu_usage_meas_name", name,
                    [](std::string_view n) { stopwatch().set_cpu_usage_meas_name(n); });
@@ -623,24 +633,24 @@ PyObject* sw_set_cpu_usage_meas_name(PyObject*, PyObject* const* args, Py_ssize_
 
 PyObject* sw_track_cpu_usage(PyObject*, PyObject* const* args, Py_ssize_t nargs,
                              PyObject* kwnames) {
-  PyObject* name;
-  if (!one_arg("track_cpu_usage", "name", args, nargs, kwnames, name)) return nullptr;
+  PyObject* name = one_arg("track_cpu_usage", "name", args, nargs, kwnames);
+  if (name == nullptr) return nullptr;
   if (!stopwatch().is_enabled() && !usable_name(name)) Py_RETURN_NONE;
   return with_name("track_cpu_usage", name,
                    [](std::string_view n) { stopwatch().track_cpu_usage(n); });
 }
 
 PyObject* sw_start_one_time(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* name;
-  if (!one_arg("start_one_time_measurement", "name", args, nargs, kwnames, name)) return nullptr;
+  PyObject* name = one_arg("start_one_time_measurement", "name", args, nargs, kwnames);
+  if (name == nullptr) return nullptr;
   if (!stopwatch().is_enabled()) Py_RETURN_NONE;
   return with_name("start_one_time_measurement", name,
                    [](std::string_view n) { stopwatch().start_one_time_measurement(n); });
 }
 
 PyObject* sw_end_one_time(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* name;
-  if (!one_arg("end_one_time_measurement", "name", args, nargs, kwnames, name)) return nullptr;
+  PyObject* name = one_arg("end_one_time_measurement", "name", args, nargs, kwnames);
+  if (name == nullptr) return nullptr;
   if (!stopwatch().is_enabled()) Py_RETURN_NONE;
   return with_name("end_one_time_measurement", name,
                    [](std::string_view n) { stopwatch().end_one_time_measurement(n); });
@@ -831,10 +841,8 @@ PyType_Spec g_stopwatch_spec = {"laptime.Stopwatch", sizeof(PyObject), 0,
 
 // range_push(range_name), the seed's keyword; names as in start_meas.
 PyObject* nvtx_range_push(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* name;
-  if (LAPTIME_UNLIKELY(!one_arg("range_push", "range_name", args, nargs, kwnames, name))) {
-    return nullptr;
-  }
+  PyObject* name = one_arg("range_push", "range_name", args, nargs, kwnames);
+  if (LAPTIME_UNLIKELY(name == nullptr)) return nullptr;
   if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
   return with_name("range_push", name, [](std::string_view n) { nvtx().range_push(n); });
 }
