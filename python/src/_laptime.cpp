@@ -69,6 +69,26 @@ LAPTIME_ALWAYS_INLINE laptime::NVTXRangeWrapper& nvtx() {
 // ---------------------------------------------------------------------------------------------
 // Conversions and errors
 
+/// utf8_view of a str that is not compact ASCII. One with lone surrogates has no UTF-8 form and
+/// would raise (an exception object, ~1 µs) on every call: once converted by fallback_name, its
+/// bytes are found in the name cache first. Lone surrogates make a str 2- or 4-byte wide, so
+/// Latin-1 names skip the lookup.
+LAPTIME_NOINLINE bool utf8_view_other(PyObject* str, std::string_view& out) {
+  if (PyUnicode_KIND(str) != PyUnicode_1BYTE_KIND) {
+    if (PyObject* bytes = PyDict_GetItemWithError(g_name_cache, str)) {  // kept alive by the cache
+      out = std::string_view(PyBytes_AS_STRING(bytes),
+                             static_cast<std::size_t>(PyBytes_GET_SIZE(bytes)));
+      return true;
+    }
+    if (PyErr_Occurred()) return false;
+  }
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(str, &size);
+  if (data == nullptr) return false;
+  out = std::string_view(data, static_cast<std::size_t>(size));
+  return true;
+}
+
 /// The text of a str as UTF-8, without a copy: the bytes of a compact ASCII str (what names
 /// almost always are), else the UTF-8 buffer CPython caches inside the object.
 LAPTIME_ALWAYS_INLINE bool utf8_view(PyObject* str, std::string_view& out) {
@@ -77,11 +97,7 @@ LAPTIME_ALWAYS_INLINE bool utf8_view(PyObject* str, std::string_view& out) {
                            static_cast<std::size_t>(PyUnicode_GET_LENGTH(str)));
     return true;
   }
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(str, &size);
-  if (data == nullptr) return false;
-  out = std::string_view(data, static_cast<std::size_t>(size));
-  return true;
+  return utf8_view_other(str, out);
 }
 
 [[gnu::cold]] PyObject* not_a_str(const char* call, PyObject* arg) {
