@@ -303,7 +303,6 @@ LAPTIME_ALWAYS_INLINE PyObject* one_arg(const char* call, const char* keyword,
 /// anything with __index__) or a float with an integral value (5.0, as configuration files give
 /// numbers), within int. False with TypeError, ValueError or OverflowError set.
 bool iteration_count(const char* keyword, PyObject* obj, int& out) {
-  long v = 0;
   if (PyFloat_Check(obj)) {
     const double d = PyFloat_AS_DOUBLE(obj);
     if (!std::isfinite(d) || d != std::floor(d)) {
@@ -326,7 +325,7 @@ bool iteration_count(const char* keyword, PyObject* obj, int& out) {
   PyObject* index = PyNumber_Index(obj);
   if (index == nullptr) return false;
   int overflow = 0;
-  v = PyLong_AsLongAndOverflow(index, &overflow);
+  const long v = PyLong_AsLongAndOverflow(index, &overflow);
   Py_DECREF(index);
   if (v == -1 && PyErr_Occurred()) return false;
   if (overflow != 0 || v < INT_MIN || v > INT_MAX) {
@@ -429,8 +428,8 @@ PyObject* mod_uninstall_print_function(PyObject*, PyObject*) {
 enum class ScopeKind { Measure, Range };
 
 struct Scope {
-  PyObject_HEAD PyObject*
-      name;  // a str (its UTF-8 buffer stays put: the name cache hits) or any name
+  // The name: a str (its UTF-8 buffer stays put, so laptime's name cache hits) or any other name.
+  PyObject_HEAD PyObject* name;
   ScopeKind kind;
   // Blocks entered while the tool was enabled and not yet exited: __exit__ ends one of them. A
   // count, not a flag, so that one object shared by threads (`with timer:` in each loader
