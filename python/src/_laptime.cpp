@@ -159,9 +159,12 @@ bool usable_name(PyObject* obj) {
   return false;
 }
 
-/// A str from bytes that may not be valid UTF-8 (names given in C++ can be anything).
+/// A str from bytes that may not be valid UTF-8 (names given in C++ can be anything, and a file
+/// name recorded from Python keeps its original bytes): an invalid byte shows as `\xe9`, as
+/// `ls -b` shows it, and the text stays printable on any stream.
 PyObject* text_to_str(std::string_view text) {
-  return PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace");
+  return PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()),
+                              "backslashreplace");
 }
 
 /// Turns the C++ exception being handled into a Python one; returns nullptr. Only in a catch.

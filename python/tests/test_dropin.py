@@ -117,9 +117,12 @@ def test_file_names_with_undecodable_bytes_are_recorded(stopwatch, nvtx, capsys)
     assert len(recorded) == 2 and all(m["count"] >= 1 for m in r["measurements"])
     assert recorded[0].startswith("caf") and recorded[0].endswith(".jpg")
     assert recorded[1] == "\\ud800 lone"
-    stopwatch.print_eval_times()  # printable on a strict UTF-8 stream
-    assert ".jpg" in capsys.readouterr().out
+    # The report shows the file's byte as `ls -b` does, and is printable on a strict UTF-8 stream.
+    stopwatch.print_eval_times()
+    assert "caf\\xe9.jpg" in capsys.readouterr().out
     stopwatch.report().encode("utf-8")
+    with pytest.raises(laptime.UsageError, match=r"caf\\xe9\.jpg"):
+        stopwatch.end_meas(name)
 
 
 def test_enable_takes_integral_floats_and_bools_as_the_seed_did(stopwatch):
