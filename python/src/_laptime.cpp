@@ -74,6 +74,9 @@ LAPTIME_ALWAYS_INLINE laptime::NVTXRangeWrapper& nvtx() {
 /// bytes are found in the name cache first. Lone surrogates make a str 2- or 4-byte wide, so
 /// Latin-1 names skip the lookup.
 LAPTIME_NOINLINE bool utf8_view_other(PyObject* str, std::string_view& out) {
+#if PY_VERSION_HEX < 0x030C0000
+  if (PyUnicode_READY(str) < 0) return false;  // a legacy str made by the deprecated C API
+#endif
   if (PyUnicode_KIND(str) != PyUnicode_1BYTE_KIND) {
     if (PyObject* bytes = PyDict_GetItemWithError(g_name_cache, str)) {  // kept alive by the cache
       out = std::string_view(PyBytes_AS_STRING(bytes),
