@@ -103,9 +103,15 @@ class Stopwatch {
 #endif
   }
 
-  /// Prints the report (allowed while measurements run: they are marked [running]).
+  /// Prints the report (allowed while measurements run: they are marked [running]). Prints
+  /// nothing when not enabled and nothing was measured, as the seed printed nothing before enable.
   void print_eval_times(std::ostream& os = std::cout) const {
-    os << report() << std::flush;
+    const Results r = results();
+    if (!is_enabled() && r.measurements.empty() && r.one_time.empty() &&
+        r.iterations_finished == 0) {
+      return;
+    }
+    os << r.to_text() << std::flush;
   }
 
   /// The report as text.
@@ -126,6 +132,29 @@ class Stopwatch {
   /// of `name` (several names may be tracked). Costs a /proc read (~10-50 µs) per timestamp of
   /// tracked names only.
   void track_cpu_usage(std::string_view name);
+
+  /// Limits the distinct measurement names to `n` (at most LAPTIME_MAX_NAMES, the compile-time
+  /// capacity: more is clamped with a one-time warning); names past the limit are usage errors.
+  /// LAPTIME_MAX_NAMES in the environment overrides this call. Returns the limit in force.
+  /// `laptime::Stopwatch::instance().set_max_names(256);`
+  std::size_t set_max_names(std::size_t n) {
+#if LAPTIME_ENABLED
+    detail::StopwatchState& s = detail::stopwatch_state();
+    if (n > LAPTIME_MAX_NAMES) {
+      detail::warn_once("set_max_names", "set_max_names(" + std::to_string(n) +
+                                             ") is above the compile-time capacity; " +
+                                             std::to_string(LAPTIME_MAX_NAMES) + " are allowed");
+      n = LAPTIME_MAX_NAMES;
+    }
+    std::lock_guard<std::mutex> lock(s.config_mutex);
+    if (!s.max_names_from_env && n > 0) {
+      s.max_names.store(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
+    }
+    return s.max_names.load(std::memory_order_relaxed);
+#else
+    return n < LAPTIME_MAX_NAMES ? n : LAPTIME_MAX_NAMES;
+#endif
+  }
 
   /// Iterations finished after warm-up.
   int get_num_nonwarmup_iters_measured() const {

@@ -32,10 +32,13 @@ from ._laptime import (
     NVTXRangeWrapper,
     Stopwatch,
     UsageError,
+    build_info,
     configure_from_env,
     cuda_status,
     error_policy,
+    max_names,
     set_error_policy,
+    set_max_names,
 )
 
 __version__ = _laptime.__version__
@@ -44,10 +47,13 @@ __all__ = [
     "NVTXRangeWrapper",
     "Stopwatch",
     "UsageError",
+    "build_info",
     "configure_from_env",
     "cuda_status",
     "error_policy",
+    "max_names",
     "set_error_policy",
+    "set_max_names",
 ]
 
 

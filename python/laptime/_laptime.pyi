@@ -1,7 +1,8 @@
 """Type stubs of laptime's extension module; import everything from ``laptime``."""
 
 import os
-from typing import Any, Callable, Final, Literal, Optional, Protocol, Sequence, TextIO, TypeVar, final
+from typing import (Any, Callable, Final, Hashable, Literal, Optional, Protocol, Sequence, TextIO,
+                    TypedDict, TypeVar, final)
 
 __version__: Final[str]
 HAVE_NVTX: Final[int]
@@ -14,6 +15,24 @@ class _CudaStreamLike(Protocol):
 
 _Stream = Optional[int | _CudaStreamLike]
 
+# A name: a str (the fast path), or any hashable object, recorded under its str(). Not enabled,
+# the calls accept anything, as the seed's empty methods did.
+_Name = Hashable
+# A number of iterations: an int, or a float with an integral value (5.0).
+_Count = int | float
+
+class _BuildInfo(TypedDict):
+    version: str
+    nvtx: bool
+    nvtx_include_dir: Optional[str]
+    nvtx_source: Optional[str]
+    cuda_headers: bool
+    compiler: str
+    cplusplus: int
+    disabled: bool
+    max_names_capacity: int
+    python: str
+
 class UsageError(AssertionError):
     """Misuse of the API: the message names the call, the measurement or range, and the thread."""
 
@@ -22,35 +41,34 @@ class _Scope:
     """``with stopwatch.measure(name):`` / ``with nvtx.range(name):``, or as a decorator."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> _Name: ...
     @property
     def kind(self) -> Literal["measure", "range"]: ...
     def __enter__(self) -> None: ...
     def __exit__(self, *exc_info: object) -> Literal[False]: ...
     def __call__(self, func: _F, /) -> _F: ...
 
-@final
 class Stopwatch:
     """The process-wide stopwatch. ``Stopwatch()`` is the singleton; ``Stopwatch(*args)`` also
-    calls ``enable(*args)``."""
+    calls ``enable(*args)``. A subclass gets one instance of its own, on the same state."""
 
     def __new__(
         cls,
-        num_warmup_iters: int = ...,
-        print_every_n_iters: Optional[int] = None,
+        num_warmup_iters: _Count = ...,
+        print_every_n_iters: Optional[_Count] = None,
         do_cuda_sync: bool = False,
     ) -> "Stopwatch": ...
     def __init__(
         self,
-        num_warmup_iters: int = ...,
-        print_every_n_iters: Optional[int] = None,
+        num_warmup_iters: _Count = ...,
+        print_every_n_iters: Optional[_Count] = None,
         do_cuda_sync: bool = False,
     ) -> None: ...
     @property
     def is_enabled(self) -> bool:
         """Whether enable() was called."""
     def enable(
-        self, num_warmup_iters: int, print_every_n_iters: Optional[int] = None,
+        self, num_warmup_iters: _Count, print_every_n_iters: Optional[_Count] = None,
         do_cuda_sync: bool = False
     ) -> None:
         """Turns measuring on. Iterations before ``num_warmup_iters`` are warm-up; the report is
@@ -59,24 +77,25 @@ class Stopwatch:
         Again with the same arguments: nothing; with others: UsageError."""
     def disable(self) -> None:
         """Turns measuring off; results stay, and enable() may be called with other arguments."""
-    def start_meas(self, name: str, /) -> None:
+    def start_meas(self, name: _Name) -> None:
         """Starts the interval ``name`` on the calling thread."""
-    def end_meas(self, name: str, /) -> None:
+    def end_meas(self, name: _Name) -> None:
         """Ends the interval ``name`` running on the calling thread."""
     def finish_iter(self) -> None:
         """Ends an iteration: warm-up, NVTX mark "iteration N", periodic report."""
-    def measure(self, name: str, /) -> _Scope:
+    def measure(self, name: _Name, /) -> _Scope:
         """``with stopwatch.measure("x"):`` or ``@stopwatch.measure("x")``."""
-    def set_cpu_usage_meas_name(self, name: str, /) -> None:
+    def set_cpu_usage_meas_name(self, name: _Name) -> None:
         """Samples process-tree CPU, system CPU and I/O during the intervals of ``name``."""
-    def track_cpu_usage(self, name: str, /) -> None:
+    def track_cpu_usage(self, name: _Name) -> None:
         """The same, for one more name (several names may be tracked)."""
-    def start_one_time_measurement(self, name: str, /) -> None:
+    def start_one_time_measurement(self, name: _Name) -> None:
         """A single interval outside the iterations (pipeline creation); no warm-up."""
-    def end_one_time_measurement(self, name: str, /) -> None: ...
+    def end_one_time_measurement(self, name: _Name) -> None: ...
     def get_num_nonwarmup_iters_measured(self) -> int: ...
     def print_eval_times(self, file: Optional[TextIO] = None) -> None:
-        """Prints the report to ``file`` (default: sys.stdout)."""
+        """Prints the report to ``file`` (default: sys.stdout); nothing when not enabled and
+        nothing was measured."""
     def report(self) -> str:
         """The report print_eval_times prints."""
     def to_json(self) -> str:
@@ -100,10 +119,9 @@ class Stopwatch:
     def wait_for_gpu_timings(self) -> None:
         """Waits for every pending GPU timing (at report time, never in the loop)."""
 
-@final
 class NVTXRangeWrapper:
     """The process-wide NVTX range wrapper. ``NVTXRangeWrapper()`` is the singleton; with
-    arguments it also calls ``enable``."""
+    arguments it also calls ``enable``. A subclass gets one instance of its own."""
 
     def __new__(
         cls,
@@ -138,15 +156,15 @@ class NVTXRangeWrapper:
         """Turns the wrapper on. ``sync_on_push``/``sync_on_pop`` synchronise the current CUDA
         context before each push/pop; ``keep_track_of_range_order`` checks range_pop(expected).
         ``domain``: an NVTX domain (default: the global one); ``colors``: an ARGB palette."""
-    def range_push(self, name: str, /) -> None:
+    def range_push(self, range_name: _Name) -> None:
         """Opens an NVTX range on the calling thread."""
-    def range_pop(self, expected: Optional[str] = None) -> None:
-        """Closes the calling thread's innermost range. With order tracking and ``expected``,
+    def range_pop(self, range_name: Optional[_Name] = None) -> None:
+        """Closes the calling thread's innermost range. With order tracking and ``range_name``,
         checks it first: on a mismatch UsageError names both, the thread and its open ranges,
-        and nothing is popped."""
-    def range(self, name: str, /) -> _Scope:
+        and nothing is popped. (``expected=`` is laptime 0.1's spelling, still accepted.)"""
+    def range(self, name: _Name, /) -> _Scope:
         """``with nvtx.range("x"):`` or ``@nvtx.range("x")``."""
-    def mark(self, message: str, /) -> None:
+    def mark(self, message: _Name, /) -> None:
         """An instantaneous NVTX marker."""
     def name_current_thread(self, name: str, /) -> None:
         """Names the calling OS thread in Nsight Systems."""
@@ -164,3 +182,15 @@ def configure_from_env() -> dict[str, Any]:
 
 def cuda_status() -> str:
     """The CUDA driver laptime loaded, or why CUDA is unavailable."""
+
+def build_info() -> _BuildInfo:
+    """How this extension was built: version, whether NVTX is compiled in and where its headers
+    were found, cuda.h, compiler, C++ standard (__cplusplus), LAPTIME_DISABLE, name capacity."""
+
+def set_max_names(n: int, /) -> int:
+    """Limits the distinct measurement names to ``n`` (at most
+    ``build_info()["max_names_capacity"]``: more is clamped with one warning). LAPTIME_MAX_NAMES
+    in the environment wins over this call. Returns the limit in force."""
+
+def max_names() -> int:
+    """The limit on distinct measurement names in force."""

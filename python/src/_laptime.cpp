@@ -8,7 +8,9 @@
 //   - a name reaches laptime as the UTF-8 buffer inside the str object, never copied. A str
 //     literal in the caller's code is one object, so the buffer has a stable address and laptime's
 //     per-thread name cache (keyed by pointer and length) hits on every call;
-//   - not enabled, a call is a type check and one relaxed load.
+//   - not enabled, a call is one relaxed load, whatever its argument (the seed's methods were
+//     empty then). Names that are not str, or str with lone surrogates, take a cold path (a
+//     cached str() of the object, see fallback_name) that the str path never touches.
 // Nothing releases the GIL on the hot path: the calls take nanoseconds. The exception is a
 // finish_iter that is about to print the periodic report (see sw_finish_iter).
 #define PY_SSIZE_T_CLEAN
@@ -17,11 +19,14 @@
 #include <laptime/laptime.hpp>
 
 #include <cerrno>
+#include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <new>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -45,6 +50,10 @@ PyObject* g_module = nullptr;
 PyObject* g_stopwatch = nullptr;
 PyObject* g_nvtx = nullptr;
 PyTypeObject* g_scope_type = nullptr;
+// Names that are not str (or str without a UTF-8 form): the object -> the bytes laptime records.
+PyObject* g_name_cache = nullptr;
+// Instances of Python subclasses of Stopwatch / NVTXRangeWrapper: one per subclass.
+PyObject* g_subclass_instances = nullptr;
 
 template <class F>
 PyCFunction as_cfunction(F* f) {
@@ -62,13 +71,21 @@ LAPTIME_ALWAYS_INLINE laptime::NVTXRangeWrapper& nvtx() {
 // ---------------------------------------------------------------------------------------------
 // Conversions and errors
 
-/// The text of a str as UTF-8, without a copy: the bytes of a compact ASCII str (what names
-/// almost always are), else the UTF-8 buffer CPython caches inside the object.
-LAPTIME_ALWAYS_INLINE bool utf8_view(PyObject* str, std::string_view& out) {
-  if (LAPTIME_LIKELY(PyUnicode_IS_COMPACT_ASCII(str))) {
-    out = std::string_view(static_cast<const char*>(PyUnicode_DATA(str)),
-                           static_cast<std::size_t>(PyUnicode_GET_LENGTH(str)));
-    return true;
+/// utf8_view of a str that is not compact ASCII. One with lone surrogates has no UTF-8 form and
+/// would raise (an exception object, ~1 µs) on every call: once converted by fallback_name, its
+/// bytes are found in the name cache first. Lone surrogates make a str 2- or 4-byte wide, so
+/// Latin-1 names skip the lookup.
+LAPTIME_NOINLINE bool utf8_view_other(PyObject* str, std::string_view& out) {
+#if PY_VERSION_HEX < 0x030C0000
+  if (PyUnicode_READY(str) < 0) return false;  // a legacy str made by the deprecated C API
+#endif
+  if (PyUnicode_KIND(str) != PyUnicode_1BYTE_KIND) {
+    if (PyObject* bytes = PyDict_GetItemWithError(g_name_cache, str)) {  // kept alive by the cache
+      out = std::string_view(PyBytes_AS_STRING(bytes),
+                             static_cast<std::size_t>(PyBytes_GET_SIZE(bytes)));
+      return true;
+    }
+    if (PyErr_Occurred()) return false;
   }
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(str, &size);
@@ -77,15 +94,82 @@ LAPTIME_ALWAYS_INLINE bool utf8_view(PyObject* str, std::string_view& out) {
   return true;
 }
 
+/// The text of a str as UTF-8, without a copy: the bytes of a compact ASCII str (what names
+/// almost always are), else the UTF-8 buffer CPython caches inside the object.
+LAPTIME_ALWAYS_INLINE bool utf8_view(PyObject* str, std::string_view& out) {
+  if (LAPTIME_LIKELY(PyUnicode_IS_COMPACT_ASCII(str))) {
+    out = std::string_view(static_cast<const char*>(PyUnicode_DATA(str)),
+                           static_cast<std::size_t>(PyUnicode_GET_LENGTH(str)));
+    return true;
+  }
+  return utf8_view_other(str, out);
+}
+
 [[gnu::cold]] PyObject* not_a_str(const char* call, PyObject* arg) {
   PyErr_Format(PyExc_TypeError, "laptime: %s: the name must be a str, not %.100s", call,
                Py_TYPE(arg)->tp_name);
   return nullptr;
 }
 
-/// A str from bytes that may not be valid UTF-8 (names given in C++ can be anything).
+/// The bytes laptime records for a str: UTF-8, where a lone surrogate U+DC80..U+DCFF (a file
+/// name decoded with surrogateescape) becomes its original byte again; any other lone surrogate
+/// is written as `\udxxx`. New reference, or nullptr with an exception set.
+PyObject* name_bytes(PyObject* str) {
+  PyObject* bytes = PyUnicode_AsEncodedString(str, "utf-8", "surrogateescape");
+  if (bytes == nullptr && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+    PyErr_Clear();
+    bytes = PyUnicode_AsEncodedString(str, "utf-8", "backslashreplace");
+  }
+  return bytes;
+}
+
+// Bounds the cache: objects used as names are kept alive by it, so a program that makes a new
+// object per call (each with its own identity) must not grow it forever.
+constexpr Py_ssize_t kNameCacheSize = LAPTIME_MAX_NAMES;
+
+/// The name of `obj`, which is not a str with a UTF-8 form: the bytes of str(obj), as the seed
+/// displayed its names with str(). Cached by the object itself (hash and ==, as the seed's dict
+/// of names did), so a name used again costs a dict lookup, no str() and no allocation, and its
+/// bytes keep one address (laptime's per-thread name cache hits). A new reference to a bytes
+/// object, or nullptr with TypeError for an unhashable object (the seed's dict refused it too).
+[[gnu::cold]] PyObject* fallback_name(const char* call, PyObject* obj) {
+  if (PyObject* cached = PyDict_GetItemWithError(g_name_cache, obj)) return Py_NewRef(cached);
+  if (PyErr_Occurred()) {
+    if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError,
+                   "laptime: %s: a name is a str or a hashable object (named by its str()), not "
+                   "%.100s",
+                   call, Py_TYPE(obj)->tp_name);
+    }
+    return nullptr;
+  }
+  PyObject* text = PyUnicode_Check(obj) ? Py_NewRef(obj) : PyObject_Str(obj);
+  if (text == nullptr) return nullptr;
+  PyObject* bytes = name_bytes(text);
+  Py_DECREF(text);
+  if (bytes == nullptr) return nullptr;
+  if (PyDict_GET_SIZE(g_name_cache) >= kNameCacheSize) PyDict_Clear(g_name_cache);
+  if (PyDict_SetItem(g_name_cache, obj, bytes) < 0) {
+    Py_DECREF(bytes);
+    return nullptr;
+  }
+  return bytes;
+}
+
+/// Whether `obj` can be a name (a str, or hashable); clears the error of the check.
+bool usable_name(PyObject* obj) {
+  if (PyUnicode_Check(obj) || PyObject_Hash(obj) != -1) return true;
+  PyErr_Clear();
+  return false;
+}
+
+/// A str from bytes that may not be valid UTF-8 (names given in C++ can be anything, and a file
+/// name recorded from Python keeps its original bytes): an invalid byte shows as `\xe9`, as
+/// `ls -b` shows it, and the text stays printable on any stream.
 PyObject* text_to_str(std::string_view text) {
-  return PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace");
+  return PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()),
+                              "backslashreplace");
 }
 
 /// Turns the C++ exception being handled into a Python one; returns nullptr. Only in a catch.
@@ -135,19 +219,35 @@ PyObject* call_none_without_gil(F&& f) {
   Py_RETURN_NONE;
 }
 
-/// `f(name)` for a str `arg`: its UTF-8 view, the call.
-template <class F>
-LAPTIME_ALWAYS_INLINE PyObject* with_str(PyObject* arg, F&& f) {
-  std::string_view name;
-  if (LAPTIME_UNLIKELY(!utf8_view(arg, name))) return nullptr;
-  return call_none([&] { f(name); });
+/// The name of `arg` when it is not a str with a UTF-8 form (fallback_name): sets `name` to the
+/// bytes of the returned object (a new reference; nullptr with an exception set). Out of line and
+/// not a template, so that the hot methods stay as small as they were.
+LAPTIME_NOINLINE PyObject* other_name(const char* call, PyObject* arg, std::string_view& name) {
+  if (PyUnicode_Check(arg)) {  // a str with lone surrogates: utf8_view failed
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return nullptr;
+    PyErr_Clear();
+  }
+  PyObject* bytes = fallback_name(call, arg);
+  if (bytes != nullptr) {
+    name = std::string_view(PyBytes_AS_STRING(bytes),
+                            static_cast<std::size_t>(PyBytes_GET_SIZE(bytes)));
+  }
+  return bytes;
 }
 
-/// The same after checking that `arg` is a str.
+/// `f(name)` for the name `arg` of `call`: a str is read in place (its UTF-8 view); anything else
+/// through other_name. One call of `f`, so that the compiler inlines laptime's call as before.
 template <class F>
 LAPTIME_ALWAYS_INLINE PyObject* with_name(const char* call, PyObject* arg, F&& f) {
-  if (LAPTIME_UNLIKELY(!PyUnicode_Check(arg))) return not_a_str(call, arg);
-  return with_str(arg, std::forward<F>(f));
+  std::string_view name;
+  PyObject* holder = nullptr;  // keeps the bytes of a name that is not a str alive
+  if (LAPTIME_UNLIKELY(!PyUnicode_Check(arg) || !utf8_view(arg, name))) {
+    holder = other_name(call, arg, name);
+    if (holder == nullptr) return nullptr;
+  }
+  PyObject* r = call_none([&] { f(name); });
+  Py_XDECREF(holder);
+  return r;
 }
 
 template <class F>
@@ -161,19 +261,86 @@ PyObject* string_result(F&& f) {
   return text_to_str(text);
 }
 
-/// The argument of `call(keyword=None)` from a vectorcall: positional or by keyword; nullptr if
-/// absent. False (TypeError set) for anything else.
-bool optional_arg(const char* call, const char* keyword, PyObject* const* args, Py_ssize_t nargs,
-                  PyObject* kwnames, PyObject*& out) {
+/// The one argument of `call(keyword)` (`required`) or `call(keyword=None)` from a vectorcall,
+/// positional or by keyword (also spelled `alias`, where not null); nullptr if absent. False
+/// (TypeError set) for anything else.
+[[gnu::cold]] bool parse_one_arg(const char* call, const char* keyword, const char* alias,
+                                 bool required, PyObject* const* args, Py_ssize_t nargs,
+                                 PyObject* kwnames, PyObject*& out) {
   out = nargs > 0 ? args[0] : nullptr;
   const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
-  if (nargs + nkw > 1 ||
-      (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), keyword) != 0)) {
-    PyErr_Format(PyExc_TypeError, "laptime: %s(%s=None) takes at most one argument, %s", call,
-                 keyword, keyword);
+  bool ok = nargs + nkw <= 1;
+  if (ok && nkw == 1) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, 0);
+    ok = PyUnicode_CompareWithASCIIString(key, keyword) == 0 ||
+         (alias != nullptr && PyUnicode_CompareWithASCIIString(key, alias) == 0);
+    out = args[nargs];
+  }
+  if (!ok || (required && out == nullptr)) {
+    PyErr_Format(PyExc_TypeError,
+                 required ? "laptime: %s() takes one argument, %s"
+                          : "laptime: %s() takes at most one argument, %s=None",
+                 call, keyword);
     return false;
   }
-  if (nkw == 1) out = args[nargs];
+  return true;
+}
+
+/// `call(keyword=None)`.
+bool optional_arg(const char* call, const char* keyword, PyObject* const* args, Py_ssize_t nargs,
+                  PyObject* kwnames, PyObject*& out) {
+  return parse_one_arg(call, keyword, nullptr, false, args, nargs, kwnames, out);
+}
+
+[[gnu::cold]] PyObject* required_arg(const char* call, const char* keyword, PyObject* const* args,
+                                     Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* out = nullptr;
+  return parse_one_arg(call, keyword, nullptr, true, args, nargs, kwnames, out) ? out : nullptr;
+}
+
+/// The argument of `call(keyword)` (borrowed), or nullptr with TypeError set: the common case
+/// (one positional argument) inline, returned in a register.
+LAPTIME_ALWAYS_INLINE PyObject* one_arg(const char* call, const char* keyword,
+                                        PyObject* const* args, Py_ssize_t nargs,
+                                        PyObject* kwnames) {
+  if (LAPTIME_LIKELY(nargs == 1 && kwnames == nullptr)) return args[0];
+  return required_arg(call, keyword, args, nargs, kwnames);
+}
+
+/// A number of iterations: an int (also a bool, which the seed's arithmetic took as 0 or 1, and
+/// anything with __index__) or a float with an integral value (5.0, as configuration files give
+/// numbers), within int. False with TypeError, ValueError or OverflowError set.
+bool iteration_count(const char* keyword, PyObject* obj, int& out) {
+  if (PyFloat_Check(obj)) {
+    const double d = PyFloat_AS_DOUBLE(obj);
+    if (!std::isfinite(d) || d != std::floor(d)) {
+      PyErr_Format(PyExc_ValueError, "laptime: enable(): %s=%R is not a whole number", keyword,
+                   obj);
+      return false;
+    }
+    if (d < INT_MIN || d > INT_MAX) {
+      PyErr_Format(PyExc_OverflowError, "laptime: enable(): %s is out of range", keyword);
+      return false;
+    }
+    out = static_cast<int>(d);
+    return true;
+  }
+  if (!PyIndex_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "laptime: enable(): %s must be an int, not %.100s", keyword,
+                 Py_TYPE(obj)->tp_name);
+    return false;
+  }
+  PyObject* index = PyNumber_Index(obj);
+  if (index == nullptr) return false;
+  int overflow = 0;
+  const long v = PyLong_AsLongAndOverflow(index, &overflow);
+  Py_DECREF(index);
+  if (v == -1 && PyErr_Occurred()) return false;
+  if (overflow != 0 || v < INT_MIN || v > INT_MAX) {
+    PyErr_Format(PyExc_OverflowError, "laptime: enable(): %s is out of range", keyword);
+    return false;
+  }
+  out = static_cast<int>(v);
   return true;
 }
 
@@ -269,7 +436,8 @@ PyObject* mod_uninstall_print_function(PyObject*, PyObject*) {
 enum class ScopeKind { Measure, Range };
 
 struct Scope {
-  PyObject_HEAD PyObject* name;  // a str: its UTF-8 buffer stays put, so laptime's name cache hits
+  // The name: a str (its UTF-8 buffer stays put, so laptime's name cache hits) or any other name.
+  PyObject_HEAD PyObject* name;
   ScopeKind kind;
   // Blocks entered while the tool was enabled and not yet exited: __exit__ ends one of them. A
   // count, not a flag, so that one object shared by threads (`with timer:` in each loader
@@ -298,10 +466,10 @@ PyObject* scope_enter(PyObject* obj, PyObject*) {
   PyObject* r;
   if (self->kind == ScopeKind::Measure) {
     if (!stopwatch().is_enabled()) Py_RETURN_NONE;
-    r = with_str(self->name, [](std::string_view n) { stopwatch().start_meas(n); });
+    r = with_name("measure", self->name, [](std::string_view n) { stopwatch().start_meas(n); });
   } else {
     if (!nvtx().is_enabled()) Py_RETURN_NONE;
-    r = with_str(self->name, [](std::string_view n) { nvtx().range_push(n); });
+    r = with_name("range", self->name, [](std::string_view n) { nvtx().range_push(n); });
   }
   if (r != nullptr) ++self->open;
   return r;
@@ -315,9 +483,9 @@ PyObject* scope_exit(PyObject* obj, PyObject* const*, Py_ssize_t) {
   --self->open;
   PyObject* r;
   if (self->kind == ScopeKind::Measure) {
-    r = with_str(self->name, [](std::string_view n) { stopwatch().end_meas(n); });
+    r = with_name("measure", self->name, [](std::string_view n) { stopwatch().end_meas(n); });
   } else {
-    r = with_str(self->name, [](std::string_view n) { nvtx().range_pop(n); });
+    r = with_name("range", self->name, [](std::string_view n) { nvtx().range_pop(n); });
   }
   if (r == nullptr) return nullptr;
   Py_DECREF(r);
@@ -378,17 +546,21 @@ PyType_Spec g_scope_spec = {"laptime._Scope", sizeof(Scope), 0, Py_TPFLAGS_DEFAU
 // ---------------------------------------------------------------------------------------------
 // laptime.Stopwatch: the facade of laptime::Stopwatch
 
-// The hot pair. Not enabled: a type check and one relaxed load. Enabled: laptime's own path.
-PyObject* sw_start_meas(PyObject*, PyObject* name) {
-  if (LAPTIME_UNLIKELY(!PyUnicode_Check(name))) return not_a_str("start_meas", name);
+// The hot pair, METH_FASTCALL | METH_KEYWORDS for the seed's spelling start_meas(name=...).
+// Not enabled: one relaxed load, whatever the name (the seed's methods were empty then).
+// Enabled: a str's UTF-8 view and laptime's own path; other names take the cold fallback.
+PyObject* sw_start_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* name = one_arg("start_meas", "name", args, nargs, kwnames);
+  if (LAPTIME_UNLIKELY(name == nullptr)) return nullptr;
   if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
-  return with_str(name, [](std::string_view n) { stopwatch().start_meas(n); });
+  return with_name("start_meas", name, [](std::string_view n) { stopwatch().start_meas(n); });
 }
 
-PyObject* sw_end_meas(PyObject*, PyObject* name) {
-  if (LAPTIME_UNLIKELY(!PyUnicode_Check(name))) return not_a_str("end_meas", name);
+PyObject* sw_end_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* name = one_arg("end_meas", "name", args, nargs, kwnames);
+  if (LAPTIME_UNLIKELY(name == nullptr)) return nullptr;
   if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
-  return with_str(name, [](std::string_view n) { stopwatch().end_meas(n); });
+  return with_name("end_meas", name, [](std::string_view n) { stopwatch().end_meas(n); });
 }
 
 // Whether this finish_iter will print the periodic report (laptime's own test, read ahead).
@@ -419,29 +591,43 @@ PyObject* sw_finish_iter(PyObject*, PyObject*) {
 PyObject* sw_enable(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"num_warmup_iters", "print_every_n_iters", "do_cuda_sync",
                                    nullptr};
-  int warmup = 0;
+  PyObject* warmup_obj = nullptr;
   PyObject* every_obj = Py_None;
   int cuda_sync = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "i|Op:enable", const_cast<char**>(keywords),
-                                   &warmup, &every_obj, &cuda_sync)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Op:enable", const_cast<char**>(keywords),
+                                   &warmup_obj, &every_obj, &cuda_sync)) {
     return nullptr;
   }
+  int warmup = 0;
+  if (!iteration_count("num_warmup_iters", warmup_obj, warmup)) return nullptr;
   std::optional<int> every;
   if (every_obj != Py_None) {
-    int overflow = 0;
-    const long v = PyLong_AsLongAndOverflow(every_obj, &overflow);
-    if (v == -1 && PyErr_Occurred()) return nullptr;
-    if (overflow != 0 || v < INT32_MIN || v > INT32_MAX) {
-      PyErr_SetString(PyExc_OverflowError, "laptime: print_every_n_iters is out of range");
-      return nullptr;
-    }
-    every = static_cast<int>(v);
+    int v = 0;
+    if (!iteration_count("print_every_n_iters", every_obj, v)) return nullptr;
+    every = v;
   }
   return call_none([&] { stopwatch().enable(warmup, every, cuda_sync != 0); });
 }
 
-PyObject* sw_new(PyTypeObject*, PyObject*, PyObject*) {
-  return Py_NewRef(g_stopwatch);
+/// tp_new of a facade type: `instance` (the singleton) for the type itself; for a Python
+/// subclass (seed users subclass the tools), one instance per subclass, made on first use. Every
+/// instance talks to the same process-wide state.
+PyObject* facade_new(PyTypeObject* type, PyObject* instance) {
+  if (LAPTIME_LIKELY(type == Py_TYPE(instance))) return Py_NewRef(instance);
+  PyObject* key = reinterpret_cast<PyObject*>(type);
+  if (PyObject* mine = PyDict_GetItemWithError(g_subclass_instances, key)) return Py_NewRef(mine);
+  if (PyErr_Occurred()) return nullptr;
+  PyObject* mine = type->tp_alloc(type, 0);
+  if (mine == nullptr) return nullptr;
+  if (PyDict_SetItem(g_subclass_instances, key, mine) < 0) {
+    Py_DECREF(mine);
+    return nullptr;
+  }
+  return mine;
+}
+
+PyObject* sw_new(PyTypeObject* type, PyObject*, PyObject*) {
+  return facade_new(type, g_stopwatch);
 }
 
 // Stopwatch(*args, **kwargs): the singleton, enabled with these arguments (as the seed did).
@@ -457,22 +643,38 @@ PyObject* sw_is_enabled(PyObject*, void*) {
   return PyBool_FromLong(stopwatch().is_enabled());
 }
 
-PyObject* sw_set_cpu_usage_meas_name(PyObject*, PyObject* name) {
+// CPU tracking is recorded also before enable (laptime allows it; the seed ignored the call): a
+// name that cannot be a name (unhashable) is ignored then, as the seed ignored everything.
+PyObject* sw_set_cpu_usage_meas_name(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                                     PyObject* kwnames) {
+  PyObject* name = one_arg("set_cpu_usage_meas_name", "name", args, nargs, kwnames);
+  if (name == nullptr) return nullptr;
+  if (!stopwatch().is_enabled() && !usable_name(name)) Py_RETURN_NONE;
   return with_name("set_cpu_usage_meas_name", name,
                    [](std::string_view n) { stopwatch().set_cpu_usage_meas_name(n); });
 }
 
-PyObject* sw_track_cpu_usage(PyObject*, PyObject* name) {
+PyObject* sw_track_cpu_usage(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                             PyObject* kwnames) {
+  PyObject* name = one_arg("track_cpu_usage", "name", args, nargs, kwnames);
+  if (name == nullptr) return nullptr;
+  if (!stopwatch().is_enabled() && !usable_name(name)) Py_RETURN_NONE;
   return with_name("track_cpu_usage", name,
                    [](std::string_view n) { stopwatch().track_cpu_usage(n); });
 }
 
-PyObject* sw_start_one_time(PyObject*, PyObject* name) {
+PyObject* sw_start_one_time(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* name = one_arg("start_one_time_measurement", "name", args, nargs, kwnames);
+  if (name == nullptr) return nullptr;
+  if (!stopwatch().is_enabled()) Py_RETURN_NONE;
   return with_name("start_one_time_measurement", name,
                    [](std::string_view n) { stopwatch().start_one_time_measurement(n); });
 }
 
-PyObject* sw_end_one_time(PyObject*, PyObject* name) {
+PyObject* sw_end_one_time(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* name = one_arg("end_one_time_measurement", "name", args, nargs, kwnames);
+  if (name == nullptr) return nullptr;
+  if (!stopwatch().is_enabled()) Py_RETURN_NONE;
   return with_name("end_one_time_measurement", name,
                    [](std::string_view n) { stopwatch().end_one_time_measurement(n); });
 }
@@ -536,12 +738,17 @@ PyObject* sw_print_eval_times(PyObject*, PyObject* const* args, Py_ssize_t nargs
       return nullptr;
     }
   }
+  // laptime's own print_eval_times decides what is printed (nothing when not enabled and
+  // nothing was measured, as the seed printed nothing before enable).
   std::string text;
   try {
-    text = stopwatch().report();
+    std::ostringstream out;
+    stopwatch().print_eval_times(out);
+    text = out.str();
   } catch (...) {
     return set_python_error();
   }
+  if (text.empty()) Py_RETURN_NONE;
   if (!write_to(file, text)) return nullptr;
   Py_RETURN_NONE;
 }
@@ -589,7 +796,6 @@ PyObject* sw_wait_for_gpu_timings(PyObject*, PyObject*) {
 }
 
 PyObject* sw_measure(PyObject*, PyObject* name) {
-  if (!PyUnicode_Check(name)) return not_a_str("measure", name);
   return scope_new(name, ScopeKind::Measure);
 }
 
@@ -604,26 +810,27 @@ PyObject* sw_repr(PyObject*) {
 }
 
 PyMethodDef g_stopwatch_methods[] = {
-    {"start_meas", sw_start_meas, METH_O,
-     "start_meas($self, name, /)\n--\n\nStarts the interval `name` on the calling thread."},
-    {"end_meas", sw_end_meas, METH_O,
-     "end_meas($self, name, /)\n--\n\nEnds the interval `name` running on the calling thread."},
+    {"start_meas", as_cfunction(sw_start_meas), METH_FASTCALL | METH_KEYWORDS,
+     "start_meas($self, name)\n--\n\nStarts the interval `name` on the calling thread."},
+    {"end_meas", as_cfunction(sw_end_meas), METH_FASTCALL | METH_KEYWORDS,
+     "end_meas($self, name)\n--\n\nEnds the interval `name` running on the calling thread."},
     {"finish_iter", sw_finish_iter, METH_NOARGS,
      "finish_iter($self)\n--\n\nEnds an iteration: warm-up, NVTX mark, periodic report."},
     {"enable", as_cfunction(sw_enable), METH_VARARGS | METH_KEYWORDS,
      "enable($self, num_warmup_iters, print_every_n_iters=None, do_cuda_sync=False)\n--\n\n"
      "Turns measuring on."},
-    {"set_cpu_usage_meas_name", sw_set_cpu_usage_meas_name, METH_O,
-     "set_cpu_usage_meas_name($self, name, /)\n--\n\nSamples CPU and I/O during the intervals of "
+    {"set_cpu_usage_meas_name", as_cfunction(sw_set_cpu_usage_meas_name),
+     METH_FASTCALL | METH_KEYWORDS,
+     "set_cpu_usage_meas_name($self, name)\n--\n\nSamples CPU and I/O during the intervals of "
      "`name`."},
-    {"track_cpu_usage", sw_track_cpu_usage, METH_O,
-     "track_cpu_usage($self, name, /)\n--\n\nSamples CPU and I/O during the intervals of `name`; "
+    {"track_cpu_usage", as_cfunction(sw_track_cpu_usage), METH_FASTCALL | METH_KEYWORDS,
+     "track_cpu_usage($self, name)\n--\n\nSamples CPU and I/O during the intervals of `name`; "
      "several names may be tracked."},
-    {"start_one_time_measurement", sw_start_one_time, METH_O,
-     "start_one_time_measurement($self, name, /)\n--\n\nStarts a single interval outside the "
+    {"start_one_time_measurement", as_cfunction(sw_start_one_time), METH_FASTCALL | METH_KEYWORDS,
+     "start_one_time_measurement($self, name)\n--\n\nStarts a single interval outside the "
      "iterations."},
-    {"end_one_time_measurement", sw_end_one_time, METH_O,
-     "end_one_time_measurement($self, name, /)\n--\n\nEnds a one-time measurement."},
+    {"end_one_time_measurement", as_cfunction(sw_end_one_time), METH_FASTCALL | METH_KEYWORDS,
+     "end_one_time_measurement($self, name)\n--\n\nEnds a one-time measurement."},
     {"get_num_nonwarmup_iters_measured", sw_get_num_nonwarmup_iters_measured, METH_NOARGS,
      "get_num_nonwarmup_iters_measured($self)\n--\n\nIterations finished after warm-up."},
     {"print_eval_times", as_cfunction(sw_print_eval_times), METH_FASTCALL | METH_KEYWORDS,
@@ -673,33 +880,34 @@ PyType_Slot g_stopwatch_slots[] = {
     {Py_tp_repr, reinterpret_cast<void*>(sw_repr)},
     {0, nullptr}};
 
-PyType_Spec g_stopwatch_spec = {"laptime.Stopwatch", sizeof(PyObject), 0, Py_TPFLAGS_DEFAULT,
-                                g_stopwatch_slots};
+// BASETYPE: seed users subclass the tools. An instance of a subclass is not the exact type, so
+// CPython's specialised call instructions do not apply to it (a few ns per call more).
+PyType_Spec g_stopwatch_spec = {"laptime.Stopwatch", sizeof(PyObject), 0,
+                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, g_stopwatch_slots};
 
 // ---------------------------------------------------------------------------------------------
 // laptime.NVTXRangeWrapper: the facade of laptime::NVTXRangeWrapper
 
-PyObject* nvtx_range_push(PyObject*, PyObject* name) {
-  if (LAPTIME_UNLIKELY(!PyUnicode_Check(name))) return not_a_str("range_push", name);
+// range_push(range_name), the seed's keyword; names as in start_meas.
+PyObject* nvtx_range_push(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* name = one_arg("range_push", "range_name", args, nargs, kwnames);
+  if (LAPTIME_UNLIKELY(name == nullptr)) return nullptr;
   if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
-  return with_str(name, [](std::string_view n) { nvtx().range_push(n); });
+  return with_name("range_push", name, [](std::string_view n) { nvtx().range_push(n); });
 }
 
-// range_pop(expected=None): with an expected name and order tracking on, the innermost range is
-// checked before anything is popped.
+// range_pop(range_name=None) (the seed's keyword; `expected` is laptime 0.1's spelling): with an
+// expected name and order tracking on, the innermost range is checked before anything is popped.
 PyObject* nvtx_range_pop(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject* expected = nargs == 1 ? args[0] : nullptr;
   if (LAPTIME_UNLIKELY(kwnames != nullptr || nargs > 1) &&
-      !optional_arg("range_pop", "expected", args, nargs, kwnames, expected)) {
+      !parse_one_arg("range_pop", "range_name", "expected", false, args, nargs, kwnames,
+                     expected)) {
     return nullptr;
   }
-  if (expected == nullptr || expected == Py_None) {
-    if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
-    return call_none([] { nvtx().range_pop(); });
-  }
-  if (LAPTIME_UNLIKELY(!PyUnicode_Check(expected))) return not_a_str("range_pop", expected);
   if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
-  return with_str(expected, [](std::string_view n) { nvtx().range_pop(n); });
+  if (expected == nullptr || expected == Py_None) return call_none([] { nvtx().range_pop(); });
+  return with_name("range_pop", expected, [](std::string_view n) { nvtx().range_pop(n); });
 }
 
 PyObject* nvtx_enable(PyObject*, PyObject* args, PyObject* kwargs) {
@@ -739,8 +947,8 @@ PyObject* nvtx_enable(PyObject*, PyObject* args, PyObject* kwargs) {
       [&] { nvtx().enable(sync_on_push != 0, sync_on_pop != 0, track != 0, options); });
 }
 
-PyObject* nvtx_new(PyTypeObject*, PyObject*, PyObject*) {
-  return Py_NewRef(g_nvtx);
+PyObject* nvtx_new(PyTypeObject* type, PyObject*, PyObject*) {
+  return facade_new(type, g_nvtx);
 }
 
 int nvtx_init(PyObject* self, PyObject* args, PyObject* kwargs) {
@@ -756,10 +964,12 @@ PyObject* nvtx_is_enabled(PyObject*, void*) {
 }
 
 PyObject* nvtx_mark(PyObject*, PyObject* message) {
+  if (!nvtx().is_enabled()) Py_RETURN_NONE;
   return with_name("mark", message, [](std::string_view m) { nvtx().mark(m); });
 }
 
 PyObject* nvtx_name_current_thread(PyObject*, PyObject* name) {
+  if (!PyUnicode_Check(name)) return not_a_str("name_current_thread", name);
   return with_name("name_current_thread", name,
                    [](std::string_view n) { nvtx().name_current_thread(n); });
 }
@@ -773,7 +983,6 @@ PyObject* nvtx_profiler_stop(PyObject*, PyObject*) {
 }
 
 PyObject* nvtx_range(PyObject*, PyObject* name) {
-  if (!PyUnicode_Check(name)) return not_a_str("range", name);
   return scope_new(name, ScopeKind::Range);
 }
 
@@ -783,12 +992,11 @@ PyObject* nvtx_repr(PyObject*) {
 }
 
 PyMethodDef g_nvtx_methods[] = {
-    {"range_push", nvtx_range_push, METH_O,
-     "range_push($self, name, /)\n--\n\nOpens an NVTX range on the calling thread."},
+    {"range_push", as_cfunction(nvtx_range_push), METH_FASTCALL | METH_KEYWORDS,
+     "range_push($self, range_name)\n--\n\nOpens an NVTX range on the calling thread."},
     {"range_pop", as_cfunction(nvtx_range_pop), METH_FASTCALL | METH_KEYWORDS,
-     "range_pop($self, expected=None)\n--\n\nCloses the calling thread's innermost range; with "
-     "order "
-     "tracking, checks first that it is `expected`."},
+     "range_pop($self, range_name=None)\n--\n\nCloses the calling thread's innermost range; with "
+     "order tracking, checks first that it is `range_name` (also spelled `expected`)."},
     {"enable", as_cfunction(nvtx_enable), METH_VARARGS | METH_KEYWORDS,
      "enable($self, sync_on_push, sync_on_pop, keep_track_of_range_order, *, domain=None, "
      "colors=None)\n--\n\nTurns the wrapper on."},
@@ -822,8 +1030,8 @@ PyType_Slot g_nvtx_slots[] = {
     {Py_tp_repr, reinterpret_cast<void*>(nvtx_repr)},
     {0, nullptr}};
 
-PyType_Spec g_nvtx_spec = {"laptime.NVTXRangeWrapper", sizeof(PyObject), 0, Py_TPFLAGS_DEFAULT,
-                           g_nvtx_slots};
+PyType_Spec g_nvtx_spec = {"laptime.NVTXRangeWrapper", sizeof(PyObject), 0,
+                           Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, g_nvtx_slots};
 
 // ---------------------------------------------------------------------------------------------
 // Module functions
@@ -914,6 +1122,79 @@ PyObject* mod_configure_from_env(PyObject*, PyObject*) {
   return d;
 }
 
+// Where the build found the NVTX3 headers (python/CMakeLists.txt defines these).
+#ifndef LAPTIME_PY_NVTX_INCLUDE_DIR
+#define LAPTIME_PY_NVTX_INCLUDE_DIR ""
+#endif
+#ifndef LAPTIME_PY_NVTX_SOURCE
+#define LAPTIME_PY_NVTX_SOURCE ""
+#endif
+
+PyObject* optional_text(const char* text) {
+  return *text != '\0' ? PyUnicode_DecodeFSDefault(text) : Py_NewRef(Py_None);
+}
+
+// build_info(): how this extension was built, to tell at a glance why NVTX or CUDA is missing.
+PyObject* mod_build_info(PyObject*, PyObject*) {
+#if defined(__clang__)
+  const char* compiler = "clang " __clang_version__;
+#elif defined(__GNUC__)
+  const char* compiler = "gcc " __VERSION__;
+#else
+  const char* compiler = "unknown";
+#endif
+#ifdef LAPTIME_HAVE_CUDA_HEADERS
+  const bool cuda_headers = true;
+#else
+  const bool cuda_headers = false;
+#endif
+  const bool nvtx_in = LAPTIME_HAVE_NVTX != 0;
+  PyObject* d = PyDict_New();
+  if (d == nullptr) return nullptr;
+  const bool ok =
+      set_item(d, "version", PyUnicode_FromString(LAPTIME_VERSION_STRING)) &&
+      set_item(d, "nvtx", PyBool_FromLong(nvtx_in)) &&
+      set_item(d, "nvtx_include_dir", optional_text(nvtx_in ? LAPTIME_PY_NVTX_INCLUDE_DIR : "")) &&
+      set_item(d, "nvtx_source", optional_text(nvtx_in ? LAPTIME_PY_NVTX_SOURCE : "")) &&
+      set_item(d, "cuda_headers", PyBool_FromLong(cuda_headers)) &&
+      set_item(d, "compiler", PyUnicode_FromString(compiler)) &&
+      set_item(d, "cplusplus", PyLong_FromLong(__cplusplus)) &&
+      set_item(d, "disabled", PyBool_FromLong(!LAPTIME_ENABLED)) &&
+      set_item(d, "max_names_capacity", PyLong_FromLong(LAPTIME_MAX_NAMES)) &&
+      set_item(d, "python", PyUnicode_FromString(PY_VERSION));
+  if (!ok) {
+    Py_DECREF(d);
+    return nullptr;
+  }
+  return d;
+}
+
+// set_max_names(n): the run-time limit on distinct measurement names (<= the capacity).
+PyObject* mod_set_max_names(PyObject*, PyObject* arg) {
+  if (PyBool_Check(arg) || !PyLong_Check(arg)) {
+    PyErr_Format(PyExc_TypeError, "laptime: set_max_names(n): n must be an int, not %.100s",
+                 Py_TYPE(arg)->tp_name);
+    return nullptr;
+  }
+  const long long n = PyLong_AsLongLong(arg);
+  if (n == -1 && PyErr_Occurred()) return nullptr;
+  if (n < 1) {
+    PyErr_Format(PyExc_ValueError, "laptime: set_max_names(%lld): the limit is at least 1", n);
+    return nullptr;
+  }
+  const std::size_t limit = stopwatch().set_max_names(static_cast<std::size_t>(n));
+  return PyLong_FromSize_t(limit);
+}
+
+PyObject* mod_max_names(PyObject*, PyObject*) {
+#if LAPTIME_ENABLED
+  return PyLong_FromUnsignedLong(
+      laptime::detail::stopwatch_state().max_names.load(std::memory_order_relaxed));
+#else
+  return PyLong_FromLong(LAPTIME_MAX_NAMES);
+#endif
+}
+
 PyObject* mod_cuda_status(PyObject*, PyObject*) {
   return string_result([] { return laptime::cuda::status(); });
 }
@@ -946,6 +1227,15 @@ PyMethodDef g_module_methods[] = {
      "what was applied."},
     {"cuda_status", mod_cuda_status, METH_NOARGS,
      "cuda_status()\n--\n\nOne line: the CUDA driver laptime loaded, or why it is unavailable."},
+    {"build_info", mod_build_info, METH_NOARGS,
+     "build_info()\n--\n\nHow this extension was built: version, whether NVTX is compiled in and "
+     "where its headers were found, compiler, C++ standard, LAPTIME_DISABLE, name capacity."},
+    {"set_max_names", mod_set_max_names, METH_O,
+     "set_max_names(n, /)\n--\n\nLimits the distinct measurement names to n (at most "
+     "build_info()['max_names_capacity']; LAPTIME_MAX_NAMES in the environment wins). Returns "
+     "the limit in force."},
+    {"max_names", mod_max_names, METH_NOARGS,
+     "max_names()\n--\n\nThe limit on distinct measurement names in force."},
     {"_install_print_function", mod_install_print_function, METH_NOARGS, nullptr},
     {"_uninstall_print_function", mod_uninstall_print_function, METH_NOARGS, nullptr},
     {"_testing_reset", mod_testing_reset, METH_NOARGS, nullptr},
@@ -993,12 +1283,15 @@ extern "C" __attribute__((visibility("default"))) PyObject* PyInit__laptime() {
   PyTypeObject* stopwatch_type = add_type(module, &g_stopwatch_spec, "Stopwatch");
   PyTypeObject* nvtx_type = add_type(module, &g_nvtx_spec, "NVTXRangeWrapper");
   g_scope_type = add_type(module, &g_scope_spec, "_Scope");
+  g_name_cache = PyDict_New();
+  g_subclass_instances = PyDict_New();
   g_stopwatch = make_instance(stopwatch_type);
   g_nvtx = make_instance(nvtx_type);
   Py_XDECREF(stopwatch_type);
   Py_XDECREF(nvtx_type);
   if (g_usage_error == nullptr || g_scope_type == nullptr || g_stopwatch == nullptr ||
-      g_nvtx == nullptr || PyModule_AddObject(module, "UsageError", Py_NewRef(g_usage_error)) < 0 ||
+      g_name_cache == nullptr || g_subclass_instances == nullptr || g_nvtx == nullptr ||
+      PyModule_AddObject(module, "UsageError", Py_NewRef(g_usage_error)) < 0 ||
       PyModule_AddStringConstant(module, "__version__", LAPTIME_VERSION_STRING) < 0 ||
       PyModule_AddIntConstant(module, "HAVE_NVTX", LAPTIME_HAVE_NVTX) < 0) {
     Py_DECREF(module);

@@ -183,6 +183,10 @@ struct StopwatchState {
   std::mutex names_mutex;
   std::unordered_map<std::string, std::uint32_t> name_ids;
   std::atomic<std::uint32_t> name_count{0};
+  // The run-time limit on distinct names, <= LAPTIME_MAX_NAMES (the storage capacity): from
+  // LAPTIME_MAX_NAMES in the environment at first use, else Stopwatch::set_max_names.
+  std::atomic<std::uint32_t> max_names{LAPTIME_MAX_NAMES};
+  bool max_names_from_env = false;
 
   ThreadRegistry<ThreadRecord> threads;
 
@@ -243,8 +247,33 @@ struct StopwatchState {
   std::atomic<bool> fork_handlers{false};  // installed once per process
 };
 
+/// The name limit LAPTIME_MAX_NAMES asks for (nullopt: unset), clamped to the capacity; a
+/// malformed value is warned about once and ignored, one above the capacity is clamped.
+inline std::optional<std::uint32_t> env_max_names() {
+  const auto text = env_value("LAPTIME_MAX_NAMES");
+  if (!text) return std::nullopt;
+  const auto v = parse_int(*text);
+  if (!v || *v < 1) {
+    warn_once("LAPTIME_MAX_NAMES",
+              "LAPTIME_MAX_NAMES='" + std::string(*text) + "' is not a positive integer; ignored");
+    return std::nullopt;
+  }
+  if (static_cast<unsigned>(*v) > LAPTIME_MAX_NAMES) {
+    warn_once("LAPTIME_MAX_NAMES", "LAPTIME_MAX_NAMES=" + std::to_string(*v) +
+                                       " is above the compile-time capacity; " +
+                                       std::to_string(LAPTIME_MAX_NAMES) + " are allowed");
+    return LAPTIME_MAX_NAMES;
+  }
+  return static_cast<std::uint32_t>(*v);
+}
+
 inline StopwatchState::StopwatchState()
-    : owner_pid(::getpid()), rank(detect_rank()), host(host_name()) {}
+    : owner_pid(::getpid()), rank(detect_rank()), host(host_name()) {
+  if (const auto n = env_max_names()) {
+    max_names.store(*n, std::memory_order_relaxed);
+    max_names_from_env = true;
+  }
+}
 
 // A forked child (a DataLoader worker) gets a copy of this state, possibly while another thread
 // is changing it. The locks that guard tables (configuration, names, GPU figures, one-time
@@ -282,7 +311,7 @@ inline std::uint32_t StopwatchState::intern(std::string_view name) {
   std::lock_guard<std::mutex> lock(names_mutex);
   if (auto it = name_ids.find(std::string(name)); it != name_ids.end()) return it->second;
   const std::uint32_t id = name_count.load(std::memory_order_relaxed);
-  if (id >= LAPTIME_MAX_NAMES) return kNoName;
+  if (id >= max_names.load(std::memory_order_relaxed)) return kNoName;
   auto [it, inserted] = name_ids.emplace(std::string(name), id);
   (void)inserted;
   names[id].store(&it->first, std::memory_order_release);  // node-based map: the key never moves
@@ -314,8 +343,9 @@ LAPTIME_NOINLINE inline const NameCacheEntry* StopwatchState::lookup_slow(Thread
     id = intern(name);
     if (id == kNoName) {
       usage_error("start_meas/end_meas",
-                  "more than LAPTIME_MAX_NAMES (" + std::to_string(LAPTIME_MAX_NAMES) +
-                      ") distinct measurement names; " + quoted(name) + " is not measured");
+                  "more than " + std::to_string(max_names.load(std::memory_order_relaxed)) +
+                      " distinct measurement names (LAPTIME_MAX_NAMES); " + quoted(name) +
+                      " is not measured");
       return nullptr;
     }
     rec.known.emplace(*names[id].load(std::memory_order_acquire), id);

@@ -1,0 +1,162 @@
+"""The seed's calls keep working after changing only the import (issue 12, items 16 and 17):
+whatever the seed accepted, in the spellings it accepted, and silence where it was silent."""
+
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import laptime
+
+UNHASHABLE = [["a list"], {"a": "dict"}, {1, 2}]
+
+
+def names(stopwatch):
+    return {m["name"]: m["count"] for m in stopwatch.results()["measurements"]}
+
+
+def test_not_enabled_every_call_is_a_no_op_whatever_its_argument(stopwatch, nvtx):
+    # The seed's "training: everything off" configuration: its methods were empty then.
+    for name in ["str", 42, None, 2.5, b"bytes", ("a", 1), Path("x.jpg"), *UNHASHABLE]:
+        stopwatch.start_meas(name)
+        stopwatch.end_meas(name)
+        stopwatch.set_cpu_usage_meas_name(name)
+        stopwatch.start_one_time_measurement(name)
+        stopwatch.end_one_time_measurement(name)
+        nvtx.range_push(name)
+        nvtx.range_pop(name)
+        nvtx.range_pop()
+        with stopwatch.measure(name), nvtx.range(name):
+            pass
+    stopwatch.finish_iter()
+    assert stopwatch.results()["measurements"] == [] and stopwatch.results()["one_time"] == []
+
+
+def test_the_seeds_keyword_spellings(stopwatch, nvtx):
+    stopwatch.enable(num_warmup_iters=0, print_every_n_iters=None, do_cuda_sync=False)
+    nvtx.enable(sync_on_push=False, sync_on_pop=False, keep_track_of_range_order=True)
+    stopwatch.set_cpu_usage_meas_name(name="loop")
+    stopwatch.start_meas(name="loop")
+    nvtx.range_push(range_name="step")
+    nvtx.range_pop(range_name="step")
+    nvtx.range_push(range_name="step")
+    nvtx.range_pop(expected="step")  # laptime 0.1's spelling stays
+    nvtx.range_push(range_name="step")
+    nvtx.range_pop(range_name=None)
+    stopwatch.end_meas(name="loop")
+    stopwatch.start_one_time_measurement(name="setup")
+    stopwatch.end_one_time_measurement(name="setup")
+    stopwatch.finish_iter()
+    r = stopwatch.results()
+    assert [(m["name"], m["count"]) for m in r["measurements"]] == [("loop", 1)]
+    assert "cpu" in r["measurements"][0]
+    assert [o["name"] for o in r["one_time"]] == ["setup"]
+    # The seed's constructor forwards its arguments to enable, keywords included.
+    assert laptime.Stopwatch(num_warmup_iters=0, print_every_n_iters=None,
+                             do_cuda_sync=False) is stopwatch
+    with pytest.raises(TypeError, match="name"):
+        stopwatch.start_meas(nam="x")
+    with pytest.raises(TypeError):
+        stopwatch.start_meas()
+    with pytest.raises(TypeError):
+        stopwatch.start_meas("a", "b")
+
+
+def test_hashable_names_are_recorded_under_their_str(stopwatch, nvtx):
+    stopwatch.enable(0)
+    nvtx.enable(False, False, True)
+    path = Path("data") / "x.jpg"
+    for _ in range(3):
+        stopwatch.start_meas(7)
+        stopwatch.end_meas(7)
+        stopwatch.start_meas(("epoch", 1))
+        stopwatch.end_meas(("epoch", 1))  # an equal tuple, another object
+        stopwatch.start_meas(path)
+        stopwatch.end_meas(Path("data/x.jpg"))
+        nvtx.range_push(3)
+        nvtx.range_pop(3)
+    # 1 == True, as in the seed's dict: one name.
+    stopwatch.start_meas(1)
+    stopwatch.end_meas(True)
+    with stopwatch.measure(2.0):
+        pass
+    stopwatch.finish_iter()
+    assert names(stopwatch) == {"7": 3, "('epoch', 1)": 3, str(path): 3, "1": 1, "2.0": 1}
+    # A non-str name and its str are the same name.
+    stopwatch.start_meas(7)
+    stopwatch.end_meas("7")
+
+
+def test_unhashable_names_are_a_type_error_when_enabled(stopwatch):
+    stopwatch.enable(0)
+    for name in UNHASHABLE:
+        with pytest.raises(TypeError, match="hashable"):
+            stopwatch.start_meas(name)
+    stopwatch.start_meas("still works")
+    stopwatch.end_meas("still works")
+
+
+def test_file_names_with_undecodable_bytes_are_recorded(stopwatch, nvtx, capsys):
+    # os.fsdecode of a Latin-1 file name: lone surrogates, which have no UTF-8 form.
+    name = os.fsdecode(b"caf\xe9.jpg")
+    assert name == "caf\udce9.jpg"
+    stopwatch.enable(0)
+    nvtx.enable(False, False, True)
+    for _ in range(2):
+        stopwatch.start_meas(name)
+        nvtx.range_push(name)
+        nvtx.range_pop(name)
+        stopwatch.end_meas(name)
+    stopwatch.start_meas("\ud800 lone")  # not from surrogateescape: written as \ud800
+    stopwatch.end_meas("\ud800 lone")
+    stopwatch.finish_iter()
+    r = json.loads(stopwatch.to_json())  # valid JSON
+    recorded = [m["name"] for m in r["measurements"]]
+    assert len(recorded) == 2 and all(m["count"] >= 1 for m in r["measurements"])
+    assert recorded[0].startswith("caf") and recorded[0].endswith(".jpg")
+    assert recorded[1] == "\\ud800 lone"
+    # The report shows the file's byte as `ls -b` does, and is printable on a strict UTF-8 stream.
+    stopwatch.print_eval_times()
+    assert "caf\\xe9.jpg" in capsys.readouterr().out
+    stopwatch.report().encode("utf-8")
+    with pytest.raises(laptime.UsageError, match=r"caf\\xe9\.jpg"):
+        stopwatch.end_meas(name)
+
+
+def test_enable_takes_integral_floats_and_bools_as_the_seed_did(stopwatch):
+    stopwatch.enable(2.0, 3.0, False)  # numbers from a YAML or JSON config
+    for _ in range(5):
+        stopwatch.finish_iter()
+    assert stopwatch.get_num_nonwarmup_iters_measured() == 3
+    stopwatch.enable(2, 3, 0)  # the same settings: no error
+    stopwatch.disable()
+    stopwatch.enable(True, None, False)  # True is 1 in the seed's arithmetic
+    assert stopwatch.results()["num_warmup_iters"] == 1
+    stopwatch.disable()
+    with pytest.raises(ValueError, match="whole number"):
+        stopwatch.enable(2.5, None, False)
+    with pytest.raises(ValueError, match="whole number"):
+        stopwatch.enable(0, float("nan"), False)
+    with pytest.raises(TypeError, match="int"):
+        stopwatch.enable("5", None, False)
+    with pytest.raises(OverflowError):
+        stopwatch.enable(1e30, None, False)
+    assert not stopwatch.is_enabled
+
+
+def test_print_eval_times_prints_nothing_when_not_enabled(stopwatch, capsys):
+    stopwatch.print_eval_times()
+    buf = io.StringIO()
+    stopwatch.print_eval_times(buf)
+    assert capsys.readouterr().out == "" and buf.getvalue() == ""
+    stopwatch.enable(0)
+    stopwatch.print_eval_times()
+    assert "laptime stopwatch:" in capsys.readouterr().out
+    # Turned off after measuring: the results are still there to print.
+    stopwatch.start_meas("x")
+    stopwatch.end_meas("x")
+    stopwatch.disable()
+    stopwatch.print_eval_times()
+    assert "x" in capsys.readouterr().out
