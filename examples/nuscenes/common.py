@@ -124,4 +124,4 @@ class Clock:
 
     def report(self):
         import os
-        return {"pid": os.getpid(), "cpu_s": time.process_time(), **self.stages}
+        return {"pid": os.getpid(), "process_time": time.process_time(), **self.stages}

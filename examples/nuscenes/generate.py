@@ -91,10 +91,10 @@ def quaternion(yaw):
     return [float(np.cos(yaw / 2)), 0.0, 0.0, float(np.sin(yaw / 2))]
 
 
-def generate(out, samples=16, seed=0, version="v1.0-mini", annotations_per_sample=6, quality=90):
+def generate(out, samples=16, seed=0, version="v1.0-mini", annotations_per_sample=6, quality=90,
+             jobs=1):
     """Writes the dataset under ``out`` and returns the number of JPEG files written."""
     rng = np.random.default_rng(seed)
-    noise = make_noise(rng)
     table_dir = os.path.join(out, version)
     os.makedirs(table_dir, exist_ok=True)
     for cam in CAMERAS:
@@ -133,7 +133,7 @@ def generate(out, samples=16, seed=0, version="v1.0-mini", annotations_per_sampl
     sample_tokens = [token("sample", seed, i) for i in range(samples)]
     scenes = [list(range(s, min(s + SAMPLES_PER_SCENE, samples)))
               for s in range(0, samples, SAMPLES_PER_SCENE)]
-    files = 0
+    images = []  # (path, seed, sample, camera, quality), written at the end, in parallel
     base_time = 1_533_000_000_000_000  # microseconds, like NuScenes timestamps
     for scene_idx, members in enumerate(scenes):
         scene_token = token("scene", seed, scene_idx)
@@ -156,10 +156,9 @@ def generate(out, samples=16, seed=0, version="v1.0-mini", annotations_per_sampl
             ego = token("ego_pose", seed, i)
             t["ego_pose"].append({"token": ego, "timestamp": ts, "rotation": quaternion(0.01 * i),
                                   "translation": [400.0 + 5.0 * i, 1100.0, 0.0]})
-            for cam in CAMERAS:
+            for k, cam in enumerate(CAMERAS):
                 filename = f"samples/{cam}/synth-seed{seed}__{cam}__{ts}.jpg"
-                Image.fromarray(make_image(rng, noise)).save(os.path.join(out, filename), quality=quality)
-                files += 1
+                images.append((os.path.join(out, filename), seed, i, k, quality))
                 sd = token("sample_data", seed, i, cam)
                 t["sample_data"].append({
                     "token": sd, "sample_token": sample_tokens[i], "ego_pose_token": ego,
@@ -194,7 +193,27 @@ def generate(out, samples=16, seed=0, version="v1.0-mini", annotations_per_sampl
     for name, rows in t.items():
         with open(os.path.join(table_dir, name + ".json"), "w") as f:
             json.dump(rows, f, indent=0)
-    return files
+    if jobs > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            pool.map(_write_image, images, chunksize=6)
+    else:
+        for image in images:
+            _write_image(image)
+    return len(images)
+
+
+_NOISE = {}
+
+
+def _write_image(job):
+    """One JPEG; its pixels depend on (seed, sample, camera) only, whichever process writes it."""
+    path, seed, sample, camera, quality = job
+    if seed not in _NOISE:
+        _NOISE[seed] = make_noise(np.random.default_rng([seed, 1 << 30]))
+    rng = np.random.default_rng([seed, sample, camera])
+    Image.fromarray(make_image(rng, _NOISE[seed])).save(path, quality=quality)
 
 
 def main(argv=None):
@@ -203,9 +222,11 @@ def main(argv=None):
     p.add_argument("--samples", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--version", default="v1.0-mini")
+    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                   help="processes writing JPEGs (the output does not depend on it)")
     args = p.parse_args(argv)
     start = time.perf_counter()
-    files = generate(args.out, args.samples, args.seed, args.version)
+    files = generate(args.out, args.samples, args.seed, args.version, jobs=args.jobs)
     print(f"generate: {args.samples} samples, {files} JPEGs under {args.out} "
           f"in {time.perf_counter() - start:.1f} s")
     return 0
