@@ -279,8 +279,7 @@ class DaliLoader:
         self.batches = len(source.order(0)) // batch_size
         cams = len(files[0])
         # fork is cheaper, but a forked child of a process with a CUDA context is unusable.
-        start_method = "spawn" if torch.cuda.is_available() and torch.cuda.is_initialized() \
-            else "fork"
+        start_method = "spawn" if torch.cuda.is_initialized() else "fork"
 
         @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=device_id,
                       py_num_workers=max(1, num_workers), py_start_method=start_method,
