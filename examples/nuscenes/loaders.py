@@ -17,8 +17,8 @@
   ``torchvision.io.decode_jpeg`` on the GPU (nvJPEG) and augments with torch ops (on the CPU when
   there is no GPU).
 
-Batches are on ``device`` when given, else where the loader produces them (CPU for reference,
-the GPU for dali-mixed and gpu). Augmentation is a function of (seed, epoch, sample), identical
+Batches (all three tensors) are on ``device`` when given, else where the loader produces the
+images (CPU for reference, the GPU for dali-mixed and gpu). Augmentation is a function of (seed, epoch, sample), identical
 in every loader (``common.augmentation``). ``loader.last_stats`` holds what the worker processes
 reported for the last batch (pids, their CPU clocks, seconds per stage), where a loader has such
 workers.
@@ -214,16 +214,11 @@ class TorchLoader:
                 aug = batch.pop("aug")
                 if "jpegs" in batch:
                     batch["images"] = self._decode_and_augment(batch.pop("jpegs"), aug)
-                if self.device is not None:
-                    batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
-                yield batch
+                # everything where the images are (the GPU for `gpu`), or on `device`
+                target = self.device or batch["images"].device
+                yield {k: v.to(target, non_blocking=True) for k, v in batch.items()}
         finally:
             self.sampler.epoch += 1
-
-    def worker_pids(self):
-        """The pids of the DataLoader's worker processes (persistent, so alive between epochs)."""
-        it = getattr(self.loader, "_iterator", None)
-        return [w.pid for w in getattr(it, "_workers", [])]
 
     def _decode_and_augment(self, jpegs, augs):
         import torch.nn.functional as F
@@ -311,6 +306,5 @@ class DaliLoader:
         for out in self.iterator:
             batch = out[0]
             batch["index"] = batch["index"].reshape(-1)
-            if self.device is not None:
-                batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
-            yield batch
+            target = self.device or batch["images"].device
+            yield {k: v.to(target, non_blocking=True) for k, v in batch.items()}
