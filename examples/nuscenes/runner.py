@@ -140,6 +140,11 @@ def run(args):
           f"({loop['mean_per_iter_s'] * 1e3:.1f} ms/batch) over {measured} batches after "
           f"{args.warmup} warm-up, batch {args.batch_size}, {args.workers} workers"
           + (f", {args.dali_threads} DALI threads, decoder {loader.decoder}" if args.loader == "dali" else ""))
+    print(f"{args.loader}: {len(loader)} batches per epoch, {epochs} epochs started in the run")
+    if stages and measured:
+        per_batch = ", ".join(f"{k[:-2]} {v / measured * 1e3:.1f} ms" for k, v in stages.items())
+        print(f"{args.loader}: worker processes report per batch (wall time in the workers, summed "
+              f"over a batch's samples): {per_batch}")
     stopwatch.print_eval_times()
 
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
