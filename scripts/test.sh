@@ -3,7 +3,8 @@
 # Python packages from PyPI into a venv under build/).
 #
 #   scripts/test.sh            everything: the suite built normally and with LAPTIME_DISABLE,
-#                              the Python tests, the sanitizer presets, the fuzzer (60 s)
+#                              the Python tests, the studies' tests (examples/nuscenes),
+#                              the sanitizer presets, the fuzzer (60 s)
 #   scripts/test.sh --quick    only the first two (while developing)
 #
 # Ends with one line "laptime: N passed, N failed, N skipped" over all stages (skipped: the GPU
@@ -108,6 +109,21 @@ if [ "$QUICK" -eq 0 ]; then
         (cd python/tests && "$ROOT/$venv/bin/python" -m pytest -q -p no:cacheprovider .)
     }
     stage python pytest python_tests
+  fi
+
+  # 3b. Studies: the tests under examples/nuscenes/tests (the loader and training studies), in a
+  # fresh venv with the studies' requirements (torch, torchvision, DALI, nuscenes-devkit: several
+  # GB, the longest install of the suite) and laptime as users install it.
+  if [ -f examples/nuscenes/requirements.txt ] && [ -d examples/nuscenes/tests ]; then
+    studies_tests() {
+      local venv=build/venv-study
+      rm -rf "$venv" && python3 -m venv "$venv" &&
+        "$venv/bin/pip" install -q --upgrade pip &&
+        "$venv/bin/pip" install -q -r examples/nuscenes/requirements.txt &&
+        "$venv/bin/pip" install -q . &&
+        "$venv/bin/python" -m pytest -q -p no:cacheprovider examples/nuscenes/tests
+    }
+    stage studies pytest studies_tests
   fi
 
   # 4. Sanitizers (CMakePresets.json): AddressSanitizer+UBSan, ThreadSanitizer.

@@ -11,7 +11,9 @@ import importlib
 import sys
 
 # name -> (module under laptime., one-line help)
-SUBCOMMANDS = {}
+SUBCOMMANDS = {
+    "compare": ("compare", "The seed's table: runtime and CPU of a reference run against others."),
+}
 
 
 def _parser():
