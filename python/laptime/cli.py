@@ -11,7 +11,9 @@ import importlib
 import sys
 
 # name -> (module under laptime., one-line help)
-SUBCOMMANDS = {}
+SUBCOMMANDS = {
+    "merge": ("merge", "One report over the results of every rank: min/median/max and the slowest rank."),
+}
 
 
 def _parser():
