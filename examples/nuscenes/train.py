@@ -71,7 +71,13 @@ def parse_args(argv=None):
 def ensure_dataset(args, rank, dist):
     """Generates the data on rank 0 when ``--dataroot`` has none; the others wait for it."""
     if not os.path.isdir(os.path.join(args.dataroot, args.version)) and rank == 0:
-        cmd = [sys.executable, os.path.join(HERE, "generate.py"), "--out", args.dataroot,
+        generator = os.path.join(HERE, "generate.py")
+        if not os.path.exists(generator):  # a generate module found on sys.path instead
+            import importlib.util
+
+            spec = importlib.util.find_spec("generate")
+            generator = spec.origin if spec else generator
+        cmd = [sys.executable, generator, "--out", args.dataroot,
                "--samples", str(args.generate_samples), "--seed", str(args.seed),
                "--version", args.version]
         print("generating the data set:", " ".join(cmd), flush=True)
