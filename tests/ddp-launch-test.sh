@@ -28,7 +28,7 @@ id_dir=$(echo "$out" | sed -n '1s/.* id=\([^ ]*\)\/nccl_id .*/\1/p')
 [ ! -e "$id_dir" ] || fail "the launcher left its id folder $id_dir behind"
 
 # 2. a user's LAPTIME_OUTPUT wins over --out
-out=$(LAPTIME_OUTPUT=/x/{rank}.json "$LAUNCH" --nproc 1 --out "$TMP/res" -- sh -c 'echo "$LAPTIME_OUTPUT"')
+out=$(LAPTIME_OUTPUT='/x/{rank}.json' "$LAUNCH" --nproc 1 --out "$TMP/res" -- sh -c 'echo "$LAPTIME_OUTPUT"')
 [ "$out" = "/x/{rank}.json" ] || fail "--out replaced the user's LAPTIME_OUTPUT: $out"
 
 # 3. the first failure is the launcher's status; the other ranks are stopped, not waited for
