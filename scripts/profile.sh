@@ -6,6 +6,7 @@
 #
 #   scripts/profile.sh [--loaders "reference gpu"] [--iters 60] [--warmup 10] [--nproc 1]
 #                      [--batch-size 8] [--workers 8] [--dataroot DIR] [--samples 32]
+#                      [--only python|cpp]
 #
 # The capture starts when warm-up ends (profiler_start on rank 0) and stops after the last
 # iteration, so each checked range must appear (iters - warmup) times for one process (at least
@@ -31,6 +32,7 @@ BATCH=8
 WORKERS=8
 DATA=/tmp/nuscenes-synth
 SAMPLES=32
+ONLY=""
 while [ $# -gt 0 ]; do
   case $1 in
     --loaders) LOADERS=$2; shift 2 ;;
@@ -41,6 +43,7 @@ while [ $# -gt 0 ]; do
     --workers) WORKERS=$2; shift 2 ;;
     --dataroot) DATA=$2; shift 2 ;;
     --samples) SAMPLES=$2; shift 2 ;;
+    --only) ONLY=$2; shift 2 ;;
     *) echo "usage: see the top of $0" >&2; exit 2 ;;
   esac
 done
@@ -160,6 +163,7 @@ fi
 
 # ---------------------------------------------------------------- Python, one report per loader
 RANGES=("optimizer.after_train_iter" "data fetch" "Training step")
+[ "$ONLY" = cpp ] && LOADERS=""
 for loader in $LOADERS; do
   echo "=== $loader"
   profile_run "train-$loader" "$PY" -m torch.distributed.run --standalone --nproc_per_node "$NPROC" \
@@ -170,15 +174,18 @@ for loader in $LOADERS; do
 done
 
 # ---------------------------------------------------------------- C++, world size 1
-echo "=== ddp_train"
-APP_DIR="$BUILD/examples/ddp_train"
-profile_run cpp-ddp_train "$APP_DIR/ddp_launch" --nproc 1 --out "$LOGS/cpp-results" -- \
-  "$APP_DIR/ddp_train" --iters "$ITERS" --warmup "$WARMUP"
-NPROC_SAVED=$NPROC
-NPROC=1
-check_ranges "ddp_train (world size 1)" "$LOGS/cpp-ddp_train.counts" "${RANGES[@]}" ncclAllReduce
-NPROC=$NPROC_SAVED
-"$PY" -m laptime merge "$LOGS"/cpp-results/rank*.json | tee "$LOGS/cpp-merge.txt"
+if [ "$ONLY" != python ]; then
+  echo "=== ddp_train"
+  APP_DIR="$BUILD/examples/ddp_train"
+  rm -rf "$LOGS/cpp-results"
+  profile_run cpp-ddp_train "$APP_DIR/ddp_launch" --nproc 1 --out "$LOGS/cpp-results" -- \
+    "$APP_DIR/ddp_train" --iters "$ITERS" --warmup "$WARMUP"
+  NPROC_SAVED=$NPROC
+  NPROC=1
+  check_ranges "ddp_train (world size 1)" "$LOGS/cpp-ddp_train.counts" "${RANGES[@]}" ncclAllReduce
+  NPROC=$NPROC_SAVED
+  "$PY" -m laptime merge "$LOGS"/cpp-results/rank*.json | tee "$LOGS/cpp-merge.txt"
+fi
 
 # ---------------------------------------------------------------- table
 TABLE="$LOGS/table.txt"
