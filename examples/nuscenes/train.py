@@ -68,6 +68,16 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+def barrier(dist):
+    """``dist.barrier()``, on this rank's GPU with NCCL (torch warns and guesses otherwise)."""
+    import torch
+
+    if dist.get_backend() == "nccl":
+        dist.barrier(device_ids=[torch.cuda.current_device()])
+    else:
+        dist.barrier()
+
+
 def ensure_dataset(args, rank, dist):
     """Generates the data on rank 0 when ``--dataroot`` has none; the others wait for it."""
     if not os.path.isdir(os.path.join(args.dataroot, args.version)) and rank == 0:
@@ -83,7 +93,7 @@ def ensure_dataset(args, rank, dist):
         print("generating the data set:", " ".join(cmd), flush=True)
         subprocess.run(cmd, check=True)
     if dist is not None:
-        dist.barrier()
+        barrier(dist)
 
 
 def main(argv=None):
@@ -199,7 +209,7 @@ def main(argv=None):
             with open(args.summary, "w", encoding="utf-8") as f:
                 json.dump(summary, f, indent=1)
     if dist is not None:
-        dist.barrier()
+        barrier(dist)
         dist.destroy_process_group()
     if args.check_loss_falls and not last < first:
         return 3
