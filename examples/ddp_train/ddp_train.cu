@@ -137,7 +137,7 @@ struct Options {
   int in = 1024;
   int hidden = 4096;
   int out = 256;
-  float lr = 0.05f;
+  float lr = 0.5f;  // the loss falls visibly within the 30 iterations of ddp-launch-test
 };
 
 Options parse(int argc, char** argv) {
