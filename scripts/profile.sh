@@ -119,6 +119,14 @@ if start is not None:
 EOF
 }
 
+# check_run RUN LOG: the run exited 0 and its loss fell
+check_run() {
+  local ok=FAIL loss
+  grep -q '^exit status 0$' "$2" && grep -q '(falls)' "$2" && ok=PASS
+  loss=$(grep -m1 -o 'mean of the first.*' "$2")
+  row "$1" "exit status 0, loss falls" "$ok" "${loss:-no loss line} ($(grep -m1 '^exit status' "$2"))"
+}
+
 # check_ranges RUN COUNTS_FILE RANGE...: a table row per range
 check_ranges() {
   local run=$1 file=$2 r n total avg ok
@@ -156,7 +164,7 @@ profile_run() {  # profile_run NAME COMMAND...: nsys profile + nvtx_sum CSV + co
 }
 
 # ---------------------------------------------------------------- data
-if [ ! -d "$DATA/v1.0-mini" ]; then
+if [ "$ONLY" != cpp ] && [ ! -d "$DATA/v1.0-mini" ]; then
   "$PY" "$ROOT/examples/nuscenes/generate.py" --out "$DATA" --samples "$SAMPLES" --seed 0 \
     >"$LOGS/generate.log" 2>&1 || { tail "$LOGS/generate.log"; row data generate FAIL "$DATA"; }
 fi
@@ -170,6 +178,7 @@ for loader in $LOADERS; do
     "$ROOT/examples/nuscenes/train.py" --loader "$loader" --dataroot "$DATA" --iters "$ITERS" \
     --warmup "$WARMUP" --batch-size "$BATCH" --workers "$WORKERS" --replicate-dataset-per-gpu \
     --results-dir "$LOGS/train-$loader-results"
+  check_run "train.py --loader $loader" "$LOGS/train-$loader.log"
   check_ranges "train.py --loader $loader" "$LOGS/train-$loader.counts" "${RANGES[@]}"
 done
 
@@ -180,6 +189,7 @@ if [ "$ONLY" != python ]; then
   rm -rf "$LOGS/cpp-results"
   profile_run cpp-ddp_train "$APP_DIR/ddp_launch" --nproc 1 --out "$LOGS/cpp-results" -- \
     "$APP_DIR/ddp_train" --iters "$ITERS" --warmup "$WARMUP"
+  check_run "ddp_train (world size 1)" "$LOGS/cpp-ddp_train.log"
   NPROC_SAVED=$NPROC
   NPROC=1
   check_ranges "ddp_train (world size 1)" "$LOGS/cpp-ddp_train.counts" "${RANGES[@]}" ncclAllReduce
