@@ -64,7 +64,8 @@ def parse_args(argv=None):
                         "merged one as DIR/merged.json")
     p.add_argument("--summary", default=None, help="rank 0 writes the RESULT figures as JSON here")
     p.add_argument("--check-loss-falls", action="store_true",
-                   help="exit 3 if the mean loss of the last 10 iterations is not below the first 10")
+                   help="exit 3 unless the mean loss of the last 10 iterations is below the "
+                        "first 10")
     return p.parse_args(argv)
 
 

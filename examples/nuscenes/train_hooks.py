@@ -45,7 +45,9 @@ class MultiViewNet(nn.Module):
         net.fc = nn.Identity()
         self.backbone = net
         self.head = nn.Sequential(
-            nn.Linear(NUM_CAMS * (feat + 4), 256), nn.ReLU(inplace=True), nn.Linear(256, num_outputs)
+            nn.Linear(NUM_CAMS * (feat + 4), 256),
+            nn.ReLU(inplace=True),
+            nn.Linear(256, num_outputs),
         )
 
     def forward(self, images, intrinsics):

@@ -12,7 +12,7 @@ import sys
 
 # name -> (module under laptime., one-line help)
 SUBCOMMANDS = {
-    "merge": ("merge", "One report over the results of every rank: min/median/max and the slowest rank."),
+    "merge": ("merge", "One report over every rank's results: min/median/max, the slowest rank."),
 }
 
 
