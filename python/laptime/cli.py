@@ -13,6 +13,7 @@ import sys
 # name -> (module under laptime., one-line help)
 SUBCOMMANDS = {
     "compare": ("compare", "The seed's table: runtime and CPU of a reference run against others."),
+    "merge": ("merge", "One report over every rank's results: min/median/max, the slowest rank."),
 }
 
 

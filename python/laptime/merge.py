@@ -1,0 +1,270 @@
+"""``laptime merge``: one report over the results of every rank of a distributed run.
+
+Each rank of a job writes its own results (``LAPTIME_OUTPUT=results/rank{rank}.json``, or
+``Stopwatch().to_json()``); this module lines them up by measurement name and shows, per name, how
+the ranks differ: min / median / max across ranks of the mean time per iteration, and the slowest
+rank. In data-parallel training every rank waits for the slowest one at the gradient all-reduce,
+so the slowest rank's "data fetch" or "Training step" is what the whole job pays.
+
+The same code serves both ways of getting the results together::
+
+    laptime merge results/rank*.json              # the command: files written by each rank
+    laptime merge results/rank*.json --json all.json
+
+    from laptime import distributed               # in-process, torch.distributed initialised
+    distributed.report()                          # gathers to_json() of every rank, rank 0 prints
+
+``merge(results)`` takes the parsed JSON of each rank (a list of dicts, schema 1) and returns the
+merged dict; ``format_report(merged)`` turns it into text. Both are plain functions of their
+input, tested with fixtures (``python/tests/test_merge.py``).
+"""
+
+import json
+import statistics
+import sys
+
+SCHEMA = 1
+
+
+class MergeError(ValueError):
+    """The inputs cannot be merged (wrong schema, nothing to merge)."""
+
+
+def _spread(per_rank, key):
+    """min / median / max of ``key`` over the ranks that have a value, and which rank is where."""
+    values = [(r[key], r["rank"]) for r in per_rank if r.get(key) is not None]
+    if not values:
+        return None
+    nums = [v for v, _ in values]
+    slowest = max(values, key=lambda vr: (vr[0], -vr[1]))
+    fastest = min(values, key=lambda vr: (vr[0], vr[1]))
+    return {
+        "min": min(nums),
+        "median": statistics.median(nums),
+        "max": max(nums),
+        "slowest_rank": slowest[1],
+        "fastest_rank": fastest[1],
+        "ranks": len(nums),
+    }
+
+
+def merge(results, ranks=None):
+    """Merges the results of several ranks.
+
+    ``results``: a list of dicts as ``Stopwatch().to_json()`` writes them (SPEC §6). ``ranks``:
+    the rank of each, overriding the ``rank`` key (``distributed.gather`` passes the position in
+    the process group); without it the ``rank`` key is used, or the position in the list where
+    two results claim the same rank (files from runs outside a launcher all say rank 0).
+    """
+    if not results:
+        raise MergeError("nothing to merge: no results given")
+    for i, r in enumerate(results):
+        if not isinstance(r, dict) or r.get("schema") != SCHEMA:
+            got = r.get("schema") if isinstance(r, dict) else type(r).__name__
+            raise MergeError(f"input {i}: not laptime results of schema {SCHEMA} (schema: {got!r})")
+    warnings = []
+    if ranks is None:
+        ranks = [r.get("rank", i) for i, r in enumerate(results)]
+        if len(set(ranks)) != len(ranks):
+            warnings.append(
+                f"the inputs claim ranks {ranks}: not unique, numbered by input order instead"
+            )
+            ranks = list(range(len(results)))
+    order = sorted(range(len(results)), key=lambda i: ranks[i])
+    world_sizes = sorted({r.get("world_size") for r in results if r.get("world_size") is not None})
+    if len(world_sizes) > 1:
+        warnings.append(f"the inputs come from different world sizes {world_sizes}")
+    if world_sizes and len(results) != world_sizes[-1]:
+        warnings.append(f"{len(results)} of {world_sizes[-1]} ranks merged")
+
+    rank_info = []
+    for i in order:
+        r = results[i]
+        rank_info.append(
+            {
+                "rank": ranks[i],
+                "host": r.get("host"),
+                "pid": r.get("pid"),
+                "num_warmup_iters": r.get("num_warmup_iters"),
+                "iterations_measured": r.get("iterations_measured", 0),
+                "measured_anything": bool(r.get("measurements")),
+            }
+        )
+    silent = [ri["rank"] for ri in rank_info if not ri["measured_anything"]]
+    if silent:
+        warnings.append(
+            f"rank(s) {silent} measured nothing: was the Stopwatch enabled there? "
+            "(configure_from_env enables it on rank 0 only unless LAPTIME_RANKS=all)"
+        )
+
+    names = []  # first-seen order over the ranks, as each rank's report keeps it
+    for i in order:
+        for m in results[i].get("measurements", []):
+            if m["name"] not in names:
+                names.append(m["name"])
+
+    measurements = []
+    for name in names:
+        per_rank = []
+        for i in order:
+            m = next((m for m in results[i].get("measurements", []) if m["name"] == name), None)
+            if m is None:
+                continue
+            cpu = m.get("cpu") or {}
+            per_rank.append(
+                {
+                    "rank": ranks[i],
+                    "count": m.get("count", 0),
+                    "mean_per_iter_s": m.get("mean_per_iter_s"),
+                    "mean_per_interval_s": m.get("mean_per_interval_s"),
+                    "median_s": m.get("median_s"),
+                    "max_s": m.get("max_s"),
+                    "total_s": m.get("total_s"),
+                    "running": m.get("running", False),
+                    "cpu_process_percent": cpu.get("process_percent"),
+                    "cpu_process_cores": cpu.get("process_cores"),
+                    "cpu_system_percent": cpu.get("system_percent"),
+                }
+            )
+        entry = {
+            "name": name,
+            "per_rank": per_rank,
+            "missing_ranks": [ri["rank"] for ri in rank_info if ri["rank"] not in
+                              {p["rank"] for p in per_rank}],
+            "count": _spread(per_rank, "count"),
+            "mean_per_iter_s": _spread(per_rank, "mean_per_iter_s"),
+            "max_s": _spread(per_rank, "max_s"),
+        }
+        cpu = _spread(per_rank, "cpu_process_percent")
+        if cpu is not None:
+            # Each rank's figure is its own process tree as % of the machine; ranks on one host
+            # add up to the job's share of that host.
+            cpu["sum"] = sum(p["cpu_process_percent"] for p in per_rank
+                             if p["cpu_process_percent"] is not None)
+            entry["cpu_process_percent"] = cpu
+        measurements.append(entry)
+
+    return {
+        "schema": SCHEMA,
+        "merged": True,
+        "world_size": world_sizes[-1] if world_sizes else len(results),
+        "ranks": rank_info,
+        "measurements": measurements,
+        "warnings": warnings,
+    }
+
+
+def _t(seconds):
+    """A duration with a unit chosen for reading (as the Stopwatch's report does)."""
+    if seconds is None:
+        return "-"
+    s = abs(seconds)
+    if s >= 1.0:
+        return f"{seconds:.3f} s"
+    if s >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def format_report(merged):
+    """The cross-rank report of ``merge()``'s result, as text."""
+    ranks = merged["ranks"]
+    lines = []
+    iters = sorted({r["iterations_measured"] for r in ranks})
+    iters_txt = str(iters[0]) if len(iters) == 1 else f"{iters[0]}-{iters[-1]} (differ)"
+    lines.append(
+        f"laptime: cross-rank report, {len(ranks)} rank(s) of world size {merged['world_size']}, "
+        f"{iters_txt} measured iterations per rank"
+    )
+    for r in ranks:
+        lines.append(
+            f"  rank {r['rank']}: {r['host']} pid {r['pid']}, {r['iterations_measured']} measured "
+            f"after {r['num_warmup_iters']} warm-up"
+        )
+    ms = merged["measurements"]
+    width = max([len("name")] + [len(m["name"]) for m in ms])
+    lines.append(
+        f"  {'name':<{width}}  {'count per rank':>18}  {'per iter: min':>13}  {'median':>11}  "
+        f"{'max':>11}  slowest"
+    )
+    for m in ms:
+        counts = m["count"]
+        if counts is None:
+            count_txt = "-"
+        elif counts["min"] == counts["max"]:
+            count_txt = f"{counts['min']} on each"
+        else:
+            count_txt = f"{counts['min']}..{counts['max']}"
+        t = m["mean_per_iter_s"]
+        if t is None:
+            lines.append(f"  {m['name']:<{width}}  {count_txt:>18}  no measurement after warm-up")
+        else:
+            lines.append(
+                f"  {m['name']:<{width}}  {count_txt:>18}  {_t(t['min']):>13}  "
+                f"{_t(t['median']):>11}  {_t(t['max']):>11}  rank {t['slowest_rank']}"
+            )
+        if m["missing_ranks"]:
+            lines.append(f"  {'':<{width}}  not measured on rank(s) {m['missing_ranks']}")
+    tracked = [m for m in ms if "cpu_process_percent" in m]
+    if tracked:
+        lines.append("  CPU usage (process tree incl. workers, % of the machine), per rank:")
+        for m in tracked:
+            per = ", ".join(
+                f"rank {p['rank']} "
+                + ("-" if p["cpu_process_percent"] is None else f"{p['cpu_process_percent']:.1f} %")
+                for p in m["per_rank"]
+            )
+            c = m["cpu_process_percent"]
+            lines.append(
+                f"    {m['name']}: {per}; min {c['min']:.1f} median {c['median']:.1f} "
+                f"max {c['max']:.1f} %, sum {c['sum']:.1f} %"
+            )
+    for w in merged.get("warnings", []):
+        lines.append(f"  warning: {w}")
+    return "\n".join(lines) + "\n"
+
+
+def load(paths):
+    """The parsed JSON of each file."""
+    out = []
+    for p in paths:
+        with open(p, encoding="utf-8") as f:
+            try:
+                out.append(json.load(f))
+            except json.JSONDecodeError as e:
+                raise MergeError(f"{p}: not JSON ({e})") from None
+    return out
+
+
+def write_json(merged, path):
+    """Writes the merged results to ``path`` (replaced atomically, as laptime's own files are)."""
+    import os
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".laptime-merge-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(merged, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+# ---- the `laptime merge` subcommand (python/laptime/cli.py) ----
+
+
+def add_arguments(parser):
+    parser.add_argument("files", nargs="+", metavar="RANK.json",
+                        help="laptime results of each rank (LAPTIME_OUTPUT=...rank{rank}.json)")
+    parser.add_argument("--json", metavar="OUT", help="also write the merged results to OUT")
+
+
+def run(args):
+    try:
+        merged = merge(load(args.files))
+    except (OSError, MergeError) as e:
+        print(f"laptime merge: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.write(format_report(merged))
+    if args.json:
+        write_json(merged, args.json)
+    return 0

@@ -1,0 +1,122 @@
+"""laptime.merge: the cross-rank report, on fixtures with known figures (fixtures/merge/).
+
+The fixtures are three ranks of one job: rank 1 is slowest in "data fetch", rank 2 in
+"Training step", rank 2 never measured "eval", and "training loop" carries CPU figures.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from laptime import cli, merge
+
+FIXTURES = Path(__file__).parent / "fixtures" / "merge"
+FILES = [FIXTURES / f"rank{r}.json" for r in range(3)]
+
+
+def by_name(merged):
+    return {m["name"]: m for m in merged["measurements"]}
+
+
+def test_merge_gives_min_median_max_across_ranks_and_the_slowest_rank():
+    merged = merge.merge(merge.load(FILES))
+    assert merged["world_size"] == 3
+    assert [r["rank"] for r in merged["ranks"]] == [0, 1, 2]
+    m = by_name(merged)
+    assert list(m) == ["training loop", "data fetch", "Training step", "eval"]
+    fetch = m["data fetch"]["mean_per_iter_s"]
+    assert (fetch["min"], fetch["median"], fetch["max"]) == (0.020, 0.025, 0.040)
+    assert fetch["slowest_rank"] == 1 and fetch["fastest_rank"] == 0
+    assert m["Training step"]["mean_per_iter_s"]["slowest_rank"] == 2
+    assert [p["count"] for p in m["training loop"]["per_rank"]] == [10, 10, 10]
+    for entry in merged["measurements"]:
+        t = entry["mean_per_iter_s"]
+        assert t["min"] <= t["median"] <= t["max"]
+
+
+def test_a_name_missing_on_a_rank_is_reported_not_invented():
+    m = by_name(merge.merge(merge.load(FILES)))
+    assert m["eval"]["missing_ranks"] == [2]
+    assert [p["rank"] for p in m["eval"]["per_rank"]] == [0, 1]
+    # the median of two ranks is their mean
+    assert m["eval"]["mean_per_iter_s"]["median"] == pytest.approx(0.0015)
+
+
+def test_cpu_of_tracked_names_per_rank_and_summed():
+    m = by_name(merge.merge(merge.load(FILES)))
+    cpu = m["training loop"]["cpu_process_percent"]
+    assert (cpu["min"], cpu["median"], cpu["max"], cpu["sum"]) == (3.0, 4.0, 5.0, 12.0)
+    assert "cpu_process_percent" not in m["data fetch"]
+
+
+def test_rank_order_does_not_depend_on_input_order():
+    merged = merge.merge(merge.load(list(reversed(FILES))))
+    assert [r["rank"] for r in merged["ranks"]] == [0, 1, 2]
+    assert by_name(merged)["data fetch"]["mean_per_iter_s"]["slowest_rank"] == 1
+
+
+def test_duplicate_ranks_are_numbered_by_input_order_with_a_warning():
+    results = merge.load(FILES)
+    for r in results:
+        r["rank"] = 0  # files from runs outside a launcher
+    merged = merge.merge(results)
+    assert [r["rank"] for r in merged["ranks"]] == [0, 1, 2]
+    assert any("not unique" in w for w in merged["warnings"])
+
+
+def test_a_rank_that_measured_nothing_is_named():
+    results = merge.load(FILES)
+    results[2]["measurements"] = []
+    results[2]["iterations_measured"] = 0
+    merged = merge.merge(results)
+    assert any("rank(s) [2] measured nothing" in w and "LAPTIME_RANKS=all" in w
+               for w in merged["warnings"])
+    assert "measured nothing" in merge.format_report(merged)
+
+
+def test_wrong_schema_and_empty_input_are_errors():
+    with pytest.raises(merge.MergeError, match="schema"):
+        merge.merge([{"schema": 2}])
+    with pytest.raises(merge.MergeError, match="nothing to merge"):
+        merge.merge([])
+
+
+def test_report_text_names_each_measurement_and_the_slowest_rank():
+    text = merge.format_report(merge.merge(merge.load(FILES)))
+    assert "3 rank(s) of world size 3" in text
+    line = next(l for l in text.splitlines() if l.strip().startswith("data fetch"))
+    assert "10 on each" in line and "20.000 ms" in line and "25.000 ms" in line
+    assert "40.000 ms" in line and line.rstrip().endswith("rank 1")
+    assert "not measured on rank(s) [2]" in text
+    assert "sum 12.0 %" in text
+
+
+def test_the_command_prints_the_same_report_and_writes_merged_json(tmp_path, capsys):
+    out = tmp_path / "merged.json"
+    assert cli.main(["merge", *map(str, FILES), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed == merge.format_report(merge.merge(merge.load(FILES)))
+    assert json.loads(out.read_text()) == merge.merge(merge.load(FILES))
+
+
+def test_the_command_fails_cleanly_on_a_file_that_is_not_json(tmp_path):
+    bad = tmp_path / "rank0.json"
+    bad.write_text("{ torn")
+    proc = subprocess.run([sys.executable, "-m", "laptime", "merge", str(bad)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "not JSON" in proc.stderr
+
+
+def test_in_process_gather_without_torch_distributed_is_this_process_alone(stopwatch):
+    from laptime import distributed
+
+    stopwatch.enable(0, None, False)
+    stopwatch.start_meas("step")
+    stopwatch.end_meas("step")
+    stopwatch.finish_iter()
+    results = distributed.gather()
+    assert len(results) == 1 and results[0]["measurements"][0]["name"] == "step"
