@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The GPU-side runs of the studies in one script, for the H200 machine (docs/studies/): run it
+# with the stages wanted; each stage's output goes to $OUT/<stage>.log and a table of stages,
+# exit status and time is printed last.
+#
+#   scripts/h200-study.sh setup check loader train profile cpp
+#
+#   setup    unpack .debs/ into /tmp/deps; build laptime's Python package and examples/ddp_train
+#            into /tmp/laptime-profile-build (the folder scripts/profile.sh uses); generate the
+#            NuScenes-layout data (324 samples, NuScenes mini's train split size) into
+#            /tmp/nuscenes-synth
+#   check    scripts/gpu-check.sh (tests, GPU timing, nsys, ncu, Python with PyTorch)
+#   loader   the loader study (examples/nuscenes/run_study.sh): 8 workers, then 16, against the
+#            GPU loaders
+#   train    the training study: examples/nuscenes/train.py per loader, 300 iterations, 50 warm-up,
+#            then `laptime compare`
+#   profile  scripts/profile.sh: each loader's training run under nsys, and the C++ example
+#   cpp      examples/ddp_train at world size 1 through ddp_launch, `laptime merge`, the launcher test
+#
+# DALI is used where `import nvidia.dali` works: its wheels unpacked at /tmp/site (../shared/GPU.md)
+# are put on PYTHONPATH. Nothing here changes GPU settings.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-/tmp/laptime-h200}
+mkdir -p "$OUT"
+export PATH="/usr/local/cuda/bin:$PATH"
+BUILD=/tmp/laptime-profile-build
+DATA=/tmp/nuscenes-synth
+export PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
+[ -d /tmp/site ] && export PYTHONPATH="$PYTHONPATH:/tmp/site"
+NPROC=$(nproc)
+
+dali_loader() {  # ",dali" where DALI imports
+  python3 -c "import nvidia.dali" 2>/dev/null && echo ",dali"
+}
+
+stage_setup() {
+  mkdir -p /tmp/deps && for f in .debs/*.deb; do dpkg -x "$f" /tmp/deps; done
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/tmp/deps/usr \
+    -DLAPTIME_BUILD_PYTHON=ON -DLAPTIME_BUILD_TESTS=OFF -DLAPTIME_BUILD_BENCH=OFF \
+    -DLAPTIME_BUILD_EXAMPLES=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DPython_EXECUTABLE="$(command -v python3)" &&
+    cmake --build "$BUILD" --target laptime_python ddp_launch ddp_train -j "$NPROC" &&
+    python3 -c "import laptime, torch; print('laptime', laptime.__version__, laptime.build_info()); print('torch', torch.__version__, torch.cuda.get_device_name())" &&
+    { python3 -c "import nvidia.dali as d; print('DALI', d.__version__)" || echo "no DALI"; } &&
+    { [ -d "$DATA/v1.0-mini" ] ||
+      python3 examples/nuscenes/generate.py --out "$DATA" --samples 324 --seed 0 --jobs "$NPROC"; }
+}
+
+stage_check() {
+  OUT="$OUT/gpu-check" scripts/gpu-check.sh
+}
+
+stage_loader() {
+  local loaders="reference,gpu$(dali_loader)"
+  examples/nuscenes/run_study.sh --dataroot "$DATA" --device cuda --workers 8 --batches 200 \
+    --warmup 50 --loaders "$loaders" --breakdown 3 --out "$OUT/loader-w8" &&
+    examples/nuscenes/run_study.sh --dataroot "$DATA" --device cuda --workers 16 --batches 200 \
+      --warmup 50 --loaders "$loaders" --breakdown 0 --out "$OUT/loader-w16"
+}
+
+stage_train() {
+  local rc=0 files=() labels=()
+  for L in reference gpu $(dali_loader | tr -d ,); do
+    echo "=== training with the $L loader"
+    LAPTIME_PROFILE=evaluation python3 -m torch.distributed.run --standalone --nproc_per_node 1 \
+      examples/nuscenes/train.py --loader "$L" --dataroot "$DATA" --iters 300 --warmup 50 \
+      --batch-size 8 --workers 8 --replicate-dataset-per-gpu --results-dir "$OUT/train/$L" \
+      --summary "$OUT/train/$L/summary.json" --check-loss-falls || rc=1
+    files+=("$OUT/train/$L/rank0.json")
+    labels+=("$L")
+  done
+  echo "=== table"
+  python3 -m laptime compare "${files[@]}" --name "training loop" \
+    --labels "$(IFS=,; echo "${labels[*]}")" --unit iter || rc=1
+  return $rc
+}
+
+stage_profile() {
+  OUT="$OUT/profile" bash scripts/profile.sh --dataroot "$DATA" --iters 60 --warmup 10 \
+    --loaders "reference gpu$(dali_loader | tr , ' ')"
+}
+
+stage_cpp() {
+  local B=$BUILD/examples/ddp_train rc=0
+  rm -rf "$OUT/cpp"
+  LAPTIME_PROFILE=evaluation "$B/ddp_launch" --nproc 1 --out "$OUT/cpp" -- "$B/ddp_train" \
+    --iters 300 --warmup 50 || rc=1
+  python3 -m laptime merge "$OUT"/cpp/rank*.json || rc=1
+  bash tests/ddp-launch-test.sh "$B/ddp_launch" "$B/ddp_train" || rc=1
+  return $rc
+}
+
+ROWS=()
+for s in "$@"; do
+  start=$SECONDS
+  echo "######## $s"
+  "stage_$s" >"$OUT/$s.log" 2>&1
+  rc=$?
+  tail -n 25 "$OUT/$s.log"
+  ROWS+=("| $s | $([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc") | $((SECONDS - start)) s |")
+done
+echo
+echo "| stage | result | time |"
+echo "|---|---|---|"
+printf '%s\n' "${ROWS[@]}"
