@@ -22,8 +22,12 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-OUT=${OUT:-/tmp/laptime-h200}
-mkdir -p "$OUT"
+# Everything is written under /tmp/laptime-h200 (kept while the machine stays warm, so later calls
+# add to it); what comes back from the device tool is this call's stage logs and one archive of
+# all results and logs (its $OUT returns at most 8 files).
+RESULTS=${RESULTS_OUT:-${OUT:-/tmp/laptime-h200-out}}
+OUT=/tmp/laptime-h200
+mkdir -p "$OUT" "$RESULTS"
 export PATH="/usr/local/cuda/bin:$PATH"
 BUILD=/tmp/laptime-profile-build
 DATA=/tmp/nuscenes-synth
@@ -102,6 +106,9 @@ for s in "$@"; do
   tail -n 25 "$OUT/$s.log"
   ROWS+=("| $s | $([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc") | $((SECONDS - start)) s |")
 done
+for s in "$@"; do cp "$OUT/$s.log" "$RESULTS/" 2>/dev/null; done
+tar -czf "$RESULTS/artifacts.tar.gz" -C "$OUT" --exclude='*.nsys-rep' --exclude='*.sqlite' \
+  --exclude='*.qdstrm' . 2>/dev/null
 echo
 echo "| stage | result | time |"
 echo "|---|---|---|"
