@@ -10,8 +10,8 @@
 #            NuScenes-layout data (324 samples, NuScenes mini's train split size) into
 #            /tmp/nuscenes-synth
 #   check    scripts/gpu-check.sh (tests, GPU timing, nsys, ncu, Python with PyTorch)
-#   loader   the loader study (examples/nuscenes/run_study.sh): 8 workers, then 16, against the
-#            GPU loaders
+#   loader   the loader study (examples/nuscenes/run_study.sh): the reference loader with 8 workers
+#            against the GPU loaders (DALI one Python worker, as the seed), then 16 workers
 #   train    the training study: examples/nuscenes/train.py per loader, 300 iterations, 50 warm-up,
 #            then `laptime compare`
 #   profile  scripts/profile.sh: each loader's training run under nsys, and the C++ example
@@ -62,7 +62,7 @@ stage_loader() {
   examples/nuscenes/run_study.sh --dataroot "$DATA" --device cuda --workers 8 --batches 200 \
     --warmup 50 --loaders "$loaders" --breakdown 3 --out "$OUT/loader-w8" &&
     examples/nuscenes/run_study.sh --dataroot "$DATA" --device cuda --workers 16 --batches 200 \
-      --warmup 50 --loaders "$loaders" --breakdown 0 --out "$OUT/loader-w16"
+      --warmup 50 --loaders reference,gpu --breakdown 0 --out "$OUT/loader-w16"
 }
 
 stage_train() {
@@ -83,7 +83,7 @@ stage_train() {
 }
 
 stage_profile() {
-  OUT="$OUT/profile" bash scripts/profile.sh --dataroot "$DATA" --iters 60 --warmup 10 \
+  OUT="$OUT/profile" bash scripts/profile.sh --dataroot "$DATA" --iters 40 --warmup 10 \
     --loaders "reference gpu$(dali_loader | tr , ' ')"
 }
 
