@@ -294,7 +294,8 @@ LAPTIME_NOINLINE inline const NameCacheEntry* StopwatchState::lookup_slow(Thread
     if (id == kNoName) {
       usage_error("start_meas/end_meas",
                   "more than LAPTIME_MAX_NAMES (" + std::to_string(LAPTIME_MAX_NAMES) +
-                      ") distinct measurement names; " + quoted(name) + " is not measured");
+                      ") distinct measurement names; " + detail::quoted(name) + " is not measured",
+                  "max-names", "calls with names past LAPTIME_MAX_NAMES were not measured");
       return nullptr;
     }
     rec.known.emplace(*names[id].load(std::memory_order_acquire), id);
@@ -343,8 +344,8 @@ inline void StopwatchState::start(std::string_view name) {
 }
 
 LAPTIME_COLD inline void StopwatchState::start_running_error(std::string_view name) {
-  usage_error("start_meas(" + quoted(name) + ")",
-              quoted(name) +
+  usage_error("start_meas(" + detail::quoted(name) + ")",
+              detail::quoted(name) +
                   " is already running on this thread (end it with end_meas first; other "
                   "threads may time the same name at the same time)");
 }
@@ -412,9 +413,9 @@ LAPTIME_NOINLINE inline void StopwatchState::sync_before_end(std::string_view na
 }
 
 LAPTIME_COLD inline void StopwatchState::end_not_running_error(std::string_view name) {
-  usage_error("end_meas(" + quoted(name) + ")",
-              quoted(name) + " is not running on this thread (no start_meas(" + quoted(name) +
-                  ") on this thread, or it already ended)");
+  usage_error("end_meas(" + detail::quoted(name) + ")",
+              detail::quoted(name) + " is not running on this thread (no start_meas(" +
+                  detail::quoted(name) + ") on this thread, or it already ended)");
 }
 
 // reset() since this thread last wrote to the slot: its statistics belong to the old generation.
@@ -460,7 +461,7 @@ inline void StopwatchState::finish_iter() {
       Slot* c = rec.chunks[id / kChunk].load(std::memory_order_relaxed);
       if (c != nullptr && c[id % kChunk].running.load(std::memory_order_relaxed)) {
         if (!running.empty()) running += ", ";
-        running += quoted(*names[id].load(std::memory_order_acquire));
+        running += detail::quoted(*names[id].load(std::memory_order_acquire));
       }
     }
     usage_error("finish_iter()", "measurement still running on this thread: " + running +
@@ -520,6 +521,7 @@ inline Results StopwatchState::results() {
   r.world_size = rank.world_size;
   r.pid = static_cast<long>(::getpid());
   r.host = host;
+  r.warnings = repeated_warnings();
   r.num_warmup_iters = warmup.load(std::memory_order_relaxed);
   r.iterations_finished = finished_iters.load(std::memory_order_relaxed);
   r.iterations_measured = std::max<std::int64_t>(0, r.iterations_finished - r.num_warmup_iters);
