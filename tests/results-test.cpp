@@ -38,7 +38,7 @@ bool has_control(const std::string& text) {
 
 // Everything written to stderr while `fn` runs.
 template <class Fn>
-std::string capture_stderr(Fn&& fn) {
+[[maybe_unused]] std::string capture_stderr(Fn&& fn) {
   std::fflush(stderr);
   char path[] = "/tmp/laptime-results-test-XXXXXX";
   const int fd = ::mkstemp(path);
@@ -58,7 +58,7 @@ std::string capture_stderr(Fn&& fn) {
   return out;
 }
 
-std::size_t count(const std::string& text, const std::string& what) {
+[[maybe_unused]] std::size_t count(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
   return n;

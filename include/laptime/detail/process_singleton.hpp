@@ -24,6 +24,7 @@
 // use them. docs/design.md describes this with its limits.
 #pragma once
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/random.h>
