@@ -23,7 +23,8 @@ laptime_install_debs() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
 }
 
-# Build tools and the C++ dependencies (fmt, doctest, Google Benchmark).
-LAPTIME_BUILD_DEBS=(g++ cmake ninja-build pkg-config libfmt-dev doctest-dev libbenchmark-dev)
+# Build tools and the test and benchmark dependencies (doctest, Google Benchmark); the library
+# itself needs nothing beyond the C++17 standard library.
+LAPTIME_BUILD_DEBS=(g++ cmake ninja-build pkg-config doctest-dev libbenchmark-dev)
 # The test command also needs Python (venv) and clang (libFuzzer, ThreadSanitizer).
 LAPTIME_TEST_DEBS=(python3 python3-venv python3-dev clang libclang-rt-14-dev)

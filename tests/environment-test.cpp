@@ -210,6 +210,38 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "hostile values in the rank and LAPTIME_* variables never throw, never guess, and print "
+    "escaped" *
+    LAPTIME_NEEDS_ENABLED) {
+  std::string names = "step,tracked";
+  for (int i = 0; i < LAPTIME_MAX_NAMES + 1000; ++i) names += ",n" + std::to_string(i);
+  const std::map<std::string, std::string> vars = {
+      {"LAPTIME_PROFILE", "evaluation"},
+      {"LAPTIME_TRACK_CPU", names},  // more names than the table holds
+      {"RANK", "\x1b[2J0"},
+      {"WORLD_SIZE", "-1"},
+      {"OMPI_COMM_WORLD_RANK", "99999999999999999999"},
+      {"SLURM_PROCID", "0x1"},
+      {"PMI_RANK", "1e3"},
+      {"LAPTIME_ON_ERROR", "\x1b[31mwarn"},
+      {"LAPTIME_WARMUP", "99999999999999999999"},
+  };
+  reliability::RunResult r;
+  const auto json = run_helper("configure", vars, r, kIters - 10);  // the default warm-up
+  CHECK(r.err.find('\x1b') == std::string::npos);
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  for (const char* name : {"RANK=", "OMPI_COMM_WORLD_RANK=", "SLURM_PROCID=", "PMI_RANK=",
+                           "LAPTIME_ON_ERROR=", "LAPTIME_WARMUP=", "LAPTIME_TRACK_CPU lists"}) {
+    INFO(name);
+    CHECK(reliability::lines_with(r.err, std::string("laptime: warning: ") + name) == 1);
+  }
+  if (json != nullptr) {
+    CHECK(json->get("rank")->number == 0);  // the default, not a guess
+    CHECK(json->get("world_size")->number == 1);
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string_view(argv[1]) == "--helper") {
 #if LAPTIME_ENABLED

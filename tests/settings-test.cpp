@@ -3,6 +3,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <map>
 #include <string>
+#include <vector>
 
 #include "laptime/settings.hpp"
 #include "test_support.hpp"
@@ -88,6 +89,107 @@ TEST_CASE("applying evaluation settings enables the Stopwatch on rank 0 only, as
   CHECK(laptime::Stopwatch::instance().is_enabled());
   CHECK(laptime::Stopwatch::instance().results().num_warmup_iters == 2);
   CHECK_FALSE(laptime::NVTXRangeWrapper::instance().is_enabled());
+  laptime::detail::testing_reset_stopwatch();
+#endif
+}
+
+namespace {
+// Values a shell, a launcher or an attacker may leave in a variable.
+const std::vector<std::string> kHostile = {" ",
+                                           "-1",
+                                           "+3",
+                                           "0x10",
+                                           "1e3",
+                                           "3.0",
+                                           "1 2",
+                                           "99999999999",
+                                           "2147483648",
+                                           "-2147483649",
+                                           "nan",
+                                           "\xff\xfe",
+                                           "yes please",
+                                           "\x1b[2J",
+                                           "1\n",
+                                           std::string(100000, '7'),
+                                           "\xef\xbc\x93",  // fullwidth 3
+                                           "on\x1b]0;t\x07"};
+
+bool has_control(const std::string& text) {
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return true;
+  }
+  return false;
+}
+}  // namespace
+
+TEST_CASE("hostile values in every LAPTIME_* variable keep the default, with one escaped warning") {
+  const laptime::Settings defaults = laptime::settings_from_env(env({}));
+  for (const char* name :
+       {"LAPTIME_PROFILE", "LAPTIME_STOPWATCH", "LAPTIME_WARMUP", "LAPTIME_PRINT_EVERY",
+        "LAPTIME_CUDA_SYNC", "LAPTIME_GPU_TIMING", "LAPTIME_PRINT_RANK0_ONLY", "LAPTIME_RANKS",
+        "LAPTIME_NVTX", "LAPTIME_NVTX_SYNC_PUSH", "LAPTIME_NVTX_SYNC_POP",
+        "LAPTIME_NVTX_CHECK_ORDER"}) {
+    for (const std::string& value : kHostile) {
+      CAPTURE(name);
+      CAPTURE(value.substr(0, 20));
+      laptime::Settings s;
+      CHECK_NOTHROW(s = laptime::settings_from_env(env({{name, value}})));
+      REQUIRE(s.warnings.size() == 1);
+      CHECK(s.warnings[0].rfind(name, 0) == 0);
+      CHECK_FALSE(has_control(s.warnings[0]));
+      CHECK(s.warnings[0].size() < 300);  // a 100 kB value is cut, not repeated
+      CHECK(s.stopwatch == defaults.stopwatch);
+      CHECK(s.nvtx == defaults.nvtx);
+      CHECK(s.num_warmup_iters == defaults.num_warmup_iters);
+      CHECK(s.print_every_n_iters == defaults.print_every_n_iters);
+      CHECK(s.do_cuda_sync == defaults.do_cuda_sync);
+      CHECK(s.gpu_timing == defaults.gpu_timing);
+      CHECK(s.print_rank0_only == defaults.print_rank0_only);
+      CHECK(s.stopwatch_all_ranks == defaults.stopwatch_all_ranks);
+      CHECK(s.nvtx_sync_on_push == defaults.nvtx_sync_on_push);
+      CHECK(s.nvtx_sync_on_pop == defaults.nvtx_sync_on_pop);
+      CHECK(s.nvtx_check_order == defaults.nvtx_check_order);
+    }
+  }
+  // Free text: any value is a domain name or a list of names; none of them is a warning.
+  for (const std::string& value : kHostile) {
+    auto s = laptime::settings_from_env(
+        env({{"LAPTIME_NVTX_DOMAIN", value}, {"LAPTIME_TRACK_CPU", value}}));
+    CHECK(s.warnings.empty());
+  }
+  // Numbers at the edges of their range.
+  CHECK(laptime::settings_from_env(env({{"LAPTIME_WARMUP", "2147483647"}})).num_warmup_iters ==
+        2147483647);
+  CHECK(laptime::settings_from_env(env({{"LAPTIME_WARMUP", " 7 "}})).num_warmup_iters == 7);
+}
+
+TEST_CASE("LAPTIME_TRACK_CPU keeps at most LAPTIME_MAX_NAMES distinct names, with one warning") {
+  std::string list = "a,,a,b,";
+  for (int i = 0; i < LAPTIME_MAX_NAMES + 100; ++i) list += "n" + std::to_string(i) + ",";
+  const auto s = laptime::settings_from_env(env({{"LAPTIME_TRACK_CPU", list}}));
+  CHECK(s.track_cpu.size() == static_cast<std::size_t>(LAPTIME_MAX_NAMES));
+  CHECK(s.track_cpu[0] == "a");
+  CHECK(s.track_cpu[1] == "b");
+  REQUIRE(s.warnings.size() == 1);
+  CHECK(s.warnings[0].find("LAPTIME_TRACK_CPU") != std::string::npos);
+}
+
+// Last in this file: it fills the process's name table.
+TEST_CASE(
+    "applying settings never throws, whatever the error policy, also with more names to "
+    "track than the table holds" *
+    LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  laptime::detail::testing_reset_stopwatch();
+  laptime::Settings s = laptime::settings_from_env(env({{"LAPTIME_PROFILE", "evaluation"}}));
+  for (int i = 0; i < LAPTIME_MAX_NAMES + 10; ++i) s.track_cpu.push_back("t" + std::to_string(i));
+  REQUIRE(laptime::error_policy() == laptime::ErrorPolicy::Throw);
+  CHECK_NOTHROW(laptime::apply_settings(s, /*rank=*/0));
+  CHECK(laptime::Stopwatch::instance().is_enabled());  // the rest was still applied
+  // enable() again with other arguments: a usage error from code, a warning from settings.
+  s.num_warmup_iters = 3;
+  CHECK_NOTHROW(laptime::apply_settings(s, /*rank=*/0));
   laptime::detail::testing_reset_stopwatch();
 #endif
 }

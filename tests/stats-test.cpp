@@ -170,3 +170,86 @@ TEST_CASE("environment values are parsed strictly") {
   CHECK_FALSE(parse_int("99999999999").has_value());
   CHECK_FALSE(parse_int("").has_value());
 }
+
+TEST_CASE("a malformed or overflowing rank variable is never guessed at: skipped with a warning") {
+  auto env = [](std::initializer_list<std::pair<const char*, std::string>> vars) {
+    return [vars](const char* name) -> const char* {
+      for (const auto& [k, v] : vars) {
+        if (std::string(k) == name) return v.c_str();
+      }
+      return nullptr;
+    };
+  };
+  const std::string hostile[] = {
+      " ",           "-1",   "+3",          "0x10",       "1e3",
+      "3.0",         "1 2",  "99999999999", "2147483648", "2147483647",
+      "-2147483648", "\xff", "\x1b[2J",     "1\n",        std::string(100000, '9')};
+  for (const char* var : {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"}) {
+    for (const std::string& value : hostile) {
+      INFO(var);
+      CAPTURE(value.substr(0, 20));
+      std::vector<std::string> warnings;
+      auto r = laptime::detail::detect_rank(env({{var, value}}), &warnings);
+      CHECK(r.rank == 0);
+      CHECK(r.world_size == 1);
+      CHECK(std::string(r.source) == "none");
+      REQUIRE(warnings.size() == 1);
+      CHECK(warnings[0].rfind(var, 0) == 0);
+      CHECK(warnings[0].find('\x1b') == std::string::npos);
+      CHECK(warnings[0].size() < 200);
+      // The next launcher's variable is used instead.
+      warnings.clear();
+      r = laptime::detail::detect_rank(env({{var, value}, {"PMI_RANK", "2"}, {"PMI_SIZE", "4"}}),
+                                       &warnings);
+      if (std::string(var) != "PMI_RANK") {
+        CHECK(r.rank == 2);
+        CHECK(r.world_size == 4);
+        CHECK(warnings.size() == 1);
+      }
+    }
+  }
+  for (const auto& [rank_var, size_var] :
+       {std::pair{"RANK", "WORLD_SIZE"}, std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+        std::pair{"SLURM_PROCID", "SLURM_NTASKS"}, std::pair{"PMI_RANK", "PMI_SIZE"}}) {
+    for (const std::string& value : hostile) {
+      if (value == "2147483647") continue;  // a valid (if large) world size
+      INFO(size_var);
+      CAPTURE(value.substr(0, 20));
+      std::vector<std::string> warnings;
+      const auto r =
+          laptime::detail::detect_rank(env({{rank_var, "3"}, {size_var, value}}), &warnings);
+      CHECK(r.rank == 3);
+      CHECK(r.world_size == 4);  // rank + 1, never a guess from the malformed text
+      CHECK(warnings.size() == 1);
+    }
+    // A world size not above the rank is refused too.
+    std::vector<std::string> warnings;
+    auto r = laptime::detail::detect_rank(env({{rank_var, "3"}, {size_var, "3"}}), &warnings);
+    CHECK(r.world_size == 4);
+    CHECK(warnings.size() == 1);
+    // The largest rank whose world size is an int.
+    warnings.clear();
+    r = laptime::detail::detect_rank(env({{rank_var, "2147483646"}}), &warnings);
+    CHECK(r.rank == 2147483646);
+    CHECK(r.world_size == 2147483647);
+    CHECK(warnings.empty());
+  }
+  // LOCAL_RANK and WORLD_SIZE alone say nothing about the global rank.
+  std::vector<std::string> warnings;
+  const auto r = laptime::detail::detect_rank(
+      env({{"LOCAL_RANK", "\x1b[2J"}, {"WORLD_SIZE", "banana"}}), &warnings);
+  CHECK(r.rank == 0);
+  CHECK(r.world_size == 1);
+  CHECK(warnings.empty());
+}
+
+TEST_CASE("integers in the environment are parsed whole, without a sign but '-' or a base") {
+  using laptime::detail::parse_int;
+  CHECK(parse_int("2147483647") == 2147483647);
+  CHECK(parse_int("-2147483648") == -2147483647 - 1);
+  for (const char* bad : {"+3", "0x10", "1e3", "3.0", "1 2", "2147483648", "-2147483649", "\t3",
+                          "3\n", "", " ", "-", "\xef\xbc\x93"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_int(bad).has_value());
+  }
+}

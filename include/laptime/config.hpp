@@ -22,6 +22,22 @@
 #define LAPTIME_ABI_NAMESPACE v1
 #endif
 
+// LAPTIME_HAVE_CUDA_HEADERS: whether the CUDA toolkit's cuda.h is used (for the driver API's
+// types; nothing CUDA is linked). Detected with __has_include, so a plain `nvcc` or
+// `g++ -I$CUDA_HOME/include` build needs no definition; define it 0 to leave CUDA out although
+// the header is there, 1 to insist. Without it CUDA features compile to "unavailable". Compiled
+// out (LAPTIME_DISABLE), no CUDA header is ever included.
+#ifndef LAPTIME_HAVE_CUDA_HEADERS
+#if LAPTIME_ENABLED && defined(__has_include)
+#if __has_include(<cuda.h>)
+#define LAPTIME_HAVE_CUDA_HEADERS 1
+#endif
+#endif
+#endif
+#ifndef LAPTIME_HAVE_CUDA_HEADERS
+#define LAPTIME_HAVE_CUDA_HEADERS 0
+#endif
+
 #define LAPTIME_BEGIN_NAMESPACE \
   namespace laptime {           \
   inline namespace LAPTIME_ABI_NAMESPACE {

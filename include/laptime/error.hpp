@@ -7,16 +7,20 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <unordered_set>
+#include <unordered_map>
+#include <vector>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/format.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/thread.hpp"
 
@@ -47,16 +51,22 @@ struct ErrorState {
     } else if (v == "abort") {
       policy.store(static_cast<int>(ErrorPolicy::Abort));
     } else {
+      // Not through warn_once: that needs this object. The value is escaped: a variable's text
+      // must not rewrite the terminal either.
       std::fprintf(stderr,
                    "laptime: warning: LAPTIME_ON_ERROR='%s' is not one of throw|warn|abort; "
                    "using throw\n",
-                   env);
+                   escaped(v).c_str());
     }
   }
   std::atomic<int> policy{static_cast<int>(ErrorPolicy::Throw)};
   std::mutex warned_mutex;
-  std::unordered_set<std::string> warned;
-  std::atomic<bool> fork_handlers{false};  // installed once per process
+  struct Warned {
+    std::uint64_t repeats = 0;  ///< times seen after the first
+    std::string repeat_note;    ///< "calls ... were not measured": what the count is of
+  };
+  std::unordered_map<std::string, Warned> warned;  ///< by cause
+  std::atomic<bool> fork_handlers{false};          // installed once per process
 };
 
 inline ErrorState& error_state() {
@@ -75,25 +85,62 @@ inline ErrorState& error_state() {
   return state;
 }
 
-/// Prints "laptime: warning: <message>" to stderr the first time `key` is seen in this process.
-inline void warn_once(std::string_view key, std::string_view message) {
-#if LAPTIME_ENABLED
+/// The one route of every warning and warned usage error: true the first time `key` (a cause)
+/// is seen in this process; later times are only counted, so that a cause repeated a million
+/// times prints one line. With a `repeat_note`, repeated_warnings() reports the count.
+inline bool first_time(std::string_view key, std::string_view repeat_note = {}) {
   ErrorState& s = error_state();
-  {
-    std::lock_guard<std::mutex> lock(s.warned_mutex);
-    if (!s.warned.emplace(key).second) return;
+  std::lock_guard<std::mutex> lock(s.warned_mutex);
+  auto [it, inserted] = s.warned.try_emplace(std::string(key));
+  if (inserted) {
+    it->second.repeat_note = std::string(repeat_note);
+  } else {
+    ++it->second.repeats;
   }
+  return inserted;
+}
+
+/// Prints "laptime: warning: <message>" to stderr the first time `key` is seen in this process.
+inline void warn_once(std::string_view key, std::string_view message,
+                      std::string_view repeat_note = {}) {
+#if LAPTIME_ENABLED
+  if (!first_time(key, repeat_note)) return;
   std::fprintf(stderr, "laptime: warning: %.*s\n", static_cast<int>(message.size()),
                message.data());
 #else
   (void)key;
   (void)message;
+  (void)repeat_note;
 #endif
+}
+
+/// "<count> more <note>" for each cause warned about once and then repeated (reports show it).
+inline std::vector<std::string> repeated_warnings() {
+  std::vector<std::string> out;
+#if LAPTIME_ENABLED
+  ErrorState& s = error_state();
+  std::lock_guard<std::mutex> lock(s.warned_mutex);
+  for (const auto& [key, w] : s.warned) {
+    if (w.repeats == 0 || w.repeat_note.empty()) continue;
+    out.push_back(std::to_string(w.repeats) + " more " + w.repeat_note);
+  }
+  std::sort(out.begin(), out.end());  // the map's order is not stable across runs
+#endif
+  return out;
 }
 
 /// Reports misuse of `call` according to the policy. The message gets the thread appended.
 /// Returns normally only under ErrorPolicy::Warn; callers then leave their state unchanged.
-[[gnu::cold]] inline void usage_error(std::string_view call, std::string_view what) {
+/// A misuse that a program can repeat without bound (names past LAPTIME_MAX_NAMES) passes a
+/// `once_key`: under Warn it prints once and is counted after that (see first_time).
+[[gnu::cold]] inline void usage_error(std::string_view call, std::string_view what,
+                                      std::string_view once_key = {},
+                                      std::string_view repeat_note = {}) {
+  const auto policy =
+      static_cast<ErrorPolicy>(error_state().policy.load(std::memory_order_relaxed));
+  if (policy == ErrorPolicy::Warn && !once_key.empty() && !first_time(once_key, repeat_note)) {
+    return;
+  }
   std::string message = "laptime: ";
   message += call;
   message += ": ";
@@ -101,7 +148,7 @@ inline void warn_once(std::string_view key, std::string_view message) {
   message += " [";
   message += thread_label();
   message += "]";
-  switch (static_cast<ErrorPolicy>(error_state().policy.load(std::memory_order_relaxed))) {
+  switch (policy) {
     case ErrorPolicy::Warn:
       std::fprintf(stderr, "%s\n", message.c_str());
       return;
@@ -114,19 +161,11 @@ inline void warn_once(std::string_view key, std::string_view message) {
   throw UsageError(message);
 }
 
-/// "'name'" with control characters escaped, for messages.
+/// "'name'" with control characters and invalid UTF-8 escaped as the JSON and the report do
+/// (a name in a message must not rewrite the terminal).
 inline std::string quoted(std::string_view name) {
   std::string out = "'";
-  for (const char c : name) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
+  append_escaped(out, name, /*json=*/false);
   out += "'";
   return out;
 }

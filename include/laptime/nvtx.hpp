@@ -43,12 +43,13 @@
 #include "laptime/detail/thread_registry.hpp"
 #include "laptime/error.hpp"
 
-// LAPTIME_HAVE_NVTX: whether the NVTX3 headers are used (the CMake target defines
-// LAPTIME_HAVE_CUDA_HEADERS when it finds them). Without them the wrapper still tracks and checks
+// LAPTIME_HAVE_NVTX: whether the NVTX3 headers are used. Detected with __has_include (the CMake
+// target puts the toolkit's include directory on the path where it finds one; a plain `nvcc`
+// build has it); the caller's definition wins. Without them the wrapper still tracks and checks
 // ranges but sends nothing to a profiler, and enable() warns once. Cost: none either way.
 #ifndef LAPTIME_HAVE_NVTX
-#if LAPTIME_ENABLED && defined(LAPTIME_HAVE_CUDA_HEADERS) && defined(__has_include)
-#if LAPTIME_HAVE_CUDA_HEADERS && __has_include(<nvtx3/nvToolsExt.h>)
+#if LAPTIME_ENABLED && defined(__has_include)
+#if __has_include(<nvtx3/nvToolsExt.h>)
 #define LAPTIME_HAVE_NVTX 1
 #endif
 #endif
@@ -351,8 +352,8 @@ struct alignas(64) NvtxThread {
     std::size_t next_unregistered = 0;
     for (const NvtxName* n : stack) {
       if (!out.empty()) out += " > ";
-      out += quoted(n != nullptr ? std::string_view(n->text)
-                                 : std::string_view(unregistered[next_unregistered++]));
+      out += detail::quoted(n != nullptr ? std::string_view(n->text)
+                                         : std::string_view(unregistered[next_unregistered++]));
     }
     return out;
   }

@@ -2,11 +2,13 @@
 // (print_eval_times) and JSON (to_json, SPEC §6). Rendering is plain code over plain data.
 #pragma once
 
-#include <fmt/format.h>
-
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "laptime/config.hpp"
@@ -65,6 +67,9 @@ struct Results {
   std::int64_t iterations_measured = 0;
   std::vector<MeasurementResult> measurements;  ///< first-seen order
   std::vector<OneTimeResult> one_time;
+  /// Warnings that were repeated: each was printed once, and this says how often it recurred
+  /// ("1234 more calls with names past LAPTIME_MAX_NAMES were not measured").
+  std::vector<std::string> warnings;
 
   /// The report print_eval_times writes (SPEC §1).
   std::string to_text() const;
@@ -73,88 +78,182 @@ struct Results {
 };
 
 inline std::string Results::to_text() const {
+  using detail::append_int;
+  using detail::append_left;
+  using detail::append_right;
   using detail::format_duration;
-  std::string out;
-  out += fmt::format("laptime stopwatch: {} measured iteration{} ({} warm-up", iterations_measured,
-                     iterations_measured == 1 ? "" : "s", num_warmup_iters);
+  std::string out = "laptime stopwatch: ";
+  append_int(out, iterations_measured);
+  out += iterations_measured == 1 ? " measured iteration (" : " measured iterations (";
+  append_int(out, num_warmup_iters);
+  out += " warm-up";
   if (iterations_finished < num_warmup_iters) {
-    out += fmt::format(", {} done", iterations_finished);
+    out += ", ";
+    append_int(out, iterations_finished);
+    out += " done";
   }
-  out += fmt::format("); rank {}/{}, pid {}, host {}\n", rank, world_size, pid, host);
+  out += "); rank ";
+  append_int(out, rank);
+  out += '/';
+  append_int(out, world_size);
+  out += ", pid ";
+  append_int(out, pid);
+  out += ", host ";
+  out += detail::escaped(host);
+  out += '\n';
+  // One row: the label left-aligned in `width` columns, then each figure right-aligned.
+  auto row = [&out](std::string_view label, std::size_t width,
+                    std::initializer_list<std::pair<std::string_view, std::size_t>> cells) {
+    out += "  ";
+    append_left(out, label, width);
+    for (const auto& [text, w] : cells) {
+      out += ' ';
+      append_right(out, text, w);
+    }
+    out += '\n';
+  };
   if (!measurements.empty()) {
+    std::vector<std::string> labels;  // names escaped: a name must not rewrite the terminal
     std::size_t width = 12;
-    for (const auto& m : measurements) width = std::max(width, m.name.size() + 2);
-    width = std::min<std::size_t>(width, 48);
-    out += fmt::format("  {:<{}} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
-                       "name", width, "per iter", "per call", "total", "count", "min", "median",
-                       "p90", "p99", "max");
     for (const auto& m : measurements) {
-      std::string label = m.name;
-      if (m.running > 0)
-        label += m.running == 1 ? " [running]" : fmt::format(" [running x{}]", m.running);
+      labels.push_back(detail::escaped(m.name));
+      width = std::max(width, labels.back().size() + 2);
+    }
+    width = std::min<std::size_t>(width, 48);
+    row("name", width,
+        {{"per iter", 10},
+         {"per call", 10},
+         {"total", 10},
+         {"count", 7},
+         {"min", 10},
+         {"median", 10},
+         {"p90", 10},
+         {"p99", 10},
+         {"max", 10}});
+    for (std::size_t i = 0; i < measurements.size(); ++i) {
+      const MeasurementResult& m = measurements[i];
+      std::string label = std::move(labels[i]);
+      if (m.running == 1) {
+        label += " [running]";
+      } else if (m.running > 1) {
+        label += " [running x";
+        append_int(label, m.running);
+        label += ']';
+      }
       if (m.count == 0) {
-        out += fmt::format("  {:<{}} no measurement after warm-up\n", label, width);
+        out += "  ";
+        append_left(out, label, width);
+        out += " no measurement after warm-up\n";
       } else {
-        out += fmt::format(
-            "  {:<{}} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}\n", label,
-            width,
-            iterations_measured > 0 ? format_duration(m.mean_per_iter_ns) : std::string("n/a"),
-            format_duration(m.mean_per_interval_ns), format_duration(m.total_ns), m.count,
-            format_duration(m.min_ns), format_duration(m.median_ns), format_duration(m.p90_ns),
-            format_duration(m.p99_ns), format_duration(m.max_ns));
+        std::string count;
+        append_int(count, m.count);
+        row(label, width,
+            {{iterations_measured > 0 ? format_duration(m.mean_per_iter_ns) : "n/a", 10},
+             {format_duration(m.mean_per_interval_ns), 10},
+             {format_duration(m.total_ns), 10},
+             {count, 7},
+             {format_duration(m.min_ns), 10},
+             {format_duration(m.median_ns), 10},
+             {format_duration(m.p90_ns), 10},
+             {format_duration(m.p99_ns), 10},
+             {format_duration(m.max_ns), 10}});
       }
       if (m.gpu) {
         const GpuFigures& g = *m.gpu;
-        out += fmt::format("  {:<{}} gpu: {} per iter, {} per call, median {}, {} intervals", "",
-                           width, format_duration(g.mean_per_iter_ns),
-                           format_duration(g.mean_per_interval_ns), format_duration(g.median_ns),
-                           g.count);
-        if (g.pending) out += fmt::format(" ({} pending)", g.pending);
-        out += "\n";
+        out += "  ";
+        out.append(width, ' ');
+        out += " gpu: ";
+        out += format_duration(g.mean_per_iter_ns);
+        out += " per iter, ";
+        out += format_duration(g.mean_per_interval_ns);
+        out += " per call, median ";
+        out += format_duration(g.median_ns);
+        out += ", ";
+        append_int(out, g.count);
+        out += " intervals";
+        if (g.pending) {
+          out += " (";
+          append_int(out, g.pending);
+          out += " pending)";
+        }
+        out += '\n';
       }
       if (m.resources) {
         const ResourceFigures& r = *m.resources;
-        out += fmt::format(
-            "  {:<{}} cpu: process tree {} of machine ({} cores), system {}; io: read {} "
-            "(storage {}), write {} (storage {})\n",
-            "", width, detail::format_optional(r.process_percent, " %"),
-            detail::format_optional(r.process_cores, ""),
-            detail::format_optional(r.system_percent, " %"),
-            detail::format_optional(r.rchar_mb_per_s, " MB/s"),
-            detail::format_optional(r.read_mb_per_s, " MB/s"),
-            detail::format_optional(r.wchar_mb_per_s, " MB/s"),
-            detail::format_optional(r.write_mb_per_s, " MB/s"));
+        out += "  ";
+        out.append(width, ' ');
+        out += " cpu: process tree ";
+        out += detail::format_optional(r.process_percent, " %");
+        out += " of machine (";
+        out += detail::format_optional(r.process_cores, "");
+        out += " cores), system ";
+        out += detail::format_optional(r.system_percent, " %");
+        out += "; io: read ";
+        out += detail::format_optional(r.rchar_mb_per_s, " MB/s");
+        out += " (storage ";
+        out += detail::format_optional(r.read_mb_per_s, " MB/s");
+        out += "), write ";
+        out += detail::format_optional(r.wchar_mb_per_s, " MB/s");
+        out += " (storage ";
+        out += detail::format_optional(r.write_mb_per_s, " MB/s");
+        out += ")\n";
       }
     }
   }
   if (!one_time.empty()) {
     out += "  one-time measurements:\n";
     for (const auto& o : one_time) {
-      out += fmt::format("    {}: {}\n", o.name,
-                         o.running ? std::string("[running]") : format_duration(o.duration_ns));
+      out += "    ";
+      out += detail::escaped(o.name);
+      out += ": ";
+      out += o.running ? std::string("[running]") : format_duration(o.duration_ns);
+      out += '\n';
     }
+  }
+  for (const std::string& w : warnings) {
+    out += "  warning: ";
+    out += w;
+    out += '\n';
   }
   return out;
 }
 
 inline std::string Results::to_json() const {
+  using detail::append_int;
   using detail::json_number;
   using detail::json_string;
   auto seconds = [](double ns) { return std::optional<double>(ns / 1e9); };
-  std::string o = "{";
-  o += fmt::format("\"schema\": {}, \"rank\": {}, \"world_size\": {}, \"pid\": {}, \"host\": ",
-                   schema, rank, world_size, pid);
-  json_string(o, host);
-  o += fmt::format(", \"num_warmup_iters\": {}, \"iterations_measured\": {}, ", num_warmup_iters,
-                   iterations_measured);
-  o += fmt::format("\"iterations_finished\": {}, \"measurements\": [", iterations_finished);
   // Appends `, "key": value` (null for a missing figure).
+  std::string o = "{";
   auto num = [&o](const char* key, std::optional<double> v) {
     o += ", \"";
     o += key;
     o += "\": ";
     json_number(o, v);
   };
+  // Appends `, "key": integer`.
+  auto integer = [&o](const char* key, auto v) {
+    o += ", \"";
+    o += key;
+    o += "\": ";
+    append_int(o, v);
+  };
+  auto boolean = [&o](const char* key, bool v) {
+    o += ", \"";
+    o += key;
+    o += v ? "\": true" : "\": false";
+  };
+  o += "\"schema\": ";
+  append_int(o, schema);
+  integer("rank", rank);
+  integer("world_size", world_size);
+  integer("pid", pid);
+  o += ", \"host\": ";
+  json_string(o, host);
+  integer("num_warmup_iters", num_warmup_iters);
+  integer("iterations_measured", iterations_measured);
+  integer("iterations_finished", iterations_finished);
+  o += ", \"measurements\": [";
   const std::optional<double> none;
   bool first = true;
   for (const auto& m : measurements) {
@@ -162,7 +261,7 @@ inline std::string Results::to_json() const {
     first = false;
     o += "{\"name\": ";
     json_string(o, m.name);
-    o += fmt::format(", \"count\": {}", m.count);
+    integer("count", m.count);
     const bool any = m.count > 0;  // no interval after warm-up: statistics are null, not 0/0
     num("total_s", seconds(m.total_ns));
     num("mean_per_iter_s", iterations_measured > 0 ? seconds(m.mean_per_iter_ns) : none);
@@ -172,7 +271,7 @@ inline std::string Results::to_json() const {
     num("p90_s", any ? seconds(m.p90_ns) : none);
     num("p99_s", any ? seconds(m.p99_ns) : none);
     num("max_s", any ? seconds(m.max_ns) : none);
-    o += fmt::format(", \"running\": {}", m.running > 0 ? "true" : "false");
+    boolean("running", m.running > 0);
     if (m.resources) {
       const ResourceFigures& r = *m.resources;
       o += ", \"cpu\": {\"process_percent\": ";
@@ -189,7 +288,9 @@ inline std::string Results::to_json() const {
     if (m.gpu) {
       const GpuFigures& g = *m.gpu;
       const bool gany = g.count > 0;
-      o += fmt::format(", \"gpu\": {{\"count\": {}, \"pending\": {}", g.count, g.pending);
+      o += ", \"gpu\": {\"count\": ";
+      append_int(o, g.count);
+      integer("pending", g.pending);
       num("total_s", seconds(g.total_ns));
       num("mean_per_iter_s", iterations_measured > 0 ? seconds(g.mean_per_iter_ns) : none);
       num("mean_per_interval_s", gany ? seconds(g.mean_per_interval_ns) : none);
@@ -208,9 +309,19 @@ inline std::string Results::to_json() const {
     o += "{\"name\": ";
     json_string(o, t.name);
     num("duration_s", t.running ? none : seconds(t.duration_ns));
-    o += fmt::format(", \"running\": {}}}", t.running ? "true" : "false");
+    boolean("running", t.running);
+    o += "}";
   }
-  o += "]}";
+  o += "]";
+  if (!warnings.empty()) {
+    o += ", \"warnings\": [";
+    for (std::size_t i = 0; i < warnings.size(); ++i) {
+      if (i > 0) o += ", ";
+      json_string(o, warnings[i]);
+    }
+    o += "]";
+  }
+  o += "}";
   return o;
 }
 

@@ -11,8 +11,10 @@
 //   laptime::configure_from_env();   // once, at start-up; does nothing when no variable is set
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,13 +57,24 @@ Settings settings_from_env(Getenv&& getenv_fn) {
     if (v == nullptr || *v == '\0') return std::nullopt;
     return std::string_view(v);
   };
+  // "NAME='value' <why>; ignored", the value escaped (it must not rewrite the terminal) and cut
+  // to a readable length.
+  auto malformed = [&](const char* name, std::string_view value, const char* why) {
+    std::string w = name;
+    w += '=';
+    w += detail::quoted(value.substr(0, 64));
+    if (value.size() > 64) w += "...";
+    w += ' ';
+    w += why;
+    w += "; ignored";
+    s.warnings.push_back(std::move(w));
+  };
   auto flag = [&](const char* name, bool& out) {
     if (auto v = get(name)) {
       if (auto b = detail::parse_bool(*v)) {
         out = *b;
       } else {
-        s.warnings.push_back(std::string(name) + "='" + std::string(*v) +
-                             "' is not a boolean (1/0, true/false, on/off); ignored");
+        malformed(name, *v, "is not a boolean (1/0, true/false, on/off)");
       }
     }
   };
@@ -74,8 +87,8 @@ Settings settings_from_env(Getenv&& getenv_fn) {
     } else if (*profile == "debugging") {
       s.stopwatch = s.nvtx = s.nvtx_check_order = true;
     } else {
-      s.warnings.push_back("LAPTIME_PROFILE='" + std::string(*profile) +
-                           "' is not one of training|evaluation|profiling|debugging; ignored");
+      malformed("LAPTIME_PROFILE", *profile,
+                "is not one of training|evaluation|profiling|debugging");
     }
   }
   flag("LAPTIME_STOPWATCH", s.stopwatch);
@@ -83,16 +96,14 @@ Settings settings_from_env(Getenv&& getenv_fn) {
     if (auto n = detail::parse_int(*v); n && *n >= 0) {
       s.num_warmup_iters = *n;
     } else {
-      s.warnings.push_back("LAPTIME_WARMUP='" + std::string(*v) +
-                           "' is not a number of iterations >= 0; ignored");
+      malformed("LAPTIME_WARMUP", *v, "is not a number of iterations >= 0");
     }
   }
   if (auto v = get("LAPTIME_PRINT_EVERY")) {
     if (auto n = detail::parse_int(*v); n && *n >= 0) {
       s.print_every_n_iters = *n > 0 ? std::optional<int>(*n) : std::nullopt;
     } else {
-      s.warnings.push_back("LAPTIME_PRINT_EVERY='" + std::string(*v) +
-                           "' is not a number of iterations (0: never); ignored");
+      malformed("LAPTIME_PRINT_EVERY", *v, "is not a number of iterations (0: never)");
     }
   }
   flag("LAPTIME_CUDA_SYNC", s.do_cuda_sync);
@@ -104,17 +115,32 @@ Settings settings_from_env(Getenv&& getenv_fn) {
     } else if (*v == "0") {
       s.stopwatch_all_ranks = false;
     } else {
-      s.warnings.push_back("LAPTIME_RANKS='" + std::string(*v) + "' is not 0 or all; ignored");
+      malformed("LAPTIME_RANKS", *v, "is not 0 or all");
     }
   }
   if (auto v = get("LAPTIME_TRACK_CPU")) {
+    // Comma-separated; empty items and repeats are dropped, and no more names are kept than the
+    // name table holds (LAPTIME_MAX_NAMES): a longer list is cut, with one warning.
     std::string_view rest = *v;
+    std::size_t dropped = 0;
     while (!rest.empty()) {
       const auto comma = rest.find(',');
       const std::string_view item = rest.substr(0, comma);
-      if (!item.empty()) s.track_cpu.emplace_back(item);
+      if (!item.empty() &&
+          std::find(s.track_cpu.begin(), s.track_cpu.end(), item) == s.track_cpu.end()) {
+        if (s.track_cpu.size() < static_cast<std::size_t>(LAPTIME_MAX_NAMES)) {
+          s.track_cpu.emplace_back(item);
+        } else {
+          ++dropped;
+        }
+      }
       if (comma == std::string_view::npos) break;
       rest.remove_prefix(comma + 1);
+    }
+    if (dropped > 0) {
+      s.warnings.push_back("LAPTIME_TRACK_CPU lists " + std::to_string(dropped) +
+                           " names more than LAPTIME_MAX_NAMES (" +
+                           std::to_string(LAPTIME_MAX_NAMES) + "); those are not tracked");
     }
   }
   flag("LAPTIME_NVTX", s.nvtx);
@@ -125,25 +151,45 @@ Settings settings_from_env(Getenv&& getenv_fn) {
   return s;
 }
 
-/// Applies `s` to the Stopwatch and the NVTX wrapper of this process.
-inline void apply_settings(const Settings& s, int rank = detail::detect_rank().rank) {
+/// Applies `s` to the Stopwatch and the NVTX wrapper of this process. Never throws: a setting
+/// that cannot be applied (the name table full, an enable() that conflicts with the code's) is
+/// warned about once, whatever the error policy, and the others are still applied.
+inline void apply_settings(const Settings& s, int rank = detail::detect_rank().rank) noexcept {
   for (const std::string& w : s.warnings) detail::warn_once(w, w);
+  // Runs one step; an error becomes a warning (reading the environment never throws, SPEC §8).
+  auto step = [](const char* what, auto&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      detail::warn_once(std::string("settings:") + what,
+                        std::string("configure_from_env: ") + what + ": " + e.what());
+    } catch (...) {
+      detail::warn_once(std::string("settings:") + what,
+                        std::string("configure_from_env: ") + what + " failed");
+    }
+  };
   if (s.stopwatch && (s.stopwatch_all_ranks || rank == 0)) {
     Stopwatch& sw = Stopwatch::instance();
-    sw.set_print_rank0_only(s.print_rank0_only);
-    for (const std::string& name : s.track_cpu) sw.track_cpu_usage(name);
-    if (s.gpu_timing) sw.enable_gpu_timing();
-    sw.enable(s.num_warmup_iters, s.print_every_n_iters, s.do_cuda_sync);
+    step("LAPTIME_PRINT_RANK0_ONLY", [&] { sw.set_print_rank0_only(s.print_rank0_only); });
+    for (const std::string& name : s.track_cpu) {
+      step("LAPTIME_TRACK_CPU", [&] { sw.track_cpu_usage(name); });
+    }
+    if (s.gpu_timing) step("LAPTIME_GPU_TIMING", [&] { sw.enable_gpu_timing(); });
+    step("Stopwatch::enable",
+         [&] { sw.enable(s.num_warmup_iters, s.print_every_n_iters, s.do_cuda_sync); });
   }
   if (s.nvtx) {
-    NVTXOptions options;
-    options.domain = s.nvtx_domain;
-    NVTXRangeWrapper::instance().enable(s.nvtx_sync_on_push, s.nvtx_sync_on_pop, s.nvtx_check_order,
-                                        options);
+    step("NVTXRangeWrapper::enable", [&] {
+      NVTXOptions options;
+      options.domain = s.nvtx_domain;
+      NVTXRangeWrapper::instance().enable(s.nvtx_sync_on_push, s.nvtx_sync_on_pop,
+                                          s.nvtx_check_order, options);
+    });
   }
 }
 
 /// Reads the LAPTIME_* variables and enables the tools they ask for. Returns what was applied.
+/// Never throws and never aborts: a malformed value is warned about once and ignored.
 inline Settings configure_from_env() {
   Settings s = settings_from_env([](const char* name) -> const char* { return std::getenv(name); });
   apply_settings(s);

@@ -436,7 +436,8 @@ inline void Stopwatch::track_cpu_usage(std::string_view name) {
   const std::uint32_t id = s.intern(name);
   if (id == detail::kNoName) {
     detail::usage_error("track_cpu_usage(" + detail::quoted(name) + ")",
-                        "too many distinct measurement names (LAPTIME_MAX_NAMES)");
+                        "too many distinct measurement names (LAPTIME_MAX_NAMES)", "max-names",
+                        "calls with names past LAPTIME_MAX_NAMES were not measured");
     return;
   }
   // The sampler's lazily made statics are made here, before any interval is sampled: a fork()

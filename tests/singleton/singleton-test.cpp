@@ -1,10 +1,14 @@
 // One Stopwatch per process, also across shared objects loaded with RTLD_LOCAL (SPEC §1).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <dlfcn.h>
+#include <sys/personality.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "laptime/stopwatch.hpp"
 #include "test_support.hpp"
@@ -66,17 +70,116 @@ TEST_CASE("two shared objects loaded with RTLD_LOCAL and the program share one S
 #endif
 }
 
+namespace {
+// Runs the test cases matching `filter` in a fresh image of this program (fork, then exec),
+// after `in_child` ran in the forked child. Returns the exit status (77: skipped there).
+template <class Fn>
+int run_exec_child(const char* filter, Fn&& in_child) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    in_child();
+    const std::string arg = std::string("--test-case=") + filter;
+    ::execl("/proc/self/exe", "singleton-test", arg.c_str(), "--no-intro=true", "--no-version=true",
+            "--no-skip=true", static_cast<char*>(nullptr));
+    ::_exit(99);
+  }
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+// Two objects of one size, told apart by their marker; `touched` is 0 in a fresh one.
+template <char Tag>
+struct Probe {
+  char marker = Tag;
+  int touched = 0;
+};
+}  // namespace
+
 TEST_CASE("a program started by exec() does not trust an inherited singleton address" *
           LAPTIME_NEEDS_ENABLED) {
 #if LAPTIME_ENABLED
   // The address published in the environment is inherited by exec'd children, where it means
-  // nothing. A child that execs itself must start with a fresh, empty Stopwatch.
+  // nothing. A child that execs itself must start with a fresh, empty Stopwatch, whatever the
+  // variable holds.
   laptime::detail::stopwatch_state();  // make sure the variable is published
+  CHECK(run_exec_child("*exec child*", [] {}) == 0);
+  char local[64] = {};
+  const std::string self = std::to_string(reinterpret_cast<std::uintptr_t>(local));
+  for (const std::string& value : std::vector<std::string>{
+           "", "0:0", "1:1", "ffffffffffffffff:1", "7ffffffff000:1234", "zz", ":", "1234",
+           self + ":1", std::string(5000, 'f') + ":1", std::string("\x1b[2J")}) {
+    CAPTURE(value);
+    CHECK(run_exec_child("*exec child*",
+                         [&] { ::setenv("LAPTIME_SINGLETON_ANCHOR_2", value.c_str(), 1); }) == 0);
+  }
+#endif
+}
+
+TEST_CASE("an exec'd child with address-space randomisation off gets fresh singletons" *
+          LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  // With ASLR off (setarch -R, debuggers, some containers) an exec'd image lays out its memory
+  // as its parent did: an inherited address can point at a live object of the new image, of
+  // another type. Stage 1 (ASLR off) makes Probe<'A'> then Probe<'B'>; it execs stage 2, which
+  // makes them in the other order and must still get a fresh Probe<'A'>.
+  const int rc = run_exec_child("*ASLR stage 1*", [] {
+    if (::personality(ADDR_NO_RANDOMIZE) == -1) ::_exit(77);
+  });
+  if (rc == 77) {
+    MESSAGE("skipped: personality(ADDR_NO_RANDOMIZE) is not allowed here");
+  } else {
+    CHECK(rc == 0);
+  }
+#endif
+}
+
+TEST_CASE("ASLR stage 1" * doctest::skip(true)) {
+#if LAPTIME_ENABLED
+  if ((::personality(0xffffffff) & ADDR_NO_RANDOMIZE) == 0) std::_Exit(77);
+  auto& a = laptime::detail::process_singleton<Probe<'A'>>("aslr-probe-a");
+  auto& b = laptime::detail::process_singleton<Probe<'B'>>("aslr-probe-b");
+  a.touched = b.touched = 1;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.start_meas("stage 1");
+  sw.end_meas("stage 1");
+  ::execl("/proc/self/exe", "singleton-test", "--test-case=*ASLR stage 2*", "--no-intro=true",
+          "--no-version=true", "--no-skip=true", static_cast<char*>(nullptr));
+  std::_Exit(98);
+#endif
+}
+
+TEST_CASE("ASLR stage 2" * doctest::skip(true)) {
+#if LAPTIME_ENABLED
+  auto& b = laptime::detail::process_singleton<Probe<'B'>>("aslr-probe-b");
+  auto& a = laptime::detail::process_singleton<Probe<'A'>>("aslr-probe-a");
+  CHECK(static_cast<void*>(&a) != static_cast<void*>(&b));
+  CHECK(a.marker == 'A');
+  CHECK(a.touched == 0);
+  CHECK(b.marker == 'B');
+  CHECK(b.touched == 0);
+  auto& sw = laptime::Stopwatch::instance();
+  CHECK_FALSE(sw.is_enabled());
+  sw.enable(0, std::nullopt, false);
+  sw.start_meas("stage 2");
+  sw.end_meas("stage 2");
+  sw.finish_iter();
+  CHECK(sw.to_json().find("\"stage 1\"") == std::string::npos);
+#endif
+}
+
+TEST_CASE("a copy first used after clearenv() finds the same Stopwatch" * LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  laptime::detail::stopwatch_state();
   const pid_t child = ::fork();
-  if (child == 0) {
-    ::execl("/proc/self/exe", "singleton-test", "--test-case=*exec child*", "--no-intro=true",
-            "--no-version=true", "--no-skip=true", static_cast<char*>(nullptr));
-    ::_exit(99);
+  if (child == 0) {  // in a child: clearenv() would change the environment of later cases
+    ::clearenv();
+    void* handle = ::dlopen(PLUGIN_C, RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) ::_exit(2);
+    auto address = reinterpret_cast<const void* (*)()>(::dlsym(handle, "plugin_c_state_address"));
+    if (address == nullptr) ::_exit(3);
+    ::_exit(address() == &laptime::detail::stopwatch_state() ? 0 : 1);
   }
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);

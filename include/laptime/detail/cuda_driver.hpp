@@ -6,9 +6,10 @@
 // CUDA runtime, this works whatever runtime the framework links (PyTorch's bundled cudart, a
 // static cudart, another toolkit version) and syncs the very context that runtime made current.
 //
-// The toolkit's cuda.h is used for types only, and only where LAPTIME_HAVE_CUDA_HEADERS is
-// defined (the CMake target laptime::laptime defines it where the toolkit is found). Without it
-// nothing CUDA is declared and every CUDA feature reports "unavailable".
+// The toolkit's cuda.h is used for types only, and only where LAPTIME_HAVE_CUDA_HEADERS is 1
+// (config.hpp: found with __has_include, or defined by the caller; the CMake target defines it
+// where the toolkit is found). Without it nothing CUDA is declared and every CUDA feature reports
+// "unavailable".
 #pragma once
 
 #include <dlfcn.h>
@@ -23,7 +24,7 @@
 
 // LAPTIME_CUDA_DRIVER_API: 1 where the driver layer is compiled in (enabled and cuda.h known).
 #ifndef LAPTIME_CUDA_DRIVER_API
-#if LAPTIME_ENABLED && defined(LAPTIME_HAVE_CUDA_HEADERS)
+#if LAPTIME_ENABLED && LAPTIME_HAVE_CUDA_HEADERS
 #define LAPTIME_CUDA_DRIVER_API 1
 #else
 #define LAPTIME_CUDA_DRIVER_API 0

@@ -4,14 +4,18 @@
 
 #include <unistd.h>
 
-#include <cerrno>
+#include <charconv>
 #include <climits>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <vector>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/format.hpp"
+#include "laptime/error.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
@@ -25,17 +29,16 @@ inline std::optional<bool> parse_bool(std::string_view text) {
   return std::nullopt;
 }
 
-/// A whole decimal int (surrounding spaces allowed); nullopt for anything else or out of range.
+/// A whole decimal int (surrounding spaces allowed; no sign but '-', no base prefix, no
+/// exponent); nullopt for anything else or out of range. Never undefined, never a partial match.
 inline std::optional<int> parse_int(std::string_view text) {
   while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
   while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
-  if (text.empty() || text.size() > 20) return std::nullopt;
-  const std::string s(text);
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  if (errno != 0 || end != s.c_str() + s.size() || v < INT_MIN || v > INT_MAX) return std::nullopt;
-  return static_cast<int>(v);
+  if (text.empty()) return std::nullopt;
+  int v = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (r.ec != std::errc() || r.ptr != text.data() + text.size()) return std::nullopt;
+  return v;
 }
 
 /// The value of an environment variable, nullopt when unset or empty.
@@ -54,8 +57,11 @@ struct RankInfo {
   const char* source = "none";
 };
 
+/// Reads the launchers' variables through `getenv_fn`. A malformed variable (not an integer, a
+/// negative rank, a world size not above the rank) is never guessed at: it is skipped, the next
+/// launcher's variable or the default (rank 0 of 1) is used, and `warnings` gets one line for it.
 template <class Getenv>
-RankInfo detect_rank(Getenv&& getenv_fn) {
+RankInfo detect_rank(Getenv&& getenv_fn, std::vector<std::string>* warnings = nullptr) {
   struct Pair {
     const char* rank;
     const char* size;
@@ -64,25 +70,49 @@ RankInfo detect_rank(Getenv&& getenv_fn) {
                             {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
                             {"SLURM_PROCID", "SLURM_NTASKS"},
                             {"PMI_RANK", "PMI_SIZE"}};
+  auto warn = [warnings](const char* name, const char* value, const char* expected) {
+    if (warnings == nullptr) return;
+    std::string w = name;
+    w += "='";
+    append_escaped(w, std::string_view(value).substr(0, 64), /*json=*/false);
+    w += "' is not ";
+    w += expected;
+    w += "; ignored";
+    warnings->push_back(std::move(w));
+  };
   RankInfo info;
   for (const Pair& p : pairs) {
     const char* r = getenv_fn(p.rank);
-    if (r == nullptr) continue;
+    if (r == nullptr || *r == '\0') continue;
     const auto rank = parse_int(r);
-    if (!rank || *rank < 0) continue;
+    // INT_MAX is refused too: a world size must be able to exceed the rank.
+    if (!rank || *rank < 0 || *rank == INT_MAX) {
+      warn(p.rank, r, "a rank (an integer from 0)");
+      continue;
+    }
     info.rank = *rank;
     info.source = p.rank;
-    if (const char* s = getenv_fn(p.size)) {
-      if (const auto size = parse_int(s); size && *size > 0) info.world_size = *size;
+    info.world_size = *rank + 1;
+    if (const char* s = getenv_fn(p.size); s != nullptr && *s != '\0') {
+      const auto size = parse_int(s);
+      if (!size || *size <= *rank) {
+        warn(p.size, s, "a world size above the rank");
+      } else {
+        info.world_size = *size;
+      }
     }
-    if (info.world_size <= info.rank) info.world_size = info.rank + 1;
     return info;
   }
   return info;
 }
 
+/// The rank of this process from its environment; a malformed variable is warned about once.
 inline RankInfo detect_rank() {
-  return detect_rank([](const char* name) -> const char* { return std::getenv(name); });
+  std::vector<std::string> warnings;
+  const RankInfo info =
+      detect_rank([](const char* name) -> const char* { return std::getenv(name); }, &warnings);
+  for (const std::string& w : warnings) warn_once("env:" + w.substr(0, w.find('=')), w);
+  return info;
 }
 
 inline std::string host_name() {

@@ -1,18 +1,91 @@
-// laptime internals: turning numbers into text (report units, JSON). Pure functions.
+// laptime internals: turning numbers and names into text (report units, JSON, messages). Pure
+// functions over std::to_chars and string appends: no formatting library to compile or link, and
+// no locale (a program's setlocale(LC_NUMERIC, "de_DE") must not turn "3.41" into "3,41", which
+// printf-family calls would do).
 #pragma once
 
-#include <fmt/format.h>
-
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include "laptime/config.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
+
+/// Appends `v` with `digits` digits after the point, as printf's "%.Nf" does in the C locale.
+inline void append_fixed(std::string& out, double v, int digits) {
+  char buf[400];  // the largest double has 309 integer digits
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, digits);
+  out.append(buf, r.ec == std::errc() ? r.ptr : buf);
+}
+
+/// Appends `v` with at most `digits` significant digits, as printf's "%.Ng" does in the C locale.
+inline void append_general(std::string& out, double v, int digits) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, digits);
+  out.append(buf, r.ec == std::errc() ? r.ptr : buf);
+}
+
+/// Appends an integer in decimal.
+template <class Int>
+void append_int(std::string& out, Int v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+/// The columns `s` takes on a terminal: one per code point, two for East Asian wide ones (the
+/// ranges fmt used when it laid out the report), so that padding lines up µs and CJK names.
+inline std::size_t display_width(std::string_view s) {
+  std::size_t width = 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* end = p + s.size();
+  while (p < end) {
+    const unsigned char c = *p;
+    const int len = c < 0x80           ? 1
+                    : (c >> 5) == 0x6  ? 2
+                    : (c >> 4) == 0xe  ? 3
+                    : (c >> 3) == 0x1e ? 4
+                                       : 1;
+    std::uint32_t cp = c;
+    if (len > 1 && p + len <= end) {
+      cp = c & (0x7f >> len);
+      for (int i = 1; i < len; ++i) cp = (cp << 6) | (p[i] & 0x3f);
+      p += len;
+    } else {
+      ++p;
+    }
+    const bool wide =
+        cp >= 0x1100 && (cp <= 0x115f || cp == 0x2329 || cp == 0x232a ||
+                         (cp >= 0x2e80 && cp <= 0xa4cf && cp != 0x303f) ||
+                         (cp >= 0xac00 && cp <= 0xd7a3) || (cp >= 0xf900 && cp <= 0xfaff) ||
+                         (cp >= 0xfe10 && cp <= 0xfe19) || (cp >= 0xfe30 && cp <= 0xfe6f) ||
+                         (cp >= 0xff00 && cp <= 0xff60) || (cp >= 0xffe0 && cp <= 0xffe6) ||
+                         (cp >= 0x20000 && cp <= 0x2fffd) || (cp >= 0x30000 && cp <= 0x3fffd) ||
+                         (cp >= 0x1f300 && cp <= 0x1f64f) || (cp >= 0x1f900 && cp <= 0x1f9ff));
+    width += wide ? 2 : 1;
+  }
+  return width;
+}
+
+/// Appends `s` left-aligned in `width` columns (no truncation).
+inline void append_left(std::string& out, std::string_view s, std::size_t width) {
+  out += s;
+  const std::size_t w = display_width(s);
+  if (w < width) out.append(width - w, ' ');
+}
+
+/// Appends `s` right-aligned in `width` columns (no truncation).
+inline void append_right(std::string& out, std::string_view s, std::size_t width) {
+  const std::size_t w = display_width(s);
+  if (w < width) out.append(width - w, ' ');
+  out += s;
+}
 
 /// A duration in nanoseconds with a unit chosen for readability: "812 ns", "3.41 µs", "17.2 ms",
 /// "723 s". Three significant digits.
@@ -31,31 +104,46 @@ inline std::string format_duration(double ns) {
     v = ns / 1e3;
   }
   const double av = std::fabs(v);
-  if (av >= 100 || v == 0) return fmt::format("{:.0f} {}", v, unit);
-  if (av >= 10) return fmt::format("{:.1f} {}", v, unit);
-  return fmt::format("{:.2f} {}", v, unit);
+  std::string out;
+  append_fixed(out, v, (av >= 100 || v == 0) ? 0 : av >= 10 ? 1 : 2);
+  out += ' ';
+  out += unit;
+  return out;
 }
 
 /// A figure that may be unavailable: "n/a" then.
-inline std::string format_optional(std::optional<double> v, const char* spec_suffix) {
+inline std::string format_optional(std::optional<double> v, const char* suffix) {
   if (!v || !std::isfinite(*v)) return "n/a";
-  return fmt::format("{:.1f}{}", *v, spec_suffix);
+  std::string out;
+  append_fixed(out, *v, 1);
+  out += suffix;
+  return out;
 }
 
-/// Appends `s` as a JSON string literal. Bytes that are not valid UTF-8 become U+FFFD, so the
-/// output is always valid JSON whatever a name contains (names are arbitrary bytes).
-inline void json_string(std::string& out, std::string_view s) {
-  out += '"';
+/// Appends the escape of code point `c` (< 0x100): "\u001b".
+inline void append_u_escape(std::string& out, unsigned c) {
+  const char* hex = "0123456789abcdef";
+  out += "\\u00";
+  out += hex[(c >> 4) & 0xf];
+  out += hex[c & 0xf];
+}
+
+/// Appends `s` so that it can neither rewrite a terminal nor break a JSON string: control
+/// characters (C0, DEL, and C1 such as U+009B, which terminals take as an escape sequence) become
+/// \u00XX, and bytes that are not valid UTF-8 become U+FFFD. With `json`, '"' and '\' are
+/// escaped too; without, a '\' is doubled (so that "\u001b" in a report is never a real name's
+/// text). Names are arbitrary bytes: the JSON and the text report escape them alike.
+inline void append_escaped(std::string& out, std::string_view s, bool json) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const auto* end = p + s.size();
   while (p < end) {
     const unsigned char c = *p;
-    if (c == '"' || c == '\\') {
+    if ((c == '"' && json) || c == '\\') {
       out += '\\';
       out += static_cast<char>(c);
       ++p;
     } else if (c < 0x20 || c == 0x7f) {
-      out += fmt::format("\\u{:04x}", c);
+      append_u_escape(out, c);
       ++p;
     } else if (c < 0x80) {
       out += static_cast<char>(c);
@@ -70,7 +158,10 @@ inline void json_string(std::string& out, std::string_view s) {
       if (ok && len == 3 && c == 0xed && p[1] >= 0xa0) ok = false;  // surrogate
       if (ok && len == 4 && c == 0xf0 && p[1] < 0x90) ok = false;   // overlong
       if (ok && len == 4 && (c > 0xf4 || (c == 0xf4 && p[1] >= 0x90))) ok = false;
-      if (ok) {
+      if (ok && len == 2 && c == 0xc2 && p[1] < 0xa0) {
+        append_u_escape(out, p[1]);  // C1 control, U+0080..U+009F
+        p += len;
+      } else if (ok) {
         out.append(reinterpret_cast<const char*>(p), static_cast<std::size_t>(len));
         p += len;
       } else {
@@ -79,6 +170,20 @@ inline void json_string(std::string& out, std::string_view s) {
       }
     }
   }
+}
+
+/// `s` escaped for a terminal (append_escaped without JSON quoting).
+inline std::string escaped(std::string_view s) {
+  std::string out;
+  append_escaped(out, s, /*json=*/false);
+  return out;
+}
+
+/// Appends `s` as a JSON string literal. Bytes that are not valid UTF-8 become U+FFFD, so the
+/// output is always valid JSON whatever a name contains (names are arbitrary bytes).
+inline void json_string(std::string& out, std::string_view s) {
+  out += '"';
+  append_escaped(out, s, /*json=*/true);
   out += '"';
 }
 
@@ -88,7 +193,7 @@ inline void json_number(std::string& out, std::optional<double> v) {
     out += "null";
     return;
   }
-  out += fmt::format("{:.9g}", *v);
+  append_general(out, *v, 9);
 }
 
 }  // namespace detail

@@ -3,32 +3,43 @@
 // A header-only library gets one copy of its code, and of its function-local statics, in each
 // shared object that includes it. Python loads every extension with RTLD_LOCAL, so the dynamic
 // linker never unifies those statics (and GCC's STB_GNU_UNIQUE trick needs default visibility,
-// which nanobind and pybind11 modules turn off). laptime therefore keeps the address of each
-// process-wide object in the process environment, which every copy can see:
+// which nanobind and pybind11 modules turn off). laptime therefore keeps a small table, the
+// anchor, that every copy of the code in the process finds without sharing a symbol:
 //
-//   1. a copy looks up LAPTIME_SINGLETON_<key>_<abi>; if it holds the address of a live object
-//      (checked without touching unmapped memory, see is_live), it uses that object;
-//   2. otherwise it creates one and publishes it with setenv(..., overwrite = 0), which glibc does
-//      atomically under its environment lock: when two copies race, exactly one address wins and
-//      the loser deletes its unused object;
-//   3. an address inherited through exec() (same variable, new address space) fails the liveness
-//      check and is replaced.
+//   - the anchor is a private mapping of a memfd named "laptime-anchor-<layout>": every copy
+//     finds it by its name in /proc/self/maps, so clearenv() or a stripped environment cannot
+//     hide it; it is gone after exec() (a new image starts a new table) and a forked child gets
+//     its own copy of it, whose addresses are valid in the child's copy of the memory;
+//   - its address and a random nonce are also published in LAPTIME_SINGLETON_ANCHOR_<layout>
+//     (setenv with overwrite = 0, atomic under glibc's lock): the tie-breaker when two copies
+//     create an anchor at once, and the way to find it where /proc is not mounted;
+//   - whatever is found is validated before use: the header (magic, layout, its own address,
+//     the nonce) is read through process_vm_readv, which reports EFAULT for unmapped memory
+//     instead of crashing. An address inherited through exec() with address-space randomisation
+//     off (setarch -R, debuggers) may point at mapped memory of the new image, but not at an
+//     anchor with the nonce the variable names: it is ignored and replaced.
 //
-// A forked child inherits both the variable and the memory it points to, so it keeps sharing its
-// own copy of the parent's object, as a forked child should. Objects are never destroyed: code
-// running during static destruction (atexit handlers, thread exits) may still use them.
-// docs/design.md describes this with its limits.
+// The table maps "<key>_<version>_<size>" to the address of the object. Objects are never
+// destroyed: code running during static destruction (atexit handlers, thread exits) may still
+// use them. docs/design.md describes this with its limits.
 #pragma once
 
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
-#include <cinttypes>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "laptime/config.hpp"
@@ -37,73 +48,241 @@ LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
 inline constexpr std::uint64_t kSingletonMagic = 0x6c617074696d6531ULL;  // "laptime1"
+inline constexpr std::uint32_t kAnchorLayout = 2;  // change with any change of ProcessAnchor
+#define LAPTIME_ANCHOR_NAME "laptime-anchor-2"
+#define LAPTIME_ANCHOR_ENV "LAPTIME_SINGLETON_ANCHOR_2"
 
+/// What the table points at. T's constructor may be private with this as its friend.
 template <class T>
 struct SingletonHolder {
-  explicit SingletonHolder() : cookie(kSingletonMagic ^ reinterpret_cast<std::uintptr_t>(this)) {}
-  std::uint64_t cookie;
+  SingletonHolder() {}  // NOLINT: user-provided, so that `value` is default-initialised
   T value;
 };
 
-/// Whether `addr` points at a SingletonHolder made in this address space. Reads through
-/// process_vm_readv, which reports EFAULT for unmapped memory instead of crashing.
-inline bool singleton_is_live(std::uintptr_t addr) noexcept {
-  if (addr == 0 || addr % alignof(std::uint64_t) != 0) return false;
-  std::uint64_t cookie = 0;
-  iovec local{&cookie, sizeof cookie};
-  iovec remote{reinterpret_cast<void*>(addr), sizeof cookie};
+/// The table every copy of laptime in the process shares.
+struct ProcessAnchor {
+  struct Header {
+    std::uint64_t magic;
+    std::uint64_t layout;
+    std::uint64_t nonce;  ///< random, made by the copy that created the anchor
+    std::uintptr_t self;  ///< the anchor's own address
+  } header;
+  std::atomic<long> lock;  ///< thread id of the holder, 0 when free
+  std::atomic<std::uint32_t> count;
+  static constexpr std::size_t kEntries = 62;
+  struct Entry {
+    char key[56];
+    std::atomic<std::uintptr_t> address;
+  } entries[kEntries];
+};
+
+/// Reads `size` bytes at `addr` without faulting: false where nothing is mapped.
+inline bool read_guarded(std::uintptr_t addr, void* out, std::size_t size) noexcept {
+  if (addr == 0) return false;
+  iovec local{out, size};
+  iovec remote{reinterpret_cast<void*>(addr), size};
   const ssize_t n = ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0);
-  if (n != static_cast<ssize_t>(sizeof cookie)) {
-    // Where process_vm_readv is refused (seccomp, old kernels), fall back to a pipe write, which
-    // also fails with EFAULT instead of faulting.
-    if (n < 0 && errno != EFAULT) {
-      int fds[2];
-      if (::pipe(fds) != 0) return false;
-      const bool ok = ::write(fds[1], reinterpret_cast<void*>(addr), sizeof cookie) ==
-                      static_cast<ssize_t>(sizeof cookie);
-      if (ok) (void)!::read(fds[0], &cookie, sizeof cookie);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      if (!ok) return false;
-    } else {
-      return false;
-    }
-  }
-  return cookie == (kSingletonMagic ^ addr);
+  if (n == static_cast<ssize_t>(size)) return true;
+  if (n >= 0 || errno == EFAULT) return false;
+  // Where process_vm_readv is refused (seccomp, old kernels), a pipe write also fails with
+  // EFAULT instead of faulting.
+  int fds[2];
+  if (::pipe(fds) != 0) return false;
+  const bool ok =
+      ::write(fds[1], reinterpret_cast<void*>(addr), size) == static_cast<ssize_t>(size) &&
+      ::read(fds[0], out, size) == static_cast<ssize_t>(size);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  return ok;
 }
 
-inline std::uintptr_t singleton_parse(const char* text) noexcept {
-  if (text == nullptr) return 0;
+/// Whether `addr` holds an anchor made in this address space (with `nonce`, unless 0).
+inline bool anchor_is_valid(std::uintptr_t addr, std::uint64_t nonce) noexcept {
+  if (addr == 0 || addr % alignof(ProcessAnchor) != 0) return false;
+  ProcessAnchor::Header h{};
+  if (!read_guarded(addr, &h, sizeof h)) return false;
+  return h.magic == kSingletonMagic && h.layout == kAnchorLayout && h.self == addr &&
+         (nonce == 0 || h.nonce == nonce);
+}
+
+/// "address:nonce" in hex -> both; {0, 0} for anything else.
+inline void anchor_parse(const char* text, std::uintptr_t& addr, std::uint64_t& nonce) noexcept {
+  addr = 0;
+  nonce = 0;
+  if (text == nullptr) return;
   char* end = nullptr;
-  const unsigned long long v = std::strtoull(text, &end, 16);
-  return (end != text && *end == '\0') ? static_cast<std::uintptr_t>(v) : 0;
+  const unsigned long long a = std::strtoull(text, &end, 16);
+  if (end == text || *end != ':') return;
+  const char* n = end + 1;
+  const unsigned long long b = std::strtoull(n, &end, 16);
+  if (end == n || *end != '\0' || b == 0) return;
+  addr = static_cast<std::uintptr_t>(a);
+  nonce = b;
+}
+
+/// The anchor named in the environment, if valid.
+inline ProcessAnchor* anchor_from_env() noexcept {
+  std::uintptr_t addr;
+  std::uint64_t nonce;
+  anchor_parse(std::getenv(LAPTIME_ANCHOR_ENV), addr, nonce);
+  return anchor_is_valid(addr, nonce) ? reinterpret_cast<ProcessAnchor*>(addr) : nullptr;
+}
+
+/// The anchor found by its mapping's name in /proc/self/maps (lowest address first), if any.
+inline ProcessAnchor* anchor_from_maps() noexcept {
+  std::FILE* f = std::fopen("/proc/self/maps", "re");
+  if (f == nullptr) return nullptr;
+  ProcessAnchor* found = nullptr;
+  char line[512];
+  static constexpr char kSuffix[] = "/memfd:" LAPTIME_ANCHOR_NAME " (deleted)\n";
+  while (found == nullptr && std::fgets(line, sizeof line, f) != nullptr) {
+    const std::size_t len = std::strlen(line);
+    if (len < sizeof kSuffix - 1 || std::strcmp(line + len - (sizeof kSuffix - 1), kSuffix) != 0) {
+      continue;
+    }
+    const std::uintptr_t addr = std::strtoull(line, nullptr, 16);
+    if (anchor_is_valid(addr, 0)) found = reinterpret_cast<ProcessAnchor*>(addr);
+  }
+  std::fclose(f);
+  return found;
+}
+
+/// Publishes `a` in the environment (overwriting a stale value when `overwrite`).
+inline void anchor_publish(const ProcessAnchor* a, bool overwrite) noexcept {
+  char text[48];
+  std::snprintf(text, sizeof text, "%llx:%llx",
+                static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(a)),
+                static_cast<unsigned long long>(a->header.nonce));
+  ::setenv(LAPTIME_ANCHOR_ENV, text, overwrite ? 1 : 0);
+}
+
+/// The anchor's mapping size, whole pages.
+inline std::size_t anchor_size() noexcept {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return (sizeof(ProcessAnchor) + page - 1) / page * page;
+}
+
+/// A new anchor, mapped where every copy finds it by name.
+inline ProcessAnchor* anchor_create() noexcept {
+  const std::size_t size = anchor_size();
+  void* mem = MAP_FAILED;
+  const int fd = static_cast<int>(::syscall(SYS_memfd_create, LAPTIME_ANCHOR_NAME, 1u /*CLOEXEC*/));
+  if (fd >= 0) {
+    if (::ftruncate(fd, static_cast<off_t>(size)) == 0) {
+      mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    }
+    ::close(fd);
+  }
+  if (mem == MAP_FAILED) {  // no memfd: found through the environment only
+    mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  }
+  if (mem == MAP_FAILED) return nullptr;
+  auto* a = new (mem) ProcessAnchor{};
+  std::uint64_t nonce = 0;
+  if (::getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof nonce)) {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    nonce = (static_cast<std::uint64_t>(ts.tv_nsec) << 20) ^ static_cast<std::uint64_t>(ts.tv_sec) ^
+            (static_cast<std::uint64_t>(::getpid()) << 40) ^ reinterpret_cast<std::uintptr_t>(a);
+  }
+  a->header.nonce = nonce | 1;  // never 0
+  a->header.self = reinterpret_cast<std::uintptr_t>(a);
+  a->header.layout = kAnchorLayout;
+  std::atomic_thread_fence(std::memory_order_release);
+  a->header.magic = kSingletonMagic;  // last: a half-made anchor is never valid
+  return a;
+}
+
+/// This process's anchor: from the environment, else by name, else a new one. Once per copy.
+inline ProcessAnchor* find_or_create_anchor() noexcept {
+  if (ProcessAnchor* a = anchor_from_env()) return a;
+  if (ProcessAnchor* a = anchor_from_maps()) {
+    anchor_publish(a, /*overwrite=*/true);  // the variable was cleared (clearenv) or is stale
+    return a;
+  }
+  ProcessAnchor* mine = anchor_create();
+  if (mine == nullptr) return nullptr;
+  anchor_publish(mine, /*overwrite=*/false);
+  if (ProcessAnchor* winner = anchor_from_env(); winner != nullptr && winner != mine) {
+    // Another copy published first; nobody has seen ours.
+    ::munmap(mine, anchor_size());
+    return winner;
+  }
+  anchor_publish(mine, /*overwrite=*/true);  // a stale value inherited through exec()
+  return mine;
+}
+
+/// This process's anchor as this copy of the code found it (nullptr: no memory to map).
+inline ProcessAnchor* process_anchor() noexcept {
+  static ProcessAnchor* const anchor = find_or_create_anchor();
+  return anchor;
+}
+
+/// Holds the anchor's lock. A holder that no longer exists (a thread of the parent, after
+/// fork) does not block the child: its lock is taken over.
+class AnchorLock {
+ public:
+  explicit AnchorLock(ProcessAnchor* a) noexcept : a_(a) {
+    const long me = static_cast<long>(::syscall(SYS_gettid));
+    for (unsigned spins = 0;; ++spins) {
+      long owner = 0;
+      if (a_->lock.compare_exchange_weak(owner, me, std::memory_order_acquire)) return;
+      if (spins % 1024 == 1023 && owner != 0 && ::syscall(SYS_tgkill, ::getpid(), owner, 0) != 0 &&
+          errno == ESRCH &&
+          a_->lock.compare_exchange_strong(owner, me, std::memory_order_acquire)) {
+        return;
+      }
+      if (spins > 64) ::sched_yield();
+    }
+  }
+  ~AnchorLock() { a_->lock.store(0, std::memory_order_release); }
+  AnchorLock(const AnchorLock&) = delete;
+  AnchorLock& operator=(const AnchorLock&) = delete;
+
+ private:
+  ProcessAnchor* a_;
+};
+
+/// The address the anchor holds for `key`, or 0.
+inline std::uintptr_t anchor_find(ProcessAnchor* a, const std::string& key) noexcept {
+  const std::uint32_t n = a->count.load(std::memory_order_acquire);
+  for (std::uint32_t i = 0; i < n && i < ProcessAnchor::kEntries; ++i) {
+    if (key == a->entries[i].key) return a->entries[i].address.load(std::memory_order_acquire);
+  }
+  return 0;
 }
 
 /// Finds or creates the process-wide T named `key`. Slow path: call once per copy and cache.
 template <class T>
 T& find_or_create_process_singleton(const char* key) {
-  std::string var = "LAPTIME_SINGLETON_";
-  var += key;
-  var += "_" LAPTIME_VERSION_STRING "_";
-  var += std::to_string(sizeof(SingletonHolder<T>));
-  for (char& c : var) {
-    if (c == '.') c = '_';
+  // The key names the version and the size: two laptime versions in one process never share
+  // an object whose layout they disagree on.
+  std::string name = key;
+  name += "_" LAPTIME_VERSION_STRING "_";
+  name += std::to_string(sizeof(SingletonHolder<T>));
+  if (name.size() >= sizeof(ProcessAnchor::Entry::key))
+    name.resize(sizeof(ProcessAnchor::Entry::key) - 1);
+  ProcessAnchor* const anchor = process_anchor();
+  if (anchor == nullptr) return (new SingletonHolder<T>())->value;  // no memory to map at all
+  {
+    AnchorLock lock(anchor);
+    if (const std::uintptr_t found = anchor_find(anchor, name)) {
+      return reinterpret_cast<SingletonHolder<T>*>(found)->value;
+    }
   }
-  if (const std::uintptr_t existing = singleton_parse(std::getenv(var.c_str()));
-      singleton_is_live(existing)) {
-    return reinterpret_cast<SingletonHolder<T>*>(existing)->value;
-  }
+  // Made outside the lock: T's constructor may look up other singletons.
   auto* mine = new SingletonHolder<T>();
-  char text[32];
-  std::snprintf(text, sizeof text, "%" PRIxPTR, reinterpret_cast<std::uintptr_t>(mine));
-  ::setenv(var.c_str(), text, /*overwrite=*/0);
-  const std::uintptr_t winner = singleton_parse(std::getenv(var.c_str()));
-  if (winner == reinterpret_cast<std::uintptr_t>(mine)) return mine->value;
-  if (singleton_is_live(winner)) {
-    delete mine;  // another copy published first; nobody has seen ours
-    return reinterpret_cast<SingletonHolder<T>*>(winner)->value;
+  AnchorLock lock(anchor);
+  if (const std::uintptr_t found = anchor_find(anchor, name)) {
+    delete mine;  // another copy made one meanwhile; nobody has seen ours
+    return reinterpret_cast<SingletonHolder<T>*>(found)->value;
   }
-  ::setenv(var.c_str(), text, /*overwrite=*/1);  // a stale address inherited through exec()
+  const std::uint32_t n = anchor->count.load(std::memory_order_relaxed);
+  if (n >= ProcessAnchor::kEntries) return mine->value;  // cannot happen: laptime has ~10 keys
+  ProcessAnchor::Entry& e = anchor->entries[n];
+  std::memcpy(e.key, name.c_str(), name.size() + 1);
+  e.address.store(reinterpret_cast<std::uintptr_t>(mine), std::memory_order_release);
+  anchor->count.store(n + 1, std::memory_order_release);
   return mine->value;
 }
 

@@ -344,8 +344,9 @@ LAPTIME_NOINLINE inline const NameCacheEntry* StopwatchState::lookup_slow(Thread
     if (id == kNoName) {
       usage_error("start_meas/end_meas",
                   "more than " + std::to_string(max_names.load(std::memory_order_relaxed)) +
-                      " distinct measurement names (LAPTIME_MAX_NAMES); " + quoted(name) +
-                      " is not measured");
+                      " distinct measurement names (LAPTIME_MAX_NAMES); " + detail::quoted(name) +
+                      " is not measured",
+                  "max-names", "calls with names past LAPTIME_MAX_NAMES were not measured");
       return nullptr;
     }
     rec.known.emplace(*names[id].load(std::memory_order_acquire), id);
@@ -398,8 +399,8 @@ inline void StopwatchState::start(std::string_view name) {
 }
 
 LAPTIME_COLD inline void StopwatchState::start_running_error(std::string_view name) {
-  usage_error("start_meas(" + quoted(name) + ")",
-              quoted(name) +
+  usage_error("start_meas(" + detail::quoted(name) + ")",
+              detail::quoted(name) +
                   " is already running on this thread (end it with end_meas first; other "
                   "threads may time the same name at the same time)");
 }
@@ -524,10 +525,10 @@ LAPTIME_NOINLINE inline void StopwatchState::end_elsewhere(ThreadRecord& rec, Sl
     }
     others = 0;  // its own thread ended it meanwhile
   }
-  usage_error("end_meas(" + quoted(name) + ")",
-              others == 0 ? quoted(name) + " is not running (no start_meas(" + quoted(name) +
-                                ") on any thread, or it already ended)"
-                          : quoted(name) + " is not running on this thread and runs on " +
+  usage_error("end_meas(" + detail::quoted(name) + ")",
+              others == 0 ? detail::quoted(name) + " is not running (no start_meas(" +
+                                detail::quoted(name) + ") on any thread, or it already ended)"
+                          : detail::quoted(name) + " is not running on this thread and runs on " +
                                 std::to_string(others) +
                                 " other threads (end it on the thread that started it)");
 }
@@ -582,7 +583,7 @@ LAPTIME_NOINLINE inline int StopwatchState::count_running(ThreadRecord& rec, std
     ++count;
     if (listed != nullptr) {
       if (!listed->empty()) *listed += ", ";
-      *listed += quoted(*names[id].load(std::memory_order_acquire));
+      *listed += detail::quoted(*names[id].load(std::memory_order_acquire));
     }
   }
   rec.running = count;
@@ -672,6 +673,7 @@ inline Results StopwatchState::results(bool wait_for_gpu) {
   r.world_size = ri.world_size;
   r.pid = static_cast<long>(::getpid());
   r.host = host;
+  r.warnings = repeated_warnings();
   r.num_warmup_iters = warmup.load(std::memory_order_relaxed);
   r.iterations_finished = finished_iters.load(std::memory_order_relaxed);
   r.iterations_measured = std::max<std::int64_t>(0, r.iterations_finished - r.num_warmup_iters);

@@ -1,0 +1,26 @@
+# A compiler command as a user types it, with no build system in between.
+#   cmake "-DCOMMAND=c++|-std=c++17|..." [-DRUN=path] [-DEXPECT=regex] [-DFORBID=regex]
+#         -P compile_check.cmake
+# Runs COMMAND (its arguments separated by '|'; fails on a non-zero exit), then RUN if given;
+# EXPECT must match and FORBID must not match what they printed.
+string(REPLACE "|" ";" COMMAND "${COMMAND}")
+execute_process(COMMAND ${COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(REPLACE ";" " " shown "${COMMAND}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "failed (${rc}): ${shown}\n${out}\n${err}")
+endif()
+set(all "${out}${err}")
+if(RUN)
+  execute_process(COMMAND ${RUN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${RUN} failed (${rc})\n${out}\n${err}")
+  endif()
+  set(all "${out}${err}")
+endif()
+if(DEFINED EXPECT AND NOT all MATCHES "${EXPECT}")
+  message(FATAL_ERROR "output does not match '${EXPECT}':\n${all}")
+endif()
+if(DEFINED FORBID AND all MATCHES "${FORBID}")
+  message(FATAL_ERROR "output matches '${FORBID}' (${CMAKE_MATCH_0}):\n${all}")
+endif()
+message(STATUS "OK: ${shown}")

@@ -1,0 +1,221 @@
+// What the report and the JSON print, whatever the names and the program's locale, and how often
+// laptime warns about the same cause.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+// A small name table, so that the test can fill it (one executable, one translation unit).
+#define LAPTIME_MAX_NAMES 16
+
+#include <unistd.h>
+
+#include <clocale>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "laptime/laptime.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+// A name that would clear the screen, set the window title and move the cursor if printed raw,
+// with a C1 control (U+009B, CSI) and a byte that is not UTF-8.
+const std::string kHostile =
+    "evil\x1b[2J\x1b]0;owned\x07\r\n\t\xc2\x9b"
+    "31m\xff"
+    "end";
+
+// True when `text` holds a control character other than the line ends a report is made of.
+bool has_control(const std::string& text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n') || c == 0x7f) return true;
+    if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(text[i + 1]) < 0xa0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Everything written to stderr while `fn` runs.
+template <class Fn>
+[[maybe_unused]] std::string capture_stderr(Fn&& fn) {
+  std::fflush(stderr);
+  char path[] = "/tmp/laptime-results-test-XXXXXX";
+  const int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  const int saved = ::dup(2);
+  ::dup2(fd, 2);
+  fn();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::string out;
+  char buf[4096];
+  ::lseek(fd, 0, SEEK_SET);
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  ::unlink(path);
+  return out;
+}
+
+[[maybe_unused]] std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+laptime::Results sample_results() {
+  laptime::Results r;
+  r.pid = 4242;
+  r.host = "node1";
+  r.num_warmup_iters = 1;
+  r.iterations_finished = 4;
+  r.iterations_measured = 3;
+  laptime::MeasurementResult m;
+  m.name = "step";
+  m.count = 3;
+  m.total_ns = 3.5e6;
+  m.mean_per_iter_ns = m.mean_per_interval_ns = 1.1666e6;
+  m.min_ns = 812;
+  m.median_ns = 3414;
+  m.p90_ns = 17.25e6;
+  m.p99_ns = 723e9;
+  m.max_ns = 723.4e9;
+  laptime::ResourceFigures f;
+  f.process_percent = 5.55;
+  f.process_cores = 14.1;
+  f.read_mb_per_s = 120.0;
+  m.resources = f;
+  r.measurements.push_back(m);
+  r.one_time.push_back({"pipe_create", 1.5e9, false});
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("a name cannot rewrite the terminal: the report escapes it as the JSON does") {
+  laptime::Results r = sample_results();
+  r.measurements[0].name = kHostile;
+  r.one_time[0].name = kHostile;
+  r.host = "host\x1b[1m";
+  const std::string text = r.to_text();
+  CHECK_FALSE(has_control(text));
+  CHECK(text.find("evil\\u001b[2J\\u001b]0;owned\\u0007\\u000d\\u000a\\u0009\\u009b31m\xEF\xBF\xBD"
+                  "end") != std::string::npos);
+  CHECK(text.find("host\\u001b[1m") != std::string::npos);
+  const std::string json = r.to_json();
+  CHECK_FALSE(has_control(json));
+  // A backslash in a name is doubled in the report, so that an escape is never ambiguous.
+  r.measurements[0].name = "a\\u001b";
+  CHECK(r.to_text().find("a\\\\u001b") != std::string::npos);
+}
+
+TEST_CASE("a name in a usage error message is escaped too" * LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  laptime::detail::testing_reset_stopwatch();
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  std::string message;
+  try {
+    sw.end_meas(kHostile);
+  } catch (const laptime::UsageError& e) {
+    message = e.what();
+  }
+  REQUIRE_FALSE(message.empty());
+  CHECK_FALSE(has_control(message));
+  CHECK(message.find("'evil\\u001b[2J") != std::string::npos);
+  laptime::detail::testing_reset_stopwatch();
+#endif
+}
+
+TEST_CASE("numbers are written with a '.' whatever the program's locale") {
+  // A locale whose decimal point is ','; built with localedef where none is installed.
+  const char* found = nullptr;
+  for (const char* name : {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "de_DE"}) {
+    if (std::setlocale(LC_NUMERIC, name) != nullptr) {
+      found = name;
+      break;
+    }
+  }
+  std::string dir;
+  if (found == nullptr) {
+    char tmpl[] = "/tmp/laptime-locale-XXXXXX";
+    if (::mkdtemp(tmpl) != nullptr) {
+      dir = tmpl;
+      const std::string cmd = "localedef -i de_DE -f UTF-8 " + dir + "/de_DE.UTF-8 >/dev/null 2>&1";
+      if (std::system(cmd.c_str()) == 0) {
+        ::setenv("LOCPATH", dir.c_str(), 1);
+        if (std::setlocale(LC_NUMERIC, "de_DE.UTF-8") != nullptr) found = "de_DE.UTF-8 (LOCPATH)";
+      }
+    }
+  }
+  if (found == nullptr) {
+    MESSAGE("no locale with a decimal comma could be made here; skipped");
+  } else {
+    INFO("locale: " << found);
+    char probe[32];
+    std::snprintf(probe, sizeof probe, "%.1f", 1.5);
+    CHECK(std::string(probe) == "1,5");  // the locale is in force: printf would write ','
+    const laptime::Results r = sample_results();
+    const std::string text = r.to_text();
+    const std::string json = r.to_json();
+    CHECK(text.find("1.17 ms") != std::string::npos);
+    CHECK(text.find("5.5 %") != std::string::npos);
+    CHECK(json.find("\"total_s\": 0.0035,") != std::string::npos);
+    CHECK(json.find("\"process_percent\": 5.55,") != std::string::npos);
+    CHECK(laptime::detail::format_duration(3414) == "3.41 \xC2\xB5s");
+  }
+  std::setlocale(LC_NUMERIC, "C");
+  if (!dir.empty()) {
+    ::unsetenv("LOCPATH");
+    std::system(("rm -rf " + dir).c_str());
+  }
+}
+
+TEST_CASE("the report keeps its layout: units, padding and columns") {
+  const std::string text = sample_results().to_text();
+  CHECK(text ==
+        "laptime stopwatch: 3 measured iterations (1 warm-up); rank 0/1, pid 4242, host node1\n"
+        "  name           per iter   per call      total   count        min     median        p90"
+        "        p99        max\n"
+        "  step            1.17 ms    1.17 ms    3.50 ms       3     812 ns    3.41 \xC2\xB5s    "
+        "17.2 ms      723 s      723 s\n"
+        "               cpu: process tree 5.5 % of machine (14.1 cores), system n/a; io: read n/a "
+        "(storage 120.0 MB/s), write n/a (storage n/a)\n"
+        "  one-time measurements:\n"
+        "    pipe_create: 1.50 s\n");
+}
+
+TEST_CASE(
+    "names past LAPTIME_MAX_NAMES warn once under the Warn policy, and the report counts "
+    "the rest" *
+    LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  laptime::detail::testing_reset_stopwatch();
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  laptime::set_error_policy(laptime::ErrorPolicy::Warn);
+  const std::string err = capture_stderr([&] {
+    for (int round = 0; round < 3; ++round) {
+      for (int i = 0; i < 40; ++i) {  // 40 names: the table holds 16, some taken by other cases
+        const std::string name = "name " + std::to_string(i);
+        sw.start_meas(name);
+        sw.end_meas(name);
+      }
+      sw.finish_iter();
+    }
+    sw.track_cpu_usage("one name too many");
+  });
+  laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  CHECK(count(err, "LAPTIME_MAX_NAMES") == 1);
+  CHECK(count(err, "\n") == 1);
+  const std::string report = sw.report();
+  CAPTURE(report);
+  CHECK(report.find("more calls with names past LAPTIME_MAX_NAMES were not measured") !=
+        std::string::npos);
+  const std::string json = sw.to_json();
+  CHECK(json.find("\"warnings\": [\"") != std::string::npos);
+  CHECK(count(report, "warning:") == 1);
+  laptime::detail::testing_reset_stopwatch();
+#endif
+}
