@@ -127,9 +127,8 @@ TEST_CASE("hostile values in every LAPTIME_* variable keep the default, with one
   const laptime::Settings defaults = laptime::settings_from_env(env({}));
   for (const char* name :
        {"LAPTIME_PROFILE", "LAPTIME_STOPWATCH", "LAPTIME_WARMUP", "LAPTIME_PRINT_EVERY",
-        "LAPTIME_CUDA_SYNC", "LAPTIME_GPU_TIMING", "LAPTIME_PRINT_RANK0_ONLY", "LAPTIME_RANKS",
-        "LAPTIME_NVTX", "LAPTIME_NVTX_SYNC_PUSH", "LAPTIME_NVTX_SYNC_POP",
-        "LAPTIME_NVTX_CHECK_ORDER"}) {
+        "LAPTIME_CUDA_SYNC", "LAPTIME_PRINT_RANK0_ONLY", "LAPTIME_RANKS", "LAPTIME_NVTX",
+        "LAPTIME_NVTX_SYNC_PUSH", "LAPTIME_NVTX_SYNC_POP", "LAPTIME_NVTX_CHECK_ORDER"}) {
     for (const std::string& value : kHostile) {
       CAPTURE(name);
       CAPTURE(value.substr(0, 20));
@@ -190,6 +189,78 @@ TEST_CASE(
   // enable() again with other arguments: a usage error from code, a warning from settings.
   s.num_warmup_iters = 3;
   CHECK_NOTHROW(laptime::apply_settings(s, /*rank=*/0));
+  laptime::detail::testing_reset_stopwatch();
+#endif
+}
+
+TEST_CASE("LAPTIME_GPU_TIMING takes a boolean, or the names to time on the GPU") {
+  laptime::Settings s = laptime::settings_from_env(env({{"LAPTIME_GPU_TIMING", "1"}}));
+  CHECK(s.gpu_timing);
+  CHECK(s.gpu_timing_names.empty());
+  s = laptime::settings_from_env(env({{"LAPTIME_GPU_TIMING", "forward,backward,forward"}}));
+  CHECK_FALSE(s.gpu_timing);
+  CHECK(s.gpu_timing_names == std::vector<std::string>{"forward", "backward"});
+  s = laptime::settings_from_env(env({{"LAPTIME_GPU_TIMING", "optimizer step"}}));
+  CHECK(s.gpu_timing_names == std::vector<std::string>{"optimizer step"});
+  for (const std::string& bad :
+       {std::string("a,,b"), std::string("\x1b[2J"), std::string(" ,"), std::string(300, 'x')}) {
+    CAPTURE(bad);
+    s = laptime::settings_from_env(env({{"LAPTIME_GPU_TIMING", bad}}));
+    CHECK_FALSE(s.gpu_timing);
+    CHECK(s.gpu_timing_names.empty());
+    REQUIRE(s.warnings.size() == 1);
+    CHECK_FALSE(has_control(s.warnings[0]));
+  }
+}
+
+TEST_CASE("a variable the user set overrides the code, in either order of calls" *
+          LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  auto& sw = laptime::Stopwatch::instance();
+  laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  const auto user_env =
+      laptime::settings_from_env(env({{"LAPTIME_PROFILE", "evaluation"}, {"LAPTIME_WARMUP", "3"}}));
+  SUBCASE("configure_from_env, then the code's enable") {
+    laptime::detail::testing_reset_stopwatch();
+    laptime::apply_settings(user_env, 0);
+    CHECK_NOTHROW(sw.enable(50, 100, false));
+  }
+  SUBCASE("the code's enable, then configure_from_env") {
+    laptime::detail::testing_reset_stopwatch();
+    sw.enable(50, 100, false);
+    laptime::apply_settings(user_env, 0);
+    CHECK_NOTHROW(sw.enable(50, 100, false));  // the code may say it again
+  }
+  CHECK(sw.is_enabled());
+  const auto r = sw.results();
+  CHECK(r.num_warmup_iters == 3);                                       // the user's LAPTIME_WARMUP
+  CHECK(laptime::detail::stopwatch_state().print_every.load() == 100);  // the code's
+  // The code still may not contradict itself.
+  CHECK_THROWS_AS(sw.enable(51, 100, false), laptime::UsageError);
+  laptime::detail::testing_reset_stopwatch();
+#endif
+}
+
+TEST_CASE("the code's settings beat built-in defaults; LAPTIME_PROFILE=training wins over enable" *
+          LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  auto& sw = laptime::Stopwatch::instance();
+  laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  laptime::detail::testing_reset_stopwatch();
+  laptime::apply_settings(laptime::settings_from_env(env({{"LAPTIME_PROFILE", "evaluation"}})), 0);
+  CHECK(sw.results().num_warmup_iters == 10);  // the built-in default
+  CHECK_NOTHROW(sw.enable(50, std::nullopt, false));
+  CHECK(sw.results().num_warmup_iters == 50);  // the code's
+
+  laptime::detail::testing_reset_stopwatch();
+  laptime::apply_settings(laptime::settings_from_env(env({{"LAPTIME_PROFILE", "training"}})), 0);
+  sw.enable(0, 1, false);  // "training: everything off" is the user's choice
+  CHECK_FALSE(sw.is_enabled());
+
+  laptime::detail::testing_reset_stopwatch();
+  sw.enable(0, 1, false);
+  laptime::apply_settings(laptime::settings_from_env(env({{"LAPTIME_STOPWATCH", "0"}})), 0);
+  CHECK_FALSE(sw.is_enabled());
   laptime::detail::testing_reset_stopwatch();
 #endif
 }

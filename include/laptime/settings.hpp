@@ -35,7 +35,8 @@ struct Settings {
   std::optional<int> print_every_n_iters;
   bool do_cuda_sync = false;
   bool gpu_timing = false;
-  bool stopwatch_all_ranks = false;  ///< false: only rank 0 measures, as the seed did
+  std::vector<std::string> gpu_timing_names;  ///< LAPTIME_GPU_TIMING=a,b: only these names
+  bool stopwatch_all_ranks = false;           ///< false: only rank 0 measures, as the seed did
   bool print_rank0_only = true;
   std::vector<std::string> track_cpu;  ///< names whose CPU and I/O are sampled
 
@@ -46,6 +47,13 @@ struct Settings {
   std::string nvtx_domain;
 
   std::vector<std::string> warnings;  ///< one line per malformed variable (it was ignored)
+
+  /// Which settings the user's environment gave (SPEC §8: those override the code's calls, in
+  /// any order; the others are the code's, or built-in defaults).
+  struct FromEnv {
+    bool stopwatch = false;  ///< LAPTIME_PROFILE or LAPTIME_STOPWATCH
+    bool num_warmup_iters = false, print_every_n_iters = false, do_cuda_sync = false;
+  } from_env;
 };
 
 /// Reads the LAPTIME_* variables through `getenv_fn` (a pure function of them; testable).
@@ -79,6 +87,7 @@ Settings settings_from_env(Getenv&& getenv_fn) {
     }
   };
   if (auto profile = get("LAPTIME_PROFILE")) {
+    s.from_env.stopwatch = true;
     if (*profile == "training") {
     } else if (*profile == "evaluation") {
       s.stopwatch = true;
@@ -87,14 +96,19 @@ Settings settings_from_env(Getenv&& getenv_fn) {
     } else if (*profile == "debugging") {
       s.stopwatch = s.nvtx = s.nvtx_check_order = true;
     } else {
+      s.from_env.stopwatch = false;
       malformed("LAPTIME_PROFILE", *profile,
                 "is not one of training|evaluation|profiling|debugging");
     }
+  }
+  if (get("LAPTIME_STOPWATCH") && detail::parse_bool(*get("LAPTIME_STOPWATCH"))) {
+    s.from_env.stopwatch = true;
   }
   flag("LAPTIME_STOPWATCH", s.stopwatch);
   if (auto v = get("LAPTIME_WARMUP")) {
     if (auto n = detail::parse_int(*v); n && *n >= 0) {
       s.num_warmup_iters = *n;
+      s.from_env.num_warmup_iters = true;
     } else {
       malformed("LAPTIME_WARMUP", *v, "is not a number of iterations >= 0");
     }
@@ -102,12 +116,51 @@ Settings settings_from_env(Getenv&& getenv_fn) {
   if (auto v = get("LAPTIME_PRINT_EVERY")) {
     if (auto n = detail::parse_int(*v); n && *n >= 0) {
       s.print_every_n_iters = *n > 0 ? std::optional<int>(*n) : std::nullopt;
+      s.from_env.print_every_n_iters = true;
     } else {
       malformed("LAPTIME_PRINT_EVERY", *v, "is not a number of iterations (0: never)");
     }
   }
+  if (get("LAPTIME_CUDA_SYNC") && detail::parse_bool(*get("LAPTIME_CUDA_SYNC"))) {
+    s.from_env.do_cuda_sync = true;
+  }
   flag("LAPTIME_CUDA_SYNC", s.do_cuda_sync);
-  flag("LAPTIME_GPU_TIMING", s.gpu_timing);
+  if (auto v = get("LAPTIME_GPU_TIMING")) {
+    // A boolean (every name), or a comma-separated list of the names to time on the GPU.
+    // A name is printable text of at most 256 bytes: anything else is a malformed value.
+    auto printable = [](std::string_view item) {
+      if (item.empty() || item.size() > 256) return false;
+      for (const char c : item) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7f) return false;
+      }
+      return true;
+    };
+    if (auto b = detail::parse_bool(*v)) {
+      s.gpu_timing = *b;
+    } else {
+      std::vector<std::string> names;
+      bool ok = true;
+      std::string_view rest = *v;
+      for (;;) {
+        const auto comma = rest.find(',');
+        const std::string_view item = rest.substr(0, comma);
+        ok = ok && printable(item) && names.size() < 64;
+        if (ok && std::find(names.begin(), names.end(), item) == names.end()) {
+          names.emplace_back(item);
+        }
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+      }
+      if (ok) {
+        s.gpu_timing_names = std::move(names);
+      } else {
+        malformed(
+            "LAPTIME_GPU_TIMING", *v,
+            "is neither a boolean nor a list of at most 64 names (printable, comma-separated)");
+      }
+    }
+  }
   flag("LAPTIME_PRINT_RANK0_ONLY", s.print_rank0_only);
   if (auto v = get("LAPTIME_RANKS")) {
     if (*v == "all") {
@@ -168,6 +221,17 @@ inline void apply_settings(const Settings& s, int rank = detail::detect_rank().r
                         std::string("configure_from_env: ") + what + " failed");
     }
   };
+#if LAPTIME_ENABLED
+  // What the user's environment set overrides the code, whichever comes first (SPEC §8).
+  {
+    detail::EnvOverrides o;
+    o.off = s.from_env.stopwatch && !s.stopwatch;
+    if (s.from_env.num_warmup_iters) o.warmup = s.num_warmup_iters;
+    if (s.from_env.print_every_n_iters) o.print_every = s.print_every_n_iters;
+    if (s.from_env.do_cuda_sync) o.cuda_sync = s.do_cuda_sync;
+    step("environment overrides", [&] { detail::set_env_overrides(o); });
+  }
+#endif
   if (s.stopwatch && (s.stopwatch_all_ranks || rank == 0)) {
     Stopwatch& sw = Stopwatch::instance();
     step("LAPTIME_PRINT_RANK0_ONLY", [&] { sw.set_print_rank0_only(s.print_rank0_only); });
@@ -175,8 +239,15 @@ inline void apply_settings(const Settings& s, int rank = detail::detect_rank().r
       step("LAPTIME_TRACK_CPU", [&] { sw.track_cpu_usage(name); });
     }
     if (s.gpu_timing) step("LAPTIME_GPU_TIMING", [&] { sw.enable_gpu_timing(); });
-    step("Stopwatch::enable",
-         [&] { sw.enable(s.num_warmup_iters, s.print_every_n_iters, s.do_cuda_sync); });
+    for (const std::string& name : s.gpu_timing_names) {
+      step("LAPTIME_GPU_TIMING", [&] { sw.enable_gpu_timing_for(name); });
+    }
+#if LAPTIME_ENABLED
+    step("Stopwatch::enable", [&] {
+      detail::enable_stopwatch(s.num_warmup_iters, s.print_every_n_iters, s.do_cuda_sync, "0",
+                               /*from_env=*/true);
+    });
+#endif
   }
   if (s.nvtx) {
     step("NVTXRangeWrapper::enable", [&] {

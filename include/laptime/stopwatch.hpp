@@ -37,7 +37,8 @@ LAPTIME_BEGIN_NAMESPACE
 #if LAPTIME_ENABLED
 namespace detail {
 void enable_stopwatch(int num_warmup_iters, std::optional<int> print_every_n_iters,
-                      bool do_cuda_sync, const char* none);
+                      bool do_cuda_sync, const char* none, bool from_env = false);
+void set_env_overrides(const EnvOverrides& overrides);
 }  // namespace detail
 #endif
 
@@ -292,6 +293,7 @@ class Stopwatch {
     std::lock_guard<std::mutex> lock(s.config_mutex);
     s.enabled.store(false);
     s.configured = false;
+    s.code_configured = false;
     s.next_epoch();  // intervals running now are dropped, never left running
 #endif
   }
@@ -374,10 +376,67 @@ inline void Stopwatch::enable(int num_warmup_iters, std::optional<int> print_eve
 }
 
 #if LAPTIME_ENABLED
+namespace detail {
+// Puts the settings in force: `configured` and cfg_*, what the hot path reads. Under config_mutex.
+inline void apply_stopwatch_config(StopwatchState& s, int warmup, std::optional<int> every,
+                                   bool cuda_sync) {
+  if (s.configured && s.cfg_warmup == warmup && s.cfg_print_every == every &&
+      s.cfg_cuda_sync == cuda_sync) {
+    return;
+  }
+  s.configured = true;
+  s.next_epoch();
+  s.cfg_warmup = warmup;
+  s.cfg_print_every = every;
+  s.cfg_cuda_sync = cuda_sync;
+  s.warmup.store(warmup, std::memory_order_relaxed);
+  s.print_every.store(every.value_or(0), std::memory_order_relaxed);
+  if (cuda_sync) {
+    // Load the driver now (milliseconds), not inside the first measured interval.
+    (void)cuda::driver_available();
+    s.features.fetch_or(kFeatCudaSync, std::memory_order_relaxed);
+  } else {
+    s.features.fetch_and(~kFeatCudaSync, std::memory_order_relaxed);
+  }
+  arm_exit_output(s);
+  s.enabled.store(true, std::memory_order_release);
+}
+
+// The code's arguments (or, before the code has called enable, the built-in defaults the
+// environment's profile brought) with the user's environment on top (SPEC §8).
+inline void apply_with_overrides(StopwatchState& s, int warmup, std::optional<int> every,
+                                 bool cuda_sync) {
+  if (s.code_configured) {
+    warmup = s.code_warmup;
+    every = s.code_print_every;
+    cuda_sync = s.code_cuda_sync;
+  }
+  if (s.env.warmup) warmup = *s.env.warmup;
+  if (s.env.print_every) every = *s.env.print_every;
+  if (s.env.cuda_sync) cuda_sync = *s.env.cuda_sync;
+  apply_stopwatch_config(s, warmup, every, cuda_sync);
+}
+
+/// configure_from_env: what the user's environment set, from now on over the code's calls.
+inline void set_env_overrides(const EnvOverrides& overrides) {
+  StopwatchState& s = stopwatch_state();
+  std::lock_guard<std::mutex> lock(s.config_mutex);
+  s.env = overrides;
+  if (overrides.off) {
+    if (s.configured) s.next_epoch();
+    s.enabled.store(false);
+    s.configured = false;
+    return;
+  }
+  if (s.configured) apply_with_overrides(s, s.cfg_warmup, s.cfg_print_every, s.cfg_cuda_sync);
+}
+}  // namespace detail
+
 /// Stopwatch::enable, with the spelling of "no value" in the caller's language for messages
-/// ("std::nullopt" in C++, "None" from Python).
+/// ("std::nullopt" in C++, "None" from Python). `from_env`: configure_from_env's call, whose
+/// arguments (built-in defaults where the user set no variable) yield to the code's.
 inline void detail::enable_stopwatch(int num_warmup_iters, std::optional<int> print_every_n_iters,
-                                     bool do_cuda_sync, const char* none) {
+                                     bool do_cuda_sync, const char* none, bool from_env) {
   auto args = [&] {
     return "(num_warmup_iters=" + std::to_string(num_warmup_iters) + ", print_every_n_iters=" +
            (print_every_n_iters ? std::to_string(*print_every_n_iters) : std::string(none)) +
@@ -397,36 +456,27 @@ inline void detail::enable_stopwatch(int num_warmup_iters, std::optional<int> pr
   if (print_every_n_iters && *print_every_n_iters == 0) print_every_n_iters.reset();
   detail::StopwatchState& s = detail::stopwatch_state();
   std::lock_guard<std::mutex> lock(s.config_mutex);
-  if (s.configured) {
-    if (s.cfg_warmup == num_warmup_iters && s.cfg_print_every == print_every_n_iters &&
-        s.cfg_cuda_sync == do_cuda_sync) {
-      return;
+  if (!from_env) {
+    if (s.env.off) return;  // the user's environment turned the Stopwatch off (SPEC §8)
+    if (s.code_configured) {
+      if (s.code_warmup != num_warmup_iters || s.code_print_every != print_every_n_iters ||
+          s.code_cuda_sync != do_cuda_sync) {
+        const std::string before =
+            "(num_warmup_iters=" + std::to_string(s.code_warmup) + ", print_every_n_iters=" +
+            (s.code_print_every ? std::to_string(*s.code_print_every) : std::string(none)) +
+            ", do_cuda_sync=" + (s.code_cuda_sync ? "true" : "false") + ")";
+        detail::usage_error("Stopwatch.enable" + args(),
+                            "already enabled with different settings " + before +
+                                "; call disable() first to change them");
+        return;
+      }
     }
-    const std::string before =
-        "(num_warmup_iters=" + std::to_string(s.cfg_warmup) + ", print_every_n_iters=" +
-        (s.cfg_print_every ? std::to_string(*s.cfg_print_every) : std::string(none)) +
-        ", do_cuda_sync=" + (s.cfg_cuda_sync ? "true" : "false") + ")";
-    detail::usage_error("Stopwatch.enable" + args(), "already enabled with different settings " +
-                                                         before +
-                                                         "; call disable() first to change them");
-    return;
+    s.code_configured = true;
+    s.code_warmup = num_warmup_iters;
+    s.code_print_every = print_every_n_iters;
+    s.code_cuda_sync = do_cuda_sync;
   }
-  s.configured = true;
-  s.next_epoch();
-  s.cfg_warmup = num_warmup_iters;
-  s.cfg_print_every = print_every_n_iters;
-  s.cfg_cuda_sync = do_cuda_sync;
-  s.warmup.store(num_warmup_iters, std::memory_order_relaxed);
-  s.print_every.store(print_every_n_iters.value_or(0), std::memory_order_relaxed);
-  if (do_cuda_sync) {
-    // Load the driver now (milliseconds), not inside the first measured interval.
-    (void)cuda::driver_available();
-    s.features.fetch_or(detail::kFeatCudaSync, std::memory_order_relaxed);
-  } else {
-    s.features.fetch_and(~detail::kFeatCudaSync, std::memory_order_relaxed);
-  }
-  detail::arm_exit_output(s);
-  s.enabled.store(true, std::memory_order_release);
+  detail::apply_with_overrides(s, num_warmup_iters, print_every_n_iters, do_cuda_sync);
 }
 #endif
 

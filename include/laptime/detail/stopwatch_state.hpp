@@ -150,6 +150,15 @@ struct OneTime {
   bool running = true;
 };
 
+/// The settings the user's environment gave (configure_from_env; SPEC §8): they override the
+/// code's enable() arguments, whichever call comes first.
+struct EnvOverrides {
+  bool off = false;  ///< LAPTIME_PROFILE=training or LAPTIME_STOPWATCH=0: enable() does nothing
+  std::optional<int> warmup;
+  std::optional<std::optional<int>> print_every;
+  std::optional<bool> cuda_sync;
+};
+
 struct GpuAggregate {
   IntervalStats stats;
 };
@@ -170,7 +179,12 @@ struct StopwatchState {
 
   // --- configuration (changed under config_mutex) ---
   std::mutex config_mutex;
-  bool configured = false;
+  EnvOverrides env;
+  bool code_configured = false;  // the code's own enable() arguments, before the overrides
+  int code_warmup = 0;
+  std::optional<int> code_print_every;
+  bool code_cuda_sync = false;
+  bool configured = false;  // the settings in force (cfg_*)
   int cfg_warmup = 0;
   std::optional<int> cfg_print_every;
   bool cfg_cuda_sync = false;
@@ -832,6 +846,8 @@ inline void testing_reset_stopwatch() {
     std::lock_guard<std::mutex> lock(s.config_mutex);
     s.enabled.store(false);
     s.configured = false;
+    s.code_configured = false;
+    s.env = EnvOverrides();
     s.features.store(0);
     s.warmup.store(0);
     s.print_every.store(0);
