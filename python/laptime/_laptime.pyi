@@ -113,6 +113,12 @@ class Stopwatch:
     def enable_gpu_timing(self, stream: _Stream = None) -> None:
         """Also times every interval on the GPU with CUDA events recorded on ``stream`` (a
         torch.cuda.Stream, an int cudaStream_t, or None: the legacy default stream); no sync."""
+    def enable_gpu_timing_for(self, name: Hashable) -> None:
+        """Times only the intervals of ``name`` on the GPU (once per name), on the stream given
+        to set_gpu_stream (LAPTIME_GPU_TIMING=a,b does the same)."""
+    def set_rank(self, rank: int, world_size: int = 0) -> None:
+        """This process's rank and world size (0 keeps the detected one), for programs that
+        learn their rank from MPI or NCCL rather than the launcher's variables."""
     def set_gpu_stream(self, stream: _Stream, /) -> None:
         """Changes the stream GPU timing records on."""
     def disable_gpu_timing(self) -> None: ...

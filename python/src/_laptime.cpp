@@ -566,12 +566,8 @@ PyObject* sw_end_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObje
 // Whether this finish_iter will print the periodic report (laptime's own test, read ahead).
 bool finish_iter_will_print() {
 #if LAPTIME_ENABLED
-  const laptime::detail::StopwatchState& s = laptime::detail::stopwatch_state();
-  const int every = s.print_every.load(std::memory_order_relaxed);
-  if (every <= 0) return false;
-  const std::int64_t measured = s.finished_iters.load(std::memory_order_relaxed) + 1 -
-                                s.warmup.load(std::memory_order_relaxed);
-  return measured > 0 && measured % every == 0;
+  laptime::detail::StopwatchState& s = laptime::detail::stopwatch_state();
+  return s.prints_after(s.finished_iters.load(std::memory_order_relaxed) + 1);
 #else
   return false;  // compiled out (LAPTIME_DISABLE): nothing is ever printed
 #endif
@@ -606,7 +602,13 @@ PyObject* sw_enable(PyObject*, PyObject* args, PyObject* kwargs) {
     if (!iteration_count("print_every_n_iters", every_obj, v)) return nullptr;
     every = v;
   }
+#if LAPTIME_ENABLED
+  // Messages in Python's words: None, not std::nullopt.
+  return call_none(
+      [&] { laptime::detail::enable_stopwatch(warmup, every, cuda_sync != 0, "None"); });
+#else
   return call_none([&] { stopwatch().enable(warmup, every, cuda_sync != 0); });
+#endif
 }
 
 /// tp_new of a facade type: `instance` (the singleton) for the type itself; for a Python
@@ -779,6 +781,26 @@ PyObject* sw_enable_gpu_timing(PyObject*, PyObject* const* args, Py_ssize_t narg
   return call_none([&] { stopwatch().enable_gpu_timing(stream); });
 }
 
+PyObject* sw_enable_gpu_timing_for(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                                   PyObject* kwnames) {
+  PyObject* name = one_arg("enable_gpu_timing_for", "name", args, nargs, kwnames);
+  if (name == nullptr) return nullptr;
+  return with_name("enable_gpu_timing_for", name,
+                   [](std::string_view n) { stopwatch().enable_gpu_timing_for(n); });
+}
+
+// set_rank(rank, world_size=0): for programs that learn their rank from MPI or NCCL.
+PyObject* sw_set_rank(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* const keywords[] = {"rank", "world_size", nullptr};
+  int rank = 0;
+  int world_size = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "i|i:set_rank", const_cast<char**>(keywords),
+                                   &rank, &world_size)) {
+    return nullptr;
+  }
+  return call_none([&] { stopwatch().set_rank(rank, world_size); });
+}
+
 PyObject* sw_set_gpu_stream(PyObject*, PyObject* stream_obj) {
   void* stream = nullptr;
   if (!stream_handle(stream_obj, stream)) return nullptr;
@@ -852,6 +874,12 @@ PyMethodDef g_stopwatch_methods[] = {
      "enable_gpu_timing($self, stream=None)\n--\n\nAlso times every interval on the GPU with CUDA "
      "events recorded on `stream` (a torch.cuda.Stream, an int handle, or None: the legacy "
      "default stream)."},
+    {"enable_gpu_timing_for", as_cfunction(sw_enable_gpu_timing_for), METH_FASTCALL | METH_KEYWORDS,
+     "enable_gpu_timing_for($self, name)\n--\n\nTimes only the intervals of `name` on the GPU "
+     "(call once per name), on the stream given to set_gpu_stream."},
+    {"set_rank", as_cfunction(sw_set_rank), METH_VARARGS | METH_KEYWORDS,
+     "set_rank($self, rank, world_size=0)\n--\n\nThis process's rank (and world size; 0 keeps "
+     "the detected one) for reports, output paths and rank-0-only printing."},
     {"set_gpu_stream", sw_set_gpu_stream, METH_O,
      "set_gpu_stream($self, stream, /)\n--\n\nChanges the stream GPU timing records on."},
     {"disable_gpu_timing", sw_disable_gpu_timing, METH_NOARGS,

@@ -69,3 +69,30 @@ def test_end_meas_on_another_thread_ends_the_interval_started_there(stopwatch):
     assert m["min_s"] >= 0.008
     with pytest.raises(laptime.UsageError, match="is not running"):
         stopwatch.end_meas("hook")
+
+
+def test_set_rank_labels_the_results(stopwatch):
+    stopwatch.enable(0, None, False)
+    stopwatch.set_rank(2, world_size=4)
+    r = stopwatch.results()
+    assert (r["rank"], r["world_size"]) == (2, 4)
+    with pytest.raises(laptime.UsageError):
+        stopwatch.set_rank(-1)
+
+
+def test_gpu_timing_of_selected_names_only(stopwatch):
+    stopwatch.enable(0, None, False)
+    stopwatch.enable_gpu_timing_for("forward")
+    for name in ("forward", "data fetch"):
+        stopwatch.start_meas(name)
+        stopwatch.end_meas(name)
+    stopwatch.finish_iter()
+    by_name = {m["name"]: m for m in stopwatch.results()["measurements"]}
+    assert "gpu" in by_name["forward"]
+    assert by_name["data fetch"].get("gpu") is None
+    stopwatch.disable_gpu_timing()
+
+
+def test_messages_say_none_in_python(stopwatch):
+    with pytest.raises(laptime.UsageError, match="None"):
+        stopwatch.enable(0, -1)

@@ -130,7 +130,8 @@ inline void append_u_escape(std::string& out, unsigned c) {
 
 /// Appends `s` so that it can neither rewrite a terminal nor break a JSON string: control
 /// characters (C0, DEL, and C1 such as U+009B, which terminals take as an escape sequence) become
-/// \u00XX, and bytes that are not valid UTF-8 become U+FFFD. With `json`, '"' and '\' are
+/// \u00XX, and bytes that are not valid UTF-8 become U+FFFD in JSON and "\xe9" in a report (as
+/// `ls -b` shows a file name's byte). With `json`, '"' and '\' are
 /// escaped too; without, a '\' is doubled (so that "\u001b" in a report is never a real name's
 /// text). Names are arbitrary bytes: the JSON and the text report escape them alike.
 inline void append_escaped(std::string& out, std::string_view s, bool json) {
@@ -164,8 +165,15 @@ inline void append_escaped(std::string& out, std::string_view s, bool json) {
       } else if (ok) {
         out.append(reinterpret_cast<const char*>(p), static_cast<std::size_t>(len));
         p += len;
+      } else if (json) {
+        out += "\xEF\xBF\xBD";  // JSON strings are Unicode: U+FFFD
+        ++p;
       } else {
-        out += "\xEF\xBF\xBD";
+        // The report shows the byte as `ls -b` does (a file name's original byte): "\xe9".
+        static constexpr char kHex[] = "0123456789abcdef";
+        out += "\\x";
+        out += kHex[c >> 4];
+        out += kHex[c & 0xf];
         ++p;
       }
     }
