@@ -2,8 +2,11 @@
 // which thread may end it, what a thread's exit does to it; and the calls a trainer sets up with
 // (set_rank, GPU timing of selected names).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -294,4 +297,78 @@ TEST_CASE("GPU timing of selected names leaves the other names without GPU figur
   CHECK_FALSE(fetch->gpu.has_value());
   CHECK(fwd->count == 1);  // host timing goes on whether or not a GPU is there
   sw.disable_gpu_timing();
+}
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define LAPTIME_SANITIZED 1
+#endif
+#endif
+
+#if LAPTIME_ENABLED
+namespace {
+long rss_kib() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  long pages = 0, resident = 0;
+  if (f != nullptr) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return resident * (::sysconf(_SC_PAGESIZE) / 1024);
+}
+}  // namespace
+#endif
+
+TEST_CASE("memory per (thread, name) is about 22 KiB, whatever the number of intervals" *
+          LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  constexpr int kThreads = 8;
+  constexpr int kNames = 64;
+  std::vector<std::string> names;
+  for (int i = 0; i < kNames; ++i) names.push_back("memory name " + std::to_string(i));
+  std::atomic<int> done{0};
+  std::atomic<bool> measure_more{false};
+  std::atomic<bool> stop{false};
+  const long before = rss_kib();
+  long after_first = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (const auto& n : names) {
+        sw.start_meas(n);
+        sw.end_meas(n);
+      }
+      ++done;
+      while (!measure_more) std::this_thread::yield();
+      for (int round = 0; round < 2000; ++round) {  // many more intervals: no more memory
+        for (const auto& n : names) {
+          sw.start_meas(n);
+          sw.end_meas(n);
+        }
+      }
+      ++done;
+      while (!stop) std::this_thread::yield();  // alive until measured: stacks stay mapped
+    });
+  }
+  wait_for(done, kThreads);
+  after_first = rss_kib();
+  measure_more = true;
+  wait_for(done, 2 * kThreads);
+  const long after_many = rss_kib();
+  stop = true;
+  for (auto& t : threads) t.join();
+  const double per_pair = static_cast<double>(after_first - before) / (kThreads * kNames);
+  MESSAGE("RSS growth per (thread, name): " << per_pair << " KiB; after 2000 more intervals each: "
+                                            << (after_many - after_first) << " KiB in all");
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !defined(LAPTIME_SANITIZED)
+  // (Sanitizer runtimes add their own shadow memory and redzones: no RSS bound holds there.)
+  CHECK(per_pair > 16.0);  // the 22,016-byte histogram and the 80-byte slot, mostly
+  CHECK(per_pair < 32.0);
+  CHECK(after_many - after_first < 256);  // 1,024,000 more intervals: flat
+#endif
+  CHECK(count_of("memory name 0") == kThreads * 2001);
+#endif
 }
