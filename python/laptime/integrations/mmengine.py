@@ -29,6 +29,7 @@ from . import LoopMeter, _missing
 try:
     from mmengine.hooks import Hook as _Hook
     from mmengine.registry import HOOKS as _HOOKS
+    from mmengine.runner import EpochBasedTrainLoop as _EpochBasedTrainLoop
 except ImportError as _error:
     raise _missing("mmengine", "mmengine", _error) from None
 
@@ -87,11 +88,8 @@ class LaptimeHook(_Hook):
         loop = runner.train_loop
         # runner.iter is this iteration's index until the loop increments it after the hooks.
         more = runner.iter + 1 < runner.max_iters and not getattr(loop, "stop_training", False)
-        if more and getattr(loop, "_max_epochs", None) is not None:  # epoch-based: not the last batch
-            try:
-                more = batch_idx + 1 < len(loop.dataloader)
-            except TypeError:
-                pass
+        if more and isinstance(loop, _EpochBasedTrainLoop):  # not the epoch's last batch
+            more = batch_idx + 1 < len(loop.dataloader)
         if self._stepped:
             self.meter.step_end(more)
         else:

@@ -1,0 +1,72 @@
+"""laptime.integrations.lightning.LaptimeCallback on a tiny model, CPU, a few steps."""
+
+import pytest
+
+pytest.importorskip("torch")
+try:
+    import lightning.pytorch  # noqa: F401
+except ImportError:
+    pytest.importorskip("pytorch_lightning")
+
+import laptime
+from integ_helpers import counts, nvtx_pushes, train_traced
+
+NAMES = ("training loop", "data fetch", "Training step", "Optimizer step")
+
+
+def test_one_training_step_per_optimisation_step_warmup_excluded_across_epochs():
+    import lightning_example
+
+    # 8 steps over epochs of 3 batches: epoch ends and the last step leave no fetch measured twice.
+    lightning_example.main(steps=8, warmup=2, batches_per_epoch=3)
+    r = laptime.Stopwatch().results()
+    assert r["iterations_finished"] == 8 and r["iterations_measured"] == 6
+    assert {n: counts(r)[n] for n in NAMES} == {n: 6 for n in NAMES}
+    assert not any(m["running"] for m in r["measurements"])
+
+
+def test_gradient_accumulation_one_iteration_per_optimizer_step():
+    import lightning_example
+
+    lightning_example.main(steps=4, warmup=1, accumulate=2)
+    r = laptime.Stopwatch().results()
+    assert r["iterations_measured"] == 3
+    c = counts(r)
+    # Per optimisation step: one loop and one optimizer step; a fetch and a forward/backward
+    # per batch.
+    assert (c["training loop"], c["Optimizer step"]) == (3, 3)
+    assert (c["data fetch"], c["Training step"]) == (6, 6)
+
+
+def test_validation_steps_are_measured():
+    import lightning_example
+
+    lightning_example.main(steps=3, warmup=0, validate=True)
+    c = counts(laptime.Stopwatch().results())
+    assert c["Validation step"] == 2 and c["Training step"] == 3
+
+
+def test_environment_overrides_the_arguments(monkeypatch):
+    import lightning_example
+
+    monkeypatch.setenv("LAPTIME_WARMUP", "1")  # the code says 3
+    lightning_example.main(steps=4, warmup=3)
+    assert laptime.Stopwatch().results()["iterations_measured"] == 3
+
+
+def test_laptime_stopwatch_0_turns_the_callback_off(monkeypatch):
+    import lightning_example
+
+    monkeypatch.setenv("LAPTIME_STOPWATCH", "0")
+    lightning_example.main(steps=3, warmup=0)
+    assert not laptime.Stopwatch().is_enabled
+
+
+def test_nvtx_ranges_of_the_same_names_reach_a_profiler(nvtx_recorder):
+    results, events, out = train_traced(nvtx_recorder, "lightning_example",
+                                        env={"LAPTIME_NVTX": "1", "LAPTIME_NVTX_CHECK_ORDER": "1"},
+                                        steps=4, warmup=1)
+    assert nvtx_pushes(events) == {n: 4 for n in NAMES}
+    assert sum(e.startswith("mark global iteration") for e in events) == 4
+    assert results["iterations_measured"] == 3
+    assert "laptime stopwatch: 3 measured iterations (1 warm-up)" in out  # the end-of-training report
