@@ -1,6 +1,12 @@
-"""Helpers of the integration tests (a module of its own: conftest.py is not importable by name
-when pytest collects this folder together with examples/nuscenes/tests)."""
+"""Helpers and fixtures of the integration tests: the examples on sys.path, laptime reset around
+each test and the NVTX injection recorder (both fixtures reused from python/tests/conftest.py),
+and training in a subprocess with the recorder attached.
 
+No conftest.py here: scripts/test.sh runs these tests in one pytest call with
+examples/nuscenes/tests, whose modules import their own conftest by name. Each test module imports
+the fixtures from this module instead (``from integ_helpers import fresh_laptime, ...``)."""
+
+import importlib.util
 import json
 import os
 import subprocess
@@ -8,6 +14,19 @@ import sys
 from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[1]
+REPO = EXAMPLES.parents[1]
+if str(EXAMPLES) not in sys.path:
+    sys.path.insert(0, str(EXAMPLES))
+
+# python/tests/conftest.py, loaded under another name: its fixtures (fresh_laptime is autouse)
+# become a test module's by being imported into it.
+_spec = importlib.util.spec_from_file_location("laptime_python_conftest",
+                                               REPO / "python" / "tests" / "conftest.py")
+_python_conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_python_conftest)
+fresh_laptime = _python_conftest.fresh_laptime
+nvtx_recorder = _python_conftest.nvtx_recorder
+
 
 TRACE_SCRIPT = r"""
 import ctypes, json, sys

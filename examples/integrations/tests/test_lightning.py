@@ -9,7 +9,7 @@ except ImportError:
     pytest.importorskip("pytorch_lightning")
 
 import laptime
-from integ_helpers import counts, nvtx_pushes, train_traced
+from integ_helpers import counts, fresh_laptime, nvtx_pushes, nvtx_recorder, train_traced  # noqa: F401
 
 NAMES = ("training loop", "data fetch", "Training step", "Optimizer step")
 

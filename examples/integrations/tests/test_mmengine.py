@@ -9,7 +9,7 @@ except Exception as e:  # mmengine lags torch at times: say why rather than fail
     pytest.skip(f"mmengine cannot be imported with this torch: {e!r}", allow_module_level=True)
 
 import laptime
-from integ_helpers import counts, nvtx_pushes, train_traced
+from integ_helpers import counts, fresh_laptime, nvtx_pushes, nvtx_recorder, train_traced  # noqa: F401
 
 NAMES = ("training loop", "data fetch", "Training step", "Optimizer step")
 
