@@ -39,12 +39,15 @@ def loader(n, batch_size=16):
 
 
 def main(steps=20, warmup=5, accumulate=1, laptime_on=True, validate=False, nvtx=False,
-         batches_per_epoch=None):
+         batches_per_epoch=None, extra=(), print_report=True):
+    """Trains for ``steps`` optimisation steps; ``extra``: more callbacks (the benchmark's probe)."""
     callbacks = []
     if laptime_on:
         from laptime.integrations.lightning import LaptimeCallback
 
-        callbacks.append(LaptimeCallback(num_warmup_iters=warmup, nvtx=nvtx))
+        callbacks.append(LaptimeCallback(num_warmup_iters=warmup, nvtx=nvtx,
+                                         print_report=print_report))
+    callbacks += list(extra)
     batches = batches_per_epoch or steps * accumulate
     trainer = pl.Trainer(
         max_steps=steps, accelerator="cpu", devices=1, callbacks=callbacks,

@@ -39,12 +39,16 @@ class Pairs(torch.utils.data.Dataset):
         return {"x": self.x[i], "labels": self.x[i].sum(0, keepdim=True)}
 
 
-def main(steps=20, warmup=5, accumulate=1, laptime_on=True, nvtx=False):
+def main(steps=20, warmup=5, accumulate=1, laptime_on=True, nvtx=False, extra=(),
+         print_report=True):
+    """Trains for ``steps`` optimisation steps; ``extra``: more hooks (the benchmark's probe)."""
     custom_hooks = []
     if laptime_on:
         import laptime.integrations.mmengine  # noqa: F401  registers LaptimeHook
 
-        custom_hooks.append(dict(type="LaptimeHook", num_warmup_iters=warmup, nvtx=nvtx))
+        custom_hooks.append(dict(type="LaptimeHook", num_warmup_iters=warmup, nvtx=nvtx,
+                                 print_report=print_report))
+    custom_hooks += list(extra)
     with tempfile.TemporaryDirectory() as work_dir:
         runner = Runner(
             model=TinyModel(), work_dir=work_dir,

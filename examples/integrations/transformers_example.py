@@ -36,12 +36,16 @@ class Pairs(torch.utils.data.Dataset):
         return {"x": self.x[i], "labels": self.x[i].sum(0, keepdim=True)}
 
 
-def main(steps=20, warmup=5, accumulate=1, laptime_on=True, nvtx=False, samples=None):
+def main(steps=20, warmup=5, accumulate=1, laptime_on=True, nvtx=False, samples=None, extra=(),
+         print_report=True):
+    """Trains for ``steps`` optimisation steps; ``extra``: more callbacks (the benchmark's probe)."""
     callbacks = []
     if laptime_on:
         from laptime.integrations.transformers import LaptimeCallback
 
-        callbacks.append(LaptimeCallback(num_warmup_iters=warmup, nvtx=nvtx))
+        callbacks.append(LaptimeCallback(num_warmup_iters=warmup, nvtx=nvtx,
+                                         print_report=print_report))
+    callbacks += list(extra)
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(
             output_dir=out, max_steps=steps, per_device_train_batch_size=16,
