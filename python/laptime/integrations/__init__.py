@@ -105,7 +105,8 @@ class LoopMeter:
     ended only if this meter started it, so a missed hook loses a measurement, never training."""
 
     def __init__(self, num_warmup_iters=10, print_every_n_iters=None, do_cuda_sync=False,
-                 nvtx=False, print_report=True):
+                 nvtx=False, print_report=True, track_cpu=True):
+        self.track_cpu = track_cpu
         self.settings = dict(num_warmup_iters=num_warmup_iters,
                              print_every_n_iters=print_every_n_iters, do_cuda_sync=do_cuda_sync,
                              nvtx=nvtx)
@@ -122,7 +123,9 @@ class LoopMeter:
         configure(**self.settings)
         self._sw_on = self.stopwatch.is_enabled
         self._nvtx_on = self.nvtx.is_enabled
-        if self._sw_on:
+        if self._sw_on and self.track_cpu:
+            # Two /proc samples per step (~50-100 µs each on a loaded 2-core machine): the bulk of
+            # the integrations' cost (bench/integrations_bench.py); track_cpu=False drops it.
             self.stopwatch.set_cpu_usage_meas_name(LOOP)
 
     def is_open(self, name):

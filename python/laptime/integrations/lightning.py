@@ -49,13 +49,14 @@ class LaptimeCallback(_pl.Callback):
 
     ``num_warmup_iters``, ``print_every_n_iters``, ``do_cuda_sync`` and ``nvtx`` configure laptime
     unless a LAPTIME_* variable the user set says otherwise (``laptime.integrations.configure``).
+    ``track_cpu``: sample CPU usage during "training loop" (two /proc reads per step).
     ``print_report``: print the report when training ends (rank 0, across ranks under DDP)."""
 
     def __init__(self, num_warmup_iters=10, print_every_n_iters=None, do_cuda_sync=False,
-                 nvtx=False, print_report=True):
+                 nvtx=False, print_report=True, track_cpu=True):
         super().__init__()
         self.meter = LoopMeter(num_warmup_iters, print_every_n_iters, do_cuda_sync, nvtx,
-                               print_report)
+                               print_report, track_cpu)
         self._stepped = False
 
     def setup(self, trainer, pl_module, stage):

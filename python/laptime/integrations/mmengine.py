@@ -49,14 +49,15 @@ class LaptimeHook(_Hook):
 
     ``num_warmup_iters``, ``print_every_n_iters``, ``do_cuda_sync`` and ``nvtx`` configure laptime
     unless a LAPTIME_* variable the user set says otherwise (``laptime.integrations.configure``).
+    ``track_cpu``: sample CPU usage during "training loop" (two /proc reads per step).
     ``print_report``: print the report when training ends (rank 0, across ranks when distributed)."""
 
     priority = "VERY_HIGH"
 
     def __init__(self, num_warmup_iters=10, print_every_n_iters=None, do_cuda_sync=False,
-                 nvtx=False, print_report=True):
+                 nvtx=False, print_report=True, track_cpu=True):
         self.meter = LoopMeter(num_warmup_iters, print_every_n_iters, do_cuda_sync, nvtx,
-                               print_report)
+                               print_report, track_cpu)
         self._stepped = False
         self._wrapped = []
 
