@@ -1,6 +1,7 @@
 """A tiny model trained for a few steps on CPU with PyTorch Lightning and laptime's callback.
 
     python examples/integrations/lightning_example.py --steps 20 --warmup 5 [--no-laptime]
+    python examples/integrations/lightning_example.py --devices 2    # DDP, one cross-rank report
 """
 
 import argparse
@@ -39,7 +40,7 @@ def loader(n, batch_size=16):
 
 
 def main(steps=20, warmup=5, accumulate=1, laptime_on=True, validate=False, nvtx=False,
-         batches_per_epoch=None, extra=(), print_report=True):
+         batches_per_epoch=None, extra=(), print_report=True, devices=1):
     """Trains for ``steps`` optimisation steps; ``extra``: more callbacks (the benchmark's probe)."""
     callbacks = []
     if laptime_on:
@@ -50,7 +51,8 @@ def main(steps=20, warmup=5, accumulate=1, laptime_on=True, validate=False, nvtx
     callbacks += list(extra)
     batches = batches_per_epoch or steps * accumulate
     trainer = pl.Trainer(
-        max_steps=steps, accelerator="cpu", devices=1, callbacks=callbacks,
+        max_steps=steps, accelerator="cpu", devices=devices, callbacks=callbacks,
+        strategy="ddp" if devices > 1 else "auto",
         accumulate_grad_batches=accumulate, logger=False, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False,
         num_sanity_val_steps=0, limit_val_batches=2 if validate else 0)
@@ -64,6 +66,7 @@ if __name__ == "__main__":
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--accumulate", type=int, default=1)
     p.add_argument("--validate", action="store_true")
+    p.add_argument("--devices", type=int, default=1, help="> 1: DDP over CPU processes (gloo)")
     p.add_argument("--no-laptime", action="store_true")
     a = p.parse_args()
-    main(a.steps, a.warmup, a.accumulate, not a.no_laptime, a.validate)
+    main(a.steps, a.warmup, a.accumulate, not a.no_laptime, a.validate, devices=a.devices)

@@ -70,3 +70,24 @@ def test_nvtx_ranges_of_the_same_names_reach_a_profiler(nvtx_recorder):
     assert sum(e.startswith("mark global iteration") for e in events) == 4
     assert results["iterations_measured"] == 3
     assert "laptime stopwatch: 3 measured iterations (1 warm-up)" in out  # the end-of-training report
+
+
+def test_ddp_on_cpu_one_cross_rank_report_from_rank_0():
+    import os
+    import subprocess
+    import sys
+
+    from integ_helpers import EXAMPLES
+
+    r = subprocess.run([sys.executable, str(EXAMPLES / "lightning_example.py"), "--steps", "4",
+                        "--warmup", "1", "--devices", "2"], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert r.returncode == 0, r.stderr[-4000:]
+    out = r.stdout
+    # Every rank measured; rank 0 alone printed one report over both (laptime.distributed).
+    assert out.count("cross-rank report, 2 rank(s)") == 1, out
+    assert "rank 0:" in out and "rank 1:" in out
+    for name in ("training loop", "data fetch", "Training step", "Optimizer step"):
+        assert any(line.startswith(f"  {name} ") and "3 on each" in line
+                   for line in out.splitlines()), name
+    assert "laptime stopwatch:" not in out  # no per-process report besides the merged one
