@@ -5,13 +5,14 @@ framework's step without them: the tiny models of examples/integrations, on CPU.
 
 Two figures per framework:
 
-1. The ratio: each run trains ``--steps`` steps and a probe (a callback of the framework that takes one
-``time.perf_counter()`` per step end, present in both configurations) records the step times; a run's
-figure is the median step time after the first ``--skip`` steps. Runs with and without laptime
-alternate, ``--repeats`` of each, in one process (laptime stays enabled once a run enabled it: the
-configuration without the callback does not call it). Printed: the median over runs of each, and
-their ratio. The Stopwatch's own report is not printed (``print_report=False``). On a loaded
-machine step times vary by more than the overhead; the second figure does not.
+1. The ratio: each run trains ``--steps`` steps and a probe (a callback of the framework that takes
+one ``time.perf_counter()`` per step end, present in every configuration) records the step times;
+a run's figure is the median step time after the first ``--skip`` steps. Runs without laptime,
+with it, and with it but ``track_cpu=False`` ("ratio-cpu") alternate, ``--repeats`` of each, in
+one process (laptime reset after each round). Printed: the median over runs of each, and the
+ratios to the run without laptime. The Stopwatch's own report is not printed
+(``print_report=False``). On a loaded machine step times vary by more than the overhead; the
+second figure does not.
 2. The hooks' own cost per step: the callback's hooks of one step called directly, ``--calls``
 times, with laptime enabled, in microseconds: with the "training loop" CPU sampling (the default,
 two /proc reads per step) and without it (``track_cpu=False``); the ratio the first implies is
@@ -113,13 +114,13 @@ def hook_cost(framework, calls, track_cpu=True):
     return cost
 
 
-def one_run(framework, laptime_on, steps, skip):
+def one_run(framework, laptime_on, steps, skip, track_cpu=True):
     import importlib
 
     example = importlib.import_module(f"{framework}_example")
     times = []
     example.main(steps=steps, warmup=skip, laptime_on=laptime_on, extra=[_probe(framework, times)],
-                 print_report=False)
+                 print_report=False, track_cpu=track_cpu)
     deltas = [b - a for a, b in zip(times, times[1:])][skip:]
     return statistics.median(deltas)
 
@@ -136,25 +137,30 @@ def main():
     import torch
 
     torch.set_num_threads(a.threads)
+    import laptime
     import logging
     import warnings
 
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
-    print(f"{'framework':<14}{'without':>12}{'with':>12}{'ratio':>8}{'hooks/step':>13}"
-          f"{'implied':>9}{'no cpu':>12}   (median step time over {a.repeats} runs of {a.steps} steps, first "
+    print(f"{'framework':<14}{'without':>12}{'with':>12}{'ratio':>8}{'ratio-cpu':>10}"
+          f"{'hooks/step':>13}{'implied':>9}{'no cpu':>12}   (median step time over {a.repeats} runs of {a.steps} steps, first "
           f"{a.skip} left out; hooks alone, {a.calls} steps)")
     for framework in a.frameworks.split(","):
         cost = hook_cost(framework, a.calls)
         cost_untracked = hook_cost(framework, a.calls, track_cpu=False)
-        runs = {False: [], True: []}
+        runs = {"off": [], "on": [], "no cpu": []}
         for _ in range(a.repeats):
-            for on in (False, True):
-                runs[on].append(one_run(framework, on, a.steps, a.skip))
-        off, on = statistics.median(runs[False]), statistics.median(runs[True])
+            runs["off"].append(one_run(framework, False, a.steps, a.skip))
+            # CPU tracking, once set up for a name, stays: the untracked run first, then a reset.
+            runs["no cpu"].append(one_run(framework, True, a.steps, a.skip, track_cpu=False))
+            runs["on"].append(one_run(framework, True, a.steps, a.skip))
+            laptime._laptime._testing_reset()
+        off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
+        on_untracked = statistics.median(runs["no cpu"])
         print(f"{framework:<14}{off * 1e3:>10.3f}ms{on * 1e3:>10.3f}ms{on / off:>8.3f}"
-              f"{cost * 1e6:>10.1f} µs{(off + cost) / off:>9.3f}{cost_untracked * 1e6:>9.1f} µs",
-              flush=True)
+              f"{on_untracked / off:>10.3f}{cost * 1e6:>10.1f} µs{(off + cost) / off:>9.3f}"
+              f"{cost_untracked * 1e6:>9.1f} µs", flush=True)
 
 
 if __name__ == "__main__":

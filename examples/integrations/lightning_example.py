@@ -40,14 +40,14 @@ def loader(n, batch_size=16):
 
 
 def main(steps=20, warmup=5, accumulate=1, laptime_on=True, validate=False, nvtx=False,
-         batches_per_epoch=None, extra=(), print_report=True, devices=1):
+         batches_per_epoch=None, extra=(), print_report=True, track_cpu=True, devices=1):
     """Trains for ``steps`` optimisation steps; ``extra``: more callbacks (the benchmark's probe)."""
     callbacks = []
     if laptime_on:
         from laptime.integrations.lightning import LaptimeCallback
 
         callbacks.append(LaptimeCallback(num_warmup_iters=warmup, nvtx=nvtx,
-                                         print_report=print_report))
+                                         print_report=print_report, track_cpu=track_cpu))
     callbacks += list(extra)
     batches = batches_per_epoch or steps * accumulate
     trainer = pl.Trainer(

@@ -40,14 +40,14 @@ class Pairs(torch.utils.data.Dataset):
 
 
 def main(steps=20, warmup=5, accumulate=1, laptime_on=True, nvtx=False, extra=(),
-         print_report=True):
+         print_report=True, track_cpu=True):
     """Trains for ``steps`` optimisation steps; ``extra``: more hooks (the benchmark's probe)."""
     custom_hooks = []
     if laptime_on:
         import laptime.integrations.mmengine  # noqa: F401  registers LaptimeHook
 
         custom_hooks.append(dict(type="LaptimeHook", num_warmup_iters=warmup, nvtx=nvtx,
-                                 print_report=print_report))
+                                 print_report=print_report, track_cpu=track_cpu))
     custom_hooks += list(extra)
     with tempfile.TemporaryDirectory() as work_dir:
         runner = Runner(

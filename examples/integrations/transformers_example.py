@@ -37,14 +37,14 @@ class Pairs(torch.utils.data.Dataset):
 
 
 def main(steps=20, warmup=5, accumulate=1, laptime_on=True, nvtx=False, samples=None, extra=(),
-         print_report=True):
+         print_report=True, track_cpu=True):
     """Trains for ``steps`` optimisation steps; ``extra``: more callbacks (the benchmark's probe)."""
     callbacks = []
     if laptime_on:
         from laptime.integrations.transformers import LaptimeCallback
 
         callbacks.append(LaptimeCallback(num_warmup_iters=warmup, nvtx=nvtx,
-                                         print_report=print_report))
+                                         print_report=print_report, track_cpu=track_cpu))
     callbacks += list(extra)
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(
