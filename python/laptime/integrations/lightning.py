@@ -93,6 +93,9 @@ class LaptimeCallback(_pl.Callback):
                                 dataloader_idx=0):
         self.meter.validation_end()
 
+    def on_exception(self, trainer, pl_module, exception):
+        self.meter.close()  # nothing left running for a later fit() in this process
+
     def on_train_end(self, trainer, pl_module):
         self.meter.close()
         self.meter.report()
