@@ -62,6 +62,23 @@ def test_laptime_stopwatch_0_turns_the_callback_off(monkeypatch):
     assert not laptime.Stopwatch().is_enabled
 
 
+def test_laptime_profile_training_turns_everything_off(monkeypatch):
+    import lightning_example
+
+    monkeypatch.setenv("LAPTIME_PROFILE", "training")
+    lightning_example.main(steps=2, warmup=0, nvtx=True)
+    assert not laptime.Stopwatch().is_enabled and not laptime.NVTXRangeWrapper().is_enabled
+
+
+def test_a_stopwatch_the_program_enabled_is_left_as_it_is():
+    import lightning_example
+
+    laptime.Stopwatch().enable(0)  # the program's own settings: no warm-up
+    lightning_example.main(steps=3, warmup=2)
+    r = laptime.Stopwatch().results()
+    assert r["num_warmup_iters"] == 0 and r["iterations_measured"] == 3
+
+
 def test_nvtx_ranges_of_the_same_names_reach_a_profiler(nvtx_recorder):
     results, events, out = train_traced(nvtx_recorder, "lightning_example",
                                         env={"LAPTIME_NVTX": "1", "LAPTIME_NVTX_CHECK_ORDER": "1"},
