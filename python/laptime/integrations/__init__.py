@@ -21,7 +21,7 @@ import os
 from .._laptime import NVTXRangeWrapper, Stopwatch
 from .._laptime import configure_from_env as _configure_from_env
 
-__all__ = ["LOOP", "FETCH", "TRAIN", "OPTIMIZER", "VALIDATION", "LoopMeter"]
+__all__ = ["LOOP", "FETCH", "TRAIN", "OPTIMIZER", "VALIDATION", "LoopMeter", "configure"]
 
 LOOP = "training loop"
 FETCH = "data fetch"
