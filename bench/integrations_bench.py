@@ -144,7 +144,8 @@ def main():
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
     print(f"{'framework':<14}{'without':>12}{'with':>12}{'ratio':>8}{'ratio-cpu':>10}"
-          f"{'hooks/step':>13}{'implied':>9}{'no cpu':>12}   (median step time over {a.repeats} runs of {a.steps} steps, first "
+          f"{'hooks/step':>13}{'implied':>9}{'no cpu':>12}   (median step time over {a.repeats} "
+          f"runs of {a.steps} steps, first "
           f"{a.skip} left out; hooks alone, {a.calls} steps)")
     for framework in a.frameworks.split(","):
         cost = hook_cost(framework, a.calls)

@@ -81,7 +81,8 @@ def configure(num_warmup_iters=10, print_every_n_iters=None, do_cuda_sync=False,
         default("LAPTIME_STOPWATCH", "1")
         default("LAPTIME_NVTX", "1" if nvtx else None)
     default("LAPTIME_WARMUP", str(int(num_warmup_iters)))
-    default("LAPTIME_PRINT_EVERY", None if print_every_n_iters is None else str(int(print_every_n_iters)))
+    every = print_every_n_iters
+    default("LAPTIME_PRINT_EVERY", None if every is None else str(int(every)))
     default("LAPTIME_CUDA_SYNC", "1" if do_cuda_sync else None)
     try:
         if _distributed() is not None:
