@@ -3,7 +3,8 @@
 # Python packages from PyPI into a venv under build/).
 #
 #   scripts/test.sh            everything: the suite built normally and with LAPTIME_DISABLE,
-#                              the Python tests, the studies' tests (examples/nuscenes),
+#                              the Python tests, the studies' tests (examples/nuscenes,
+#                              examples/integrations),
 #                              the sanitizer presets, the fuzzer (60 s)
 #   scripts/test.sh --quick    only the first two (while developing)
 #
@@ -111,17 +112,24 @@ if [ "$QUICK" -eq 0 ]; then
     stage python pytest python_tests
   fi
 
-  # 3b. Studies: the tests under examples/nuscenes/tests (the loader and training studies), in a
-  # fresh venv with the studies' requirements (torch, torchvision, DALI, nuscenes-devkit: several
-  # GB, the longest install of the suite) and laptime as users install it.
+  # 3b. Studies: the tests under examples/nuscenes/tests (the loader and training studies) and
+  # examples/integrations/tests (Lightning, transformers, MMEngine), in a fresh venv with both
+  # requirement files (torch, torchvision, DALI, nuscenes-devkit, the three frameworks: several
+  # GB, the longest install of the suite; one pip call, so one resolution for both) and laptime
+  # as users install it. One pytest call, so that count_pytest reads one summary line.
   if [ -f examples/nuscenes/requirements.txt ] && [ -d examples/nuscenes/tests ]; then
     studies_tests() {
       local venv=build/venv-study
+      local reqs=(-r examples/nuscenes/requirements.txt) tests=(examples/nuscenes/tests)
+      if [ -f examples/integrations/requirements.txt ] && [ -d examples/integrations/tests ]; then
+        reqs+=(-r examples/integrations/requirements.txt)
+        tests+=(examples/integrations/tests)
+      fi
       rm -rf "$venv" && python3 -m venv "$venv" &&
         "$venv/bin/pip" install -q --upgrade pip &&
-        "$venv/bin/pip" install -q -r examples/nuscenes/requirements.txt &&
+        "$venv/bin/pip" install -q "${reqs[@]}" &&
         "$venv/bin/pip" install -q . &&
-        "$venv/bin/python" -m pytest -q -p no:cacheprovider examples/nuscenes/tests
+        "$venv/bin/python" -m pytest -q -p no:cacheprovider "${tests[@]}"
     }
     stage studies pytest studies_tests
   fi

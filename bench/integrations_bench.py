@@ -1,0 +1,168 @@
+"""Overhead of laptime's framework integrations per optimisation step, as a ratio to the same
+framework's step without them: the tiny models of examples/integrations, on CPU.
+
+    python bench/integrations_bench.py [--steps 60] [--repeats 5] [--frameworks lightning,transformers,mmengine]
+
+Two figures per framework:
+
+1. The ratio: each run trains ``--steps`` steps and a probe (a callback of the framework that takes
+one ``time.perf_counter()`` per step end, present in every configuration) records the step times;
+a run's figure is the median step time after the first ``--skip`` steps. Runs without laptime,
+with it, and with it but ``track_cpu=False`` ("ratio-cpu") alternate, ``--repeats`` of each, in
+one process (laptime reset after each round). Printed: the median over runs of each, and the
+ratios to the run without laptime. The Stopwatch's own report is not printed
+(``print_report=False``). On a loaded machine step times vary by more than the overhead; the
+second figure does not.
+2. The hooks' own cost per step: the callback's hooks of one step called directly, ``--calls``
+times, with laptime enabled, in microseconds: with the "training loop" CPU sampling (the default,
+two /proc reads per step) and without it (``track_cpu=False``); the ratio the first implies is
+(step + cost) / step.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                                "integrations"))
+
+
+def _probe(framework, times):
+    """A callback/hook that appends perf_counter() at each step end."""
+    if framework == "lightning":
+        try:
+            import lightning.pytorch as pl
+        except ImportError:
+            import pytorch_lightning as pl
+
+        class Probe(pl.Callback):
+            def on_train_batch_end(self, *args, **kwargs):
+                times.append(time.perf_counter())
+        return Probe()
+    if framework == "transformers":
+        from transformers import TrainerCallback
+
+        class Probe(TrainerCallback):
+            def on_step_end(self, *args, **kwargs):
+                times.append(time.perf_counter())
+        return Probe()
+    from mmengine.hooks import Hook
+
+    class Probe(Hook):
+        priority = "LOWEST"
+
+        def after_train_iter(self, *args, **kwargs):
+            times.append(time.perf_counter())
+    return Probe()
+
+
+def hook_cost(framework, calls, track_cpu=True):
+    """Seconds per step of the integration's hooks alone, called as the framework calls them."""
+    from types import SimpleNamespace
+
+    if framework == "lightning":
+        from laptime.integrations.lightning import LaptimeCallback
+
+        cb = LaptimeCallback(num_warmup_iters=0, print_report=False, track_cpu=track_cpu)
+        cb.setup(None, None, "fit")
+        cb.on_train_epoch_start(None, None)
+        trainer = SimpleNamespace(should_stop=False, fit_loop=SimpleNamespace(
+            epoch_loop=SimpleNamespace(_is_training_done=False)))
+
+        def step():
+            cb.on_train_batch_start(trainer, None, None, 0)
+            cb.on_before_optimizer_step(trainer, None, None)
+            cb.on_train_batch_end(trainer, None, None, None, 0)
+    elif framework == "transformers":
+        from transformers import TrainerControl, TrainerState
+
+        from laptime.integrations.transformers import LaptimeCallback
+
+        cb = LaptimeCallback(num_warmup_iters=0, print_report=False, track_cpu=track_cpu)
+        state, control = TrainerState(max_steps=10**9, epoch=0.5), TrainerControl()
+        cb.on_train_begin(None, state, control)
+        cb.on_epoch_begin(None, state, control)
+
+        def step():
+            cb.on_step_begin(None, state, control)
+            cb.on_pre_optimizer_step(None, state, control)
+            cb.on_step_end(None, state, control)
+    else:
+        from laptime.integrations.mmengine import LaptimeHook
+
+        hook = LaptimeHook(num_warmup_iters=0, print_report=False, track_cpu=track_cpu)
+        hook.meter.setup()
+        hook.before_train_epoch(None)
+        runner = SimpleNamespace(train_loop=SimpleNamespace(), iter=0, max_iters=10**9)
+
+        def step():
+            hook.before_train_iter(runner, 0)
+            hook._stepped = True  # what the wrapped optim_wrapper.step does
+            hook.meter.optimizer_begin()
+            hook.after_train_iter(runner, 0)
+    import laptime
+
+    for _ in range(100):
+        step()
+    start = time.perf_counter()
+    for _ in range(calls):
+        step()
+    cost = (time.perf_counter() - start) / calls
+    laptime._laptime._testing_reset()  # the next framework's integration configures afresh
+    return cost
+
+
+def one_run(framework, laptime_on, steps, skip, track_cpu=True):
+    import importlib
+
+    example = importlib.import_module(f"{framework}_example")
+    times = []
+    example.main(steps=steps, warmup=skip, laptime_on=laptime_on, extra=[_probe(framework, times)],
+                 print_report=False, track_cpu=track_cpu)
+    deltas = [b - a for a, b in zip(times, times[1:])][skip:]
+    return statistics.median(deltas)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--skip", type=int, default=10, help="first steps left out (warm-up)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--frameworks", default="lightning,transformers,mmengine")
+    p.add_argument("--calls", type=int, default=20000, help="steps of the direct hook benchmark")
+    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (steadier)")
+    a = p.parse_args()
+    import torch
+
+    torch.set_num_threads(a.threads)
+    import laptime
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    print(f"{'framework':<14}{'without':>12}{'with':>12}{'ratio':>8}{'ratio-cpu':>10}"
+          f"{'hooks/step':>13}{'implied':>9}{'no cpu':>12}   (median step time over {a.repeats} "
+          f"runs of {a.steps} steps, first "
+          f"{a.skip} left out; hooks alone, {a.calls} steps)")
+    for framework in a.frameworks.split(","):
+        cost = hook_cost(framework, a.calls)
+        cost_untracked = hook_cost(framework, a.calls, track_cpu=False)
+        runs = {"off": [], "on": [], "no cpu": []}
+        for _ in range(a.repeats):
+            runs["off"].append(one_run(framework, False, a.steps, a.skip))
+            # CPU tracking, once set up for a name, stays: the untracked run first, then a reset.
+            runs["no cpu"].append(one_run(framework, True, a.steps, a.skip, track_cpu=False))
+            runs["on"].append(one_run(framework, True, a.steps, a.skip))
+            laptime._laptime._testing_reset()
+        off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
+        on_untracked = statistics.median(runs["no cpu"])
+        print(f"{framework:<14}{off * 1e3:>10.3f}ms{on * 1e3:>10.3f}ms{on / off:>8.3f}"
+              f"{on_untracked / off:>10.3f}{cost * 1e6:>10.1f} µs{(off + cost) / off:>9.3f}"
+              f"{cost_untracked * 1e6:>9.1f} µs", flush=True)
+
+
+if __name__ == "__main__":
+    main()
