@@ -37,7 +37,8 @@ struct Settings {
   bool gpu_timing = false;
   bool stopwatch_all_ranks = false;  ///< false: only rank 0 measures, as the seed did
   bool print_rank0_only = true;
-  std::vector<std::string> track_cpu;  ///< names whose CPU and I/O are sampled
+  std::vector<std::string> track_cpu;           ///< names whose CPU and I/O are sampled
+  std::optional<std::size_t> record_intervals;  ///< LAPTIME_RECORD: intervals kept per thread
 
   bool nvtx = false;
   bool nvtx_sync_on_push = false;
@@ -143,6 +144,13 @@ Settings settings_from_env(Getenv&& getenv_fn) {
                            std::to_string(LAPTIME_MAX_NAMES) + "); those are not tracked");
     }
   }
+  if (auto v = get("LAPTIME_RECORD")) {
+    if (auto n = detail::parse_int(*v); n && *n >= 0) {
+      s.record_intervals = static_cast<std::size_t>(*n);
+    } else {
+      malformed("LAPTIME_RECORD", *v, "is not a number of intervals per thread (0: off)");
+    }
+  }
   flag("LAPTIME_NVTX", s.nvtx);
   flag("LAPTIME_NVTX_SYNC_PUSH", s.nvtx_sync_on_push);
   flag("LAPTIME_NVTX_SYNC_POP", s.nvtx_sync_on_pop);
@@ -175,6 +183,12 @@ inline void apply_settings(const Settings& s, int rank = detail::detect_rank().r
       step("LAPTIME_TRACK_CPU", [&] { sw.track_cpu_usage(name); });
     }
     if (s.gpu_timing) step("LAPTIME_GPU_TIMING", [&] { sw.enable_gpu_timing(); });
+#if LAPTIME_ENABLED
+    if (s.record_intervals) {
+      step("LAPTIME_RECORD",
+           [&] { detail::stopwatch_state().set_recording(*s.record_intervals, true); });
+    }
+#endif
     step("Stopwatch::enable",
          [&] { sw.enable(s.num_warmup_iters, s.print_every_n_iters, s.do_cuda_sync); });
   }

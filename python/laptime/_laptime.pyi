@@ -113,6 +113,10 @@ class Stopwatch:
     def enable_gpu_timing(self, stream: _Stream = None) -> None:
         """Also times every interval on the GPU with CUDA events recorded on ``stream`` (a
         torch.cuda.Stream, an int cudaStream_t, or None: the legacy default stream); no sync."""
+    def enable_recording(self, max_intervals: int, /) -> None:
+        """Keeps each thread's last ``max_intervals`` intervals (name, start, duration, iteration)
+        for ``laptime plot`` and ``laptime trace``: the JSON's ``samples``. 0: off.
+        ``LAPTIME_RECORD=N``, when set, wins."""
     def set_gpu_stream(self, stream: _Stream, /) -> None:
         """Changes the stream GPU timing records on."""
     def disable_gpu_timing(self) -> None: ...

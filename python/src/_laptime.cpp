@@ -779,6 +779,17 @@ PyObject* sw_enable_gpu_timing(PyObject*, PyObject* const* args, Py_ssize_t narg
   return call_none([&] { stopwatch().enable_gpu_timing(stream); });
 }
 
+PyObject* sw_enable_recording(PyObject*, PyObject* n_obj) {
+  const long long n = PyLong_AsLongLong(n_obj);
+  if (n == -1 && PyErr_Occurred()) return nullptr;
+  if (n < 0) {
+    PyErr_SetString(PyExc_ValueError,
+                    "laptime: enable_recording(max_intervals): must be >= 0 (0: off)");
+    return nullptr;
+  }
+  return call_none([&] { stopwatch().enable_recording(static_cast<std::size_t>(n)); });
+}
+
 PyObject* sw_set_gpu_stream(PyObject*, PyObject* stream_obj) {
   void* stream = nullptr;
   if (!stream_handle(stream_obj, stream)) return nullptr;
@@ -852,6 +863,10 @@ PyMethodDef g_stopwatch_methods[] = {
      "enable_gpu_timing($self, stream=None)\n--\n\nAlso times every interval on the GPU with CUDA "
      "events recorded on `stream` (a torch.cuda.Stream, an int handle, or None: the legacy "
      "default stream)."},
+    {"enable_recording", sw_enable_recording, METH_O,
+     "enable_recording($self, max_intervals, /)\n--\n\nKeeps each thread's last `max_intervals` "
+     "intervals for `laptime plot` / `laptime trace` (the JSON's \"samples\"); 0: off. "
+     "LAPTIME_RECORD=N, when set, wins."},
     {"set_gpu_stream", sw_set_gpu_stream, METH_O,
      "set_gpu_stream($self, stream, /)\n--\n\nChanges the stream GPU timing records on."},
     {"disable_gpu_timing", sw_disable_gpu_timing, METH_NOARGS,
