@@ -183,15 +183,17 @@ inline void apply_settings(const Settings& s, int rank = detail::detect_rank().r
       step("LAPTIME_TRACK_CPU", [&] { sw.track_cpu_usage(name); });
     }
     if (s.gpu_timing) step("LAPTIME_GPU_TIMING", [&] { sw.enable_gpu_timing(); });
-#if LAPTIME_ENABLED
-    if (s.record_intervals) {
-      step("LAPTIME_RECORD",
-           [&] { detail::stopwatch_state().set_recording(*s.record_intervals, true); });
-    }
-#endif
     step("Stopwatch::enable",
          [&] { sw.enable(s.num_warmup_iters, s.print_every_n_iters, s.do_cuda_sync); });
   }
+  // On every rank and whoever enables the Stopwatch (the code, or LAPTIME_STOPWATCH): recording
+  // costs nothing until the Stopwatch measures.
+#if LAPTIME_ENABLED
+  if (s.record_intervals) {
+    step("LAPTIME_RECORD",
+         [&] { detail::stopwatch_state().set_recording(*s.record_intervals, true); });
+  }
+#endif
   if (s.nvtx) {
     step("NVTXRangeWrapper::enable", [&] {
       NVTXOptions options;

@@ -1130,7 +1130,10 @@ PyObject* mod_configure_from_env(PyObject*, PyObject*) {
                   set_item(d, "nvtx_check_order", boolean(s.nvtx_check_order)) &&
                   set_item(d, "nvtx_domain", text_to_str(s.nvtx_domain)) &&
                   set_item(d, "warnings", str_list(s.warnings));
-  if (!ok) {
+  // LAPTIME_RECORD: the intervals kept per thread, or None.
+  PyObject* record =
+      s.record_intervals ? PyLong_FromSize_t(*s.record_intervals) : Py_NewRef(Py_None);
+  if (!set_item(d, "record_intervals", record) || !ok) {  // set_item takes `record` first
     Py_DECREF(d);
     return nullptr;
   }
