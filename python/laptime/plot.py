@@ -1,7 +1,7 @@
 """``laptime plot run.json -o run.png``: one figure from the recorded intervals (``samples``).
 
-Left, per name, the time it cost in each iteration (its intervals in that iteration summed; the
-iteration in which an interval ended), with the warm-up iterations shaded; right, the histogram of
+Left, per name, the time it cost in each iteration (its intervals in that iteration summed, on
+all threads; an interval counts in the iteration in which it ended), with the warm-up iterations shaded; right, the histogram of
 each name's interval lengths (after warm-up). Needs matplotlib; drawn with the Agg backend, so no
 display is needed.
 """
@@ -34,7 +34,9 @@ def figure(results, names=None):
     s = samples_of(results, "laptime plot")
     warmup = results.get("num_warmup_iters", 0)
     series = per_iteration(s)
-    order = [n for n in s["names"] if n in series and (names is None or n in names)]
+    first_seen = [m.get("name") for m in results.get("measurements", [])]
+    first_seen += [n for n in s["names"] if n not in first_seen]
+    order = [n for n in first_seen if n in series and (names is None or n in names)]
     if not order:
         raise SystemExit("laptime plot: no recorded interval of the names asked for")
     lengths = {n: [] for n in order}
@@ -46,7 +48,10 @@ def figure(results, names=None):
     axes = fig.subplots(rows, 2, squeeze=False, gridspec_kw={"width_ratios": [2.2, 1]})
     for row, name in enumerate(order):
         per = series[name]
-        its = sorted(per)
+        # An iteration without an interval of the name cost it 0 (between its first and last
+        # recorded ones: before, the ring may have dropped them).
+        its = list(range(min(per), max(per) + 1))
+        per = {i: per.get(i, 0.0) for i in its}
         unit, scale = _unit(max(per.values()))
         ax = axes[row][0]
         ax.plot(its, [per[i] * scale for i in its], marker=".", linewidth=1, markersize=3)
