@@ -313,3 +313,16 @@ def test_tensorboard_scalars_read_back_with_tensorboards_event_reader(stopwatch,
     assert mean == pytest.approx(loop["mean_per_iter_s"] * 1e3, rel=1e-6)
     assert "laptime/loop/cpu_process_percent" in tags
     assert "laptime/step/p90_ms" in tags
+
+
+def test_laptime_record_in_the_environment_turns_recording_on(stopwatch, monkeypatch):
+    monkeypatch.setenv("LAPTIME_RECORD", "3")
+    applied = laptime.configure_from_env()
+    assert applied["record_intervals"] == 3
+    stopwatch.enable(0, None, False)
+    stopwatch.enable_recording(100)  # the environment wins
+    for _ in range(5):
+        stopwatch.start_meas("x")
+        stopwatch.end_meas("x")
+    (thread,) = stopwatch.results()["samples"]["threads"]
+    assert len(thread["intervals"]) == 3
