@@ -140,7 +140,8 @@ def _ratios(groups_):
 
 def group_table(groups_, unit="batch"):
     """Several runs per method: median (min–max) per cell, then Speedup/Savings on medians."""
-    header = ("Method", f"Runtime [ms/{unit}] median (min–max)", "CPU usage [%] median (min–max)",
+    header = ("Method", f"Runtime [ms/{unit}] median (min–max)",
+              "CPU usage [%] median (min–max)",
               "Runs")
     body = [(label, _cell(ms, _ms), _cell(cpu, _pct), str(max(len(ms), len(cpu))))
             for label, ms, cpu in groups_]

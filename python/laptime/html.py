@@ -51,8 +51,8 @@ def _num(x, suffix=""):
 def _table(header, rows, numeric_from=1):
     out = ["<table><tr>" + "".join(f"<th>{_esc(h)}</th>" for h in header) + "</tr>"]
     for r in rows:
-        cells = "".join(f'<td class="n">{_esc(c)}</td>' if i >= numeric_from else f"<td>{_esc(c)}</td>"
-                        for i, c in enumerate(r))
+        cells = "".join(f'<td class="n">{_esc(c)}</td>' if i >= numeric_from
+                        else f"<td>{_esc(c)}</td>" for i, c in enumerate(r))
         out.append(f"<tr>{cells}</tr>")
     out.append("</table>")
     return "\n".join(out)

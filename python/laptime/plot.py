@@ -1,9 +1,9 @@
 """``laptime plot run.json -o run.png``: one figure from the recorded intervals (``samples``).
 
 Left, per name, the time it cost in each iteration (its intervals in that iteration summed, on
-all threads; an interval counts in the iteration in which it ended), with the warm-up iterations shaded; right, the histogram of
-each name's interval lengths (after warm-up). Needs matplotlib; drawn with the Agg backend, so no
-display is needed.
+all threads; an interval counts in the iteration in which it ended), with the warm-up iterations
+shaded; right, the histogram of each name's interval lengths (after warm-up). Needs matplotlib;
+drawn with the Agg backend, so no display is needed.
 """
 
 

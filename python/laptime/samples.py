@@ -38,7 +38,7 @@ def samples_of(results, what="laptime"):
 
 
 def intervals(samples):
-    """Every recorded interval, as ``Interval`` tuples, thread by thread, in the order they ended."""
+    """Every recorded interval (``Interval`` tuples), thread by thread, in the order they ended."""
     names = samples["names"]
     out = []
     for t in samples["threads"]:

@@ -2,17 +2,15 @@
 compare` with several runs, `laptime plot`, `laptime html` and TensorBoard scalars."""
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
 import laptime
-from laptime import cli, compare, samples, trace
+from laptime import cli, compare, samples
 
 
 def recorded_run(stopwatch, capacity=64, iterations=6, warmup=2, workers=2):
@@ -198,7 +196,8 @@ def test_compare_markdown_for_a_pull_request(several_runs, capsys):
     assert lines[0].startswith("| Method | Runtime [ms/batch] |")
     assert lines[1] == "|---|---:|---:|---:|---:|---:|"
     assert lines[2] == "| ref | 416 (400–420) | 3.2 (3.0–3.4) | 3 | 1.00 (reference) | — |"
-    assert lines[3] == f"| dali | 183 (170–190) | 1.2 (1.1–1.5) | 4 | × {416 / 183:.2f} | 61 % |"
+    speedup = f"{416 / 183:.2f}"
+    assert lines[3] == f"| dali | 183 (170–190) | 1.2 (1.1–1.5) | 4 | × {speedup} | 61 % |"
     assert "min–max" in lines[-1]
 
 
