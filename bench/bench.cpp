@@ -110,6 +110,22 @@ void BM_StopwatchPair_Enabled(benchmark::State& state) {
 }
 BENCHMARK(BM_StopwatchPair_Enabled)->Threads(1)->Threads(2);
 
+// Enabled with interval recording (enable_recording): the pair plus one write to the thread's
+// ring of the last intervals (it wraps many times here). Goal: <= 1.3 x the plain pair.
+void BM_StopwatchPair_Recording(benchmark::State& state) {
+  if (state.thread_index() == 0) {
+    enable_stopwatch();
+    Stopwatch::instance().enable_recording(4096);
+  }
+  for (auto _ : state) {
+    Stopwatch::instance().start_meas("recorded");
+    Stopwatch::instance().end_meas("recorded");
+    benchmark::ClobberMemory();
+  }
+  if (state.thread_index() == 0) Stopwatch::instance().enable_recording(0);
+}
+BENCHMARK(BM_StopwatchPair_Recording);
+
 // Enabled, every thread times the same name (each thread has its own slot for it).
 void BM_StopwatchPair_Enabled_SameName(benchmark::State& state) {
   if (state.thread_index() == 0) enable_stopwatch();

@@ -45,6 +45,8 @@ ROWS = [
      "BM_SteadyClockPair/threads:1", "ratio", 1.5),
     ("Stopwatch pair, enabled, same name", "BM_StopwatchPair_Enabled_SameName/threads:1",
      "BM_SteadyClockPair/threads:1", "ratio", 1.5),
+    ("Stopwatch pair, recording intervals", "BM_StopwatchPair_Recording",
+     "BM_StopwatchPair_Enabled/threads:1", "ratio", 1.3),
     ("Stopwatch pair, in a shared object", "BM_StopwatchPair_Enabled_SharedObject",
      "BM_SteadyClockPair_SharedObject", "ratio", 1.5),
     ("Stopwatch pair, 2 threads, own names", "BM_StopwatchPair_Enabled/threads:2",

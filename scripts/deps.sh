@@ -27,4 +27,6 @@ laptime_install_debs() {
 # itself needs nothing beyond the C++17 standard library.
 LAPTIME_BUILD_DEBS=(g++ cmake ninja-build pkg-config doctest-dev libbenchmark-dev)
 # The test command also needs Python (venv) and clang (libFuzzer, ThreadSanitizer).
-LAPTIME_TEST_DEBS=(python3 python3-venv python3-dev clang libclang-rt-14-dev)
+# chromium: python/tests/test_reports.py opens `laptime html`'s page headless (about 510 MiB and
+# 25 s to install on Debian 12; the test skips without it).
+LAPTIME_TEST_DEBS=(python3 python3-venv python3-dev clang libclang-rt-14-dev chromium)

@@ -105,7 +105,7 @@ if [ "$QUICK" -eq 0 ]; then
       local venv=build/venv
       rm -rf "$venv" && python3 -m venv "$venv" &&
         "$venv/bin/pip" install -q --upgrade pip &&
-        "$venv/bin/pip" install -q pytest psutil &&
+        "$venv/bin/pip" install -q pytest psutil matplotlib tensorboard &&
         "$venv/bin/pip" install -q . &&
         (cd python/tests && "$ROOT/$venv/bin/python" -m pytest -q -p no:cacheprovider .)
     }

@@ -5,6 +5,8 @@
 //
 //   ./basic_loop [iterations]            # report at the end
 //   LAPTIME_PROFILE=profiling nsys profile -t nvtx ./basic_loop   # ranges in Nsight Systems
+//   LAPTIME_RECORD=4096 LAPTIME_OUTPUT=run.json ./basic_loop     # for laptime plot/trace/html
+#include <pthread.h>
 #include <laptime/laptime.hpp>
 
 #include <condition_variable>
@@ -48,7 +50,9 @@ class Loader {
 
  private:
   void work(int w) {
-    laptime::NVTXRangeWrapper::instance().name_current_thread("loader-" + std::to_string(w));
+    const std::string name = "loader-" + std::to_string(w);
+    ::pthread_setname_np(::pthread_self(), name.c_str());  // for top -H and laptime's traces
+    laptime::NVTXRangeWrapper::instance().name_current_thread(name);
     std::mt19937 rng(static_cast<unsigned>(w));
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
     auto& sw = laptime::Stopwatch::instance();

@@ -56,6 +56,31 @@ struct OneTimeResult {
   bool running = false;
 };
 
+/// One recorded interval (Stopwatch::enable_recording): steady_clock nanoseconds.
+struct RecordedInterval {
+  std::uint32_t name = 0;  ///< index into Samples::names
+  std::int64_t start_ns = 0;
+  std::int64_t duration_ns = 0;
+  std::int64_t iteration = 0;  ///< finished iterations when it ended (< warm-up: warm-up)
+};
+
+/// The intervals one thread recorded (the thread that ended them), oldest first.
+struct ThreadSamples {
+  long tid = 0;
+  std::string name;  ///< the OS thread's name, where it has one
+  std::vector<RecordedInterval> intervals;
+};
+
+/// The last intervals of each thread (Stopwatch::enable_recording), and iteration ends.
+struct Samples {
+  std::size_t capacity = 0;  ///< intervals kept per thread
+  std::vector<std::string> names;
+  std::vector<ThreadSamples> threads;
+  /// [iteration, end_ns]: when finish_iter ended each of the last `capacity` iterations.
+  std::vector<std::pair<std::int64_t, std::int64_t>> iteration_ends;
+  std::uint64_t unrecorded = 0;  ///< ended on a thread that had no ring yet
+};
+
 /// Everything the Stopwatch knows, at one moment.
 struct Results {
   int schema = 1;
@@ -70,6 +95,7 @@ struct Results {
   /// Warnings that were repeated: each was printed once, and this says how often it recurred
   /// ("1234 more calls with names past LAPTIME_MAX_NAMES were not measured").
   std::vector<std::string> warnings;
+  std::optional<Samples> samples;  ///< with recording on only
 
   /// The report print_eval_times writes (SPEC §1).
   std::string to_text() const;
@@ -218,6 +244,53 @@ inline std::string Results::to_text() const {
   return out;
 }
 
+namespace detail {
+/// `, "samples": {...}`: one compact array per interval, [name, start_ns, dur_ns, iter], so that
+/// a ring of 100k intervals stays a few MB of JSON.
+inline void append_samples_json(std::string& o, const Samples& s) {
+  o += ", \"samples\": {\"clock\": \"steady_clock_ns\", \"capacity\": ";
+  append_int(o, s.capacity);
+  o += ", \"fields\": [\"name\", \"start_ns\", \"dur_ns\", \"iter\"], \"unrecorded\": ";
+  append_int(o, s.unrecorded);
+  o += ", \"names\": [";
+  for (std::size_t i = 0; i < s.names.size(); ++i) {
+    if (i > 0) o += ", ";
+    json_string(o, s.names[i]);
+  }
+  o += "], \"iterations\": [";
+  for (std::size_t i = 0; i < s.iteration_ends.size(); ++i) {
+    o += i > 0 ? ", [" : "[";
+    append_int(o, s.iteration_ends[i].first);
+    o += ", ";
+    append_int(o, s.iteration_ends[i].second);
+    o += ']';
+  }
+  o += "], \"threads\": [";
+  for (std::size_t t = 0; t < s.threads.size(); ++t) {
+    const ThreadSamples& th = s.threads[t];
+    o += t > 0 ? ", {\"tid\": " : "{\"tid\": ";
+    append_int(o, th.tid);
+    o += ", \"name\": ";
+    json_string(o, th.name);
+    o += ", \"intervals\": [";
+    for (std::size_t i = 0; i < th.intervals.size(); ++i) {
+      const RecordedInterval& r = th.intervals[i];
+      o += i > 0 ? ", [" : "[";
+      append_int(o, r.name);
+      o += ", ";
+      append_int(o, r.start_ns);
+      o += ", ";
+      append_int(o, r.duration_ns);
+      o += ", ";
+      append_int(o, r.iteration);
+      o += ']';
+    }
+    o += "]}";
+  }
+  o += "]}";
+}
+}  // namespace detail
+
 inline std::string Results::to_json() const {
   using detail::append_int;
   using detail::json_number;
@@ -321,6 +394,7 @@ inline std::string Results::to_json() const {
     }
     o += "]";
   }
+  if (samples) detail::append_samples_json(o, *samples);
   o += "}";
   return o;
 }

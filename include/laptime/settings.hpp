@@ -38,7 +38,8 @@ struct Settings {
   std::vector<std::string> gpu_timing_names;  ///< LAPTIME_GPU_TIMING=a,b: only these names
   bool stopwatch_all_ranks = false;           ///< false: only rank 0 measures, as the seed did
   bool print_rank0_only = true;
-  std::vector<std::string> track_cpu;  ///< names whose CPU and I/O are sampled
+  std::vector<std::string> track_cpu;           ///< names whose CPU and I/O are sampled
+  std::optional<std::size_t> record_intervals;  ///< LAPTIME_RECORD: intervals kept per thread
 
   bool nvtx = false;
   bool nvtx_sync_on_push = false;
@@ -196,6 +197,13 @@ Settings settings_from_env(Getenv&& getenv_fn) {
                            std::to_string(LAPTIME_MAX_NAMES) + "); those are not tracked");
     }
   }
+  if (auto v = get("LAPTIME_RECORD")) {
+    if (auto n = detail::parse_int(*v); n && *n >= 0) {
+      s.record_intervals = static_cast<std::size_t>(*n);
+    } else {
+      malformed("LAPTIME_RECORD", *v, "is not a number of intervals per thread (0: off)");
+    }
+  }
   flag("LAPTIME_NVTX", s.nvtx);
   flag("LAPTIME_NVTX_SYNC_PUSH", s.nvtx_sync_on_push);
   flag("LAPTIME_NVTX_SYNC_POP", s.nvtx_sync_on_pop);
@@ -249,6 +257,14 @@ inline void apply_settings(const Settings& s, int rank = detail::detect_rank().r
     });
 #endif
   }
+  // On every rank and whoever enables the Stopwatch (the code, or LAPTIME_STOPWATCH): recording
+  // costs nothing until the Stopwatch measures.
+#if LAPTIME_ENABLED
+  if (s.record_intervals) {
+    step("LAPTIME_RECORD",
+         [&] { detail::stopwatch_state().set_recording(*s.record_intervals, true); });
+  }
+#endif
   if (s.nvtx) {
     step("NVTXRangeWrapper::enable", [&] {
       NVTXOptions options;

@@ -219,6 +219,19 @@ class Stopwatch {
     (void)stream;
 #endif
   }
+  /// Keeps each thread's last `max_intervals` intervals (name, start, duration, iteration) in a
+  /// ring buffer, for per-iteration plots and traces (`laptime plot`, `laptime trace`); they are
+  /// in results().samples and the JSON's "samples". 0 turns it off. Each thread's ring is
+  /// allocated at its first start_meas after this call (32 bytes per interval); the pair then
+  /// costs a few stores more, no lock, no allocation. LAPTIME_RECORD=N, when set, wins.
+  /// `laptime::Stopwatch::instance().enable_recording(100000);`
+  void enable_recording(std::size_t max_intervals) {
+#if LAPTIME_ENABLED
+    detail::stopwatch_state().set_recording(max_intervals, false);
+#else
+    (void)max_intervals;
+#endif
+  }
   /// Changes the stream GPU timing records on (e.g. the framework's current stream).
   void set_gpu_stream(void* stream) noexcept {
 #if LAPTIME_ENABLED

@@ -119,6 +119,10 @@ class Stopwatch:
     def set_rank(self, rank: int, world_size: int = 0) -> None:
         """This process's rank and world size (0 keeps the detected one), for programs that
         learn their rank from MPI or NCCL rather than the launcher's variables."""
+    def enable_recording(self, max_intervals: int, /) -> None:
+        """Keeps each thread's last ``max_intervals`` intervals (name, start, duration, iteration)
+        for ``laptime plot`` and ``laptime trace``: the JSON's ``samples``. 0: off.
+        ``LAPTIME_RECORD=N``, when set, wins."""
     def set_gpu_stream(self, stream: _Stream, /) -> None:
         """Changes the stream GPU timing records on."""
     def disable_gpu_timing(self) -> None: ...

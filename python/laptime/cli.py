@@ -12,8 +12,12 @@ import sys
 
 # name -> (module under laptime., one-line help)
 SUBCOMMANDS = {
-    "compare": ("compare", "The seed's table: runtime and CPU of a reference run against others."),
+    "compare": ("compare", "The seed's table: runtime and CPU of a reference run against others "
+                           "(several runs per side: median and min-max; --markdown)."),
     "merge": ("merge", "One report over every rank's results: min/median/max, the slowest rank."),
+    "plot": ("plot", "Per-iteration time series and histograms of the recorded intervals (PNG)."),
+    "trace": ("trace", "The recorded intervals as a Chrome/Perfetto trace (Trace Event Format)."),
+    "html": ("html", "One self-contained HTML page: tables, CPU/IO, plots, a comparison."),
 }
 
 

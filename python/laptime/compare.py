@@ -12,15 +12,26 @@ CPU usage during it (% of the machine); then, for every file after the first, th
 
 The loop measurement is ``--name``, or else the first measurement whose CPU usage was tracked
 (``set_cpu_usage_meas_name``).
+
+Several runs per side (``laptime compare --ref a1.json a2.json --test b1.json b2.json``, ``--test``
+repeatable for more methods): each cell is the median over the runs with the spread as min–max in
+parentheses, and Speedup/Savings compare the medians. ``--markdown`` prints a GitHub table for a
+pull request instead (either form).
 """
 
 import json
 import os
+import statistics
 
 
 def add_arguments(parser):
-    parser.add_argument("files", nargs="+", metavar="FILE.json",
+    parser.add_argument("files", nargs="*", metavar="FILE.json",
                         help="laptime JSON results; the first is the reference")
+    parser.add_argument("--ref", nargs="+", metavar="RUN.json",
+                        help="several runs of the reference (median and min–max)")
+    parser.add_argument("--test", nargs="+", action="append", metavar="RUN.json",
+                        help="several runs of a method compared with --ref (repeatable)")
+    parser.add_argument("--markdown", action="store_true", help="a Markdown table (pull requests)")
     parser.add_argument("--name", help="the measurement to compare (default: the CPU-tracked one)")
     parser.add_argument("--labels", help="comma-separated method names (default: file names)")
     parser.add_argument("--unit", default="batch", help="what one iteration is (default: batch)")
@@ -79,11 +90,114 @@ def table(rows_, unit="batch"):
     return "\n".join(lines)
 
 
+def groups(sides, name=None, labels=None):
+    """[(label, [ms per iteration], [CPU %])] for ``sides``, a list of lists of files (the first
+    the reference); None figures are left out."""
+    out = []
+    for i, files in enumerate(sides):
+        r = rows(files, name)
+        label = labels[i] if labels else _common_label([lab for lab, _, _ in r])
+        out.append((label, [ms for _, ms, _ in r if ms is not None],
+                     [cpu for _, _, cpu in r if cpu is not None]))
+    return out
+
+
+def _common_label(names):
+    prefix = os.path.commonprefix(names).rstrip("-_. ")
+    return prefix or names[0]
+
+
+def spread(values):
+    """(median, min, max) of ``values``, or None when empty."""
+    if not values:
+        return None
+    return statistics.median(values), min(values), max(values)
+
+
+def _cell(values, fmt):
+    s = spread(values)
+    if s is None:
+        return "n/a"
+    med, lo, hi = s
+    if len(values) == 1:
+        return fmt(med)
+    return f"{fmt(med)} ({fmt(lo)}–{fmt(hi)})"
+
+
+def _ratios(groups_):
+    """[(label, speedup text, savings text)] of each group against the first, on medians."""
+    ref_label, ref_ms, ref_cpu = groups_[0]
+    r_ms, r_cpu = spread(ref_ms), spread(ref_cpu)
+    out = []
+    for label, ms, cpu in groups_[1:]:
+        m, c = spread(ms), spread(cpu)
+        speedup = "n/a" if not m or not m[0] or not r_ms else f"{r_ms[0] / m[0]:.2f}"
+        savings = ("n/a" if not c or not r_cpu or not r_cpu[0]
+                   else f"{(1 - c[0] / r_cpu[0]) * 100:.0f} %")
+        out.append((label, speedup, savings))
+    return out
+
+
+def group_table(groups_, unit="batch"):
+    """Several runs per method: median (min–max) per cell, then Speedup/Savings on medians."""
+    header = ("Method", f"Runtime [ms/{unit}] median (min–max)",
+              "CPU usage [%] median (min–max)",
+              "Runs")
+    body = [(label, _cell(ms, _ms), _cell(cpu, _pct), str(max(len(ms), len(cpu))))
+            for label, ms, cpu in groups_]
+    widths = [max(len(r[c]) for r in [header] + body) for c in range(4)]
+    lines = [" | ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip()
+             for r in [header] + body]
+    ref_label = groups_[0][0]
+    for label, speedup, savings in _ratios(groups_):
+        lines.append(f"Speedup × {speedup} ({label} vs {ref_label}, medians)")
+        lines.append(f"Savings {savings} ({label} vs {ref_label}, medians)")
+    return "\n".join(lines)
+
+
+def _md_escape(text):
+    return str(text).replace("|", "\\|")
+
+
+def markdown(groups_, unit="batch"):
+    """A GitHub-flavoured Markdown table: one row per method, speedup and CPU savings against the
+    first (on medians; the spread is min–max over the runs)."""
+    ratios = {label: (sp, sv) for label, sp, sv in _ratios(groups_)}
+    lines = [f"| Method | Runtime [ms/{unit}] | CPU usage [%] | Runs | Speedup | CPU savings |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for i, (label, ms, cpu) in enumerate(groups_):
+        sp, sv = ("1.00 (reference)", "—") if i == 0 else ratios[label]
+        sp = sp if i == 0 or sp == "n/a" else f"× {sp}"
+        lines.append(f"| {_md_escape(label)} | {_cell(ms, _ms)} | {_cell(cpu, _pct)} | "
+                     f"{max(len(ms), len(cpu))} | {sp} | {sv} |")
+    if any(max(len(ms), len(cpu)) > 1 for _, ms, cpu in groups_):
+        lines.append("")
+        lines.append("Cells: median over the runs, (min–max) in parentheses.")
+    return "\n".join(lines)
+
+
 def run(args):
+    if args.ref or args.test:
+        if args.files:
+            raise SystemExit("laptime compare: give files either positionally or with --ref/--test")
+        if not args.ref or not args.test:
+            raise SystemExit("laptime compare: --ref and --test go together")
+        sides = [args.ref] + args.test
+        labels = args.labels.split(",") if args.labels else None
+        if labels is not None and len(labels) != len(sides):
+            raise SystemExit(f"laptime compare: {len(labels)} labels for {len(sides)} methods")
+        g = groups(sides, args.name, labels)
+        print(markdown(g, args.unit) if args.markdown else group_table(g, args.unit))
+        return 0
     labels = args.labels.split(",") if args.labels else None
     if labels is not None and len(labels) != len(args.files):
         raise SystemExit(f"laptime compare: {len(labels)} labels for {len(args.files)} files")
     if len(args.files) < 1:
         raise SystemExit("laptime compare: give at least one file")
-    print(table(rows(args.files, args.name, labels), args.unit))
+    r = rows(args.files, args.name, labels)
+    if args.markdown:
+        print(markdown([(label, [] if ms is None else [ms], [] if cpu is None else [cpu])
+                        for label, ms, cpu in r], args.unit))
+    else:
+        print(table(r, args.unit))
     return 0

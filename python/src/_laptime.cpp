@@ -801,6 +801,17 @@ PyObject* sw_set_rank(PyObject*, PyObject* args, PyObject* kwargs) {
   return call_none([&] { stopwatch().set_rank(rank, world_size); });
 }
 
+PyObject* sw_enable_recording(PyObject*, PyObject* n_obj) {
+  const long long n = PyLong_AsLongLong(n_obj);
+  if (n == -1 && PyErr_Occurred()) return nullptr;
+  if (n < 0) {
+    PyErr_SetString(PyExc_ValueError,
+                    "laptime: enable_recording(max_intervals): must be >= 0 (0: off)");
+    return nullptr;
+  }
+  return call_none([&] { stopwatch().enable_recording(static_cast<std::size_t>(n)); });
+}
+
 PyObject* sw_set_gpu_stream(PyObject*, PyObject* stream_obj) {
   void* stream = nullptr;
   if (!stream_handle(stream_obj, stream)) return nullptr;
@@ -880,6 +891,10 @@ PyMethodDef g_stopwatch_methods[] = {
     {"set_rank", as_cfunction(sw_set_rank), METH_VARARGS | METH_KEYWORDS,
      "set_rank($self, rank, world_size=0)\n--\n\nThis process's rank (and world size; 0 keeps "
      "the detected one) for reports, output paths and rank-0-only printing."},
+    {"enable_recording", sw_enable_recording, METH_O,
+     "enable_recording($self, max_intervals, /)\n--\n\nKeeps each thread's last `max_intervals` "
+     "intervals for `laptime plot` / `laptime trace` (the JSON's \"samples\"); 0: off. "
+     "LAPTIME_RECORD=N, when set, wins."},
     {"set_gpu_stream", sw_set_gpu_stream, METH_O,
      "set_gpu_stream($self, stream, /)\n--\n\nChanges the stream GPU timing records on."},
     {"disable_gpu_timing", sw_disable_gpu_timing, METH_NOARGS,
@@ -1143,7 +1158,10 @@ PyObject* mod_configure_from_env(PyObject*, PyObject*) {
                   set_item(d, "nvtx_check_order", boolean(s.nvtx_check_order)) &&
                   set_item(d, "nvtx_domain", text_to_str(s.nvtx_domain)) &&
                   set_item(d, "warnings", str_list(s.warnings));
-  if (!ok) {
+  // LAPTIME_RECORD: the intervals kept per thread, or None.
+  PyObject* record =
+      s.record_intervals ? PyLong_FromSize_t(*s.record_intervals) : Py_NewRef(Py_None);
+  if (!set_item(d, "record_intervals", record) || !ok) {  // set_item takes `record` first
     Py_DECREF(d);
     return nullptr;
   }

@@ -58,6 +58,7 @@ inline constexpr unsigned kFeatCudaSync = 1;
 inline constexpr unsigned kFeatGpuTiming = 2;  // every name
 inline constexpr unsigned kFeatTracked = 4;
 inline constexpr unsigned kFeatGpuNames = 8;  // the names flagged kNameGpu only
+inline constexpr unsigned kFeatRecord = 16;   // keep each thread's last intervals (IntervalRing)
 
 // Bits of StopwatchState::name_flags.
 inline constexpr std::uint8_t kNameTracked = 1;
@@ -99,6 +100,72 @@ struct NameCacheEntry {
   std::uint32_t id = kNoName;
 };
 
+/// One recorded interval. Fields are relaxed atomics (plain movs on x86) so that a report may read
+/// a slot while its thread overwrites it; IntervalRing::read discards such a slot.
+struct RingEntry {
+  std::atomic<std::uint64_t> name_gen{0};  // name id | (generation << 32)
+  std::atomic<std::int64_t> start_ns{0};
+  std::atomic<std::int64_t> dur_ns{0};
+  std::atomic<std::int64_t> iter{0};
+};
+
+/// The last `capacity` intervals a thread ended (Stopwatch::enable_recording). One writer, the
+/// owning thread, which never allocates or locks here; readers (reports) run under the registry
+/// lock. Protocol: the writer announces index w in `claimed`, a release fence, writes the slot,
+/// then publishes w + 1 with release. A reader copies the published slots, an acquire fence, then
+/// reads `claimed`: any slot it copied while the writer was overwriting it is older than
+/// claimed - capacity, and is discarded. A torn record is never emitted.
+struct IntervalRing {
+  explicit IntervalRing(std::size_t cap) : capacity(cap), entries(new RingEntry[cap]) {}
+  const std::size_t capacity;
+  std::unique_ptr<RingEntry[]> entries;
+  std::size_t next = 0;  // owner only: the slot of the next record (published % capacity)
+  std::atomic<std::uint64_t> claimed{0};
+  std::atomic<std::uint64_t> published{0};
+  std::string thread_name;  // read at allocation; reports refresh it from /proc
+  long tid = 0;             // of the thread that wrote it
+
+  LAPTIME_ALWAYS_INLINE void push(std::uint64_t name_gen, std::int64_t start, std::int64_t dur,
+                                  std::int64_t iteration) noexcept {
+    const std::uint64_t w = published.load(std::memory_order_relaxed);
+    claimed.store(w + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    RingEntry& e = entries[next];
+    e.name_gen.store(name_gen, std::memory_order_relaxed);
+    e.start_ns.store(start, std::memory_order_relaxed);
+    e.dur_ns.store(dur, std::memory_order_relaxed);
+    e.iter.store(iteration, std::memory_order_relaxed);
+    next = next + 1 == capacity ? 0 : next + 1;
+    published.store(w + 1, std::memory_order_release);
+  }
+
+  /// Calls f(name_gen, start, dur, iter) for each whole record, oldest first.
+  template <class F>
+  void read(F&& f) const {
+    const std::uint64_t h = published.load(std::memory_order_acquire);
+    const std::uint64_t lo = h > capacity ? h - capacity : 0;
+    struct Copy {
+      std::uint64_t name_gen;
+      std::int64_t start, dur, iter;
+    };
+    std::vector<Copy> copies;
+    copies.reserve(static_cast<std::size_t>(h - lo));
+    for (std::uint64_t i = lo; i < h; ++i) {
+      const RingEntry& e = entries[static_cast<std::size_t>(i % capacity)];
+      copies.push_back(
+          {e.name_gen.load(std::memory_order_relaxed), e.start_ns.load(std::memory_order_relaxed),
+           e.dur_ns.load(std::memory_order_relaxed), e.iter.load(std::memory_order_relaxed)});
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    const std::uint64_t c = claimed.load(std::memory_order_relaxed);
+    const std::uint64_t valid_from = c > capacity ? c - capacity : 0;
+    for (std::uint64_t i = std::max(lo, valid_from); i < h; ++i) {
+      const Copy& r = copies[static_cast<std::size_t>(i - lo)];
+      f(r.name_gen, r.start, r.dur, r.iter);
+    }
+  }
+};
+
 // Threads write only their own record and slots. Both are aligned to (and padded to a multiple
 // of) a cache line, so that two threads never write one line: records and chunks are heap
 // blocks that the allocator may otherwise place side by side.
@@ -117,12 +184,28 @@ struct alignas(kCacheLine) ThreadRecord {
   int running = 0;
   long tid = 0;
   std::mutex mutex;  // resource slots: written by the owner, read by reports
+  // Interval recording: the ring in use (owner writes; reports read under the registry lock);
+  // `rings` owns it, rings of an earlier capacity (a report may still read them) and the ring of
+  // the thread that had this record before (`retired`, still reported).
+  std::atomic<IntervalRing*> ring{nullptr};
+  IntervalRing* retired = nullptr;
+  std::vector<std::unique_ptr<IntervalRing>> rings;
 
   /// A thread takes this record: what ran on the previous owner is dropped (it can never end),
   /// what it accumulated stays.
   void adopt(long new_tid) noexcept {
     tid = new_tid;
     running = 0;
+    // Under the registry lock: no report reads the rings now, and the old owner is gone. Its
+    // last ring stays readable; older ones go, so memory stays at two rings per record.
+    if (IntervalRing* r = ring.exchange(nullptr, std::memory_order_relaxed)) {
+      retired = r;
+      std::lock_guard<std::mutex> lock(mutex);
+      for (auto& owned : rings) {
+        if (owned.get() == r) owned.swap(rings.front());
+      }
+      rings.resize(1);
+    }
     for (auto& c : chunks) {
       if (Slot* s = c.load(std::memory_order_relaxed)) {
         for (std::size_t i = 0; i < kChunk; ++i) s[i].run.store(0, std::memory_order_relaxed);
@@ -215,6 +298,15 @@ struct StopwatchState {
   RankInfo rank;
   std::string host;
 
+  // --- interval recording (Stopwatch::enable_recording, LAPTIME_RECORD) ---
+  std::atomic<std::size_t> record_capacity{0};  // 0: off
+  bool record_from_env = false;                 // under config_mutex: the code's calls yield
+  std::atomic<std::uint64_t> unrecorded{0};
+  std::mutex iter_mutex;  // iteration ends: written by finish_iter, read by reports
+  std::vector<std::pair<std::int64_t, std::int64_t>> iter_ends;
+  std::size_t iter_next = 0;
+  std::size_t iter_capacity = 0;
+
   // --- exit output (LAPTIME_OUTPUT, LAPTIME_PRINT_AT_EXIT) ---
   std::atomic<bool> exit_hook_registered{false};
   std::string exit_output_path;
@@ -242,6 +334,11 @@ struct StopwatchState {
   void end_features(ThreadRecord& owner, Slot& run_slot, std::uint32_t id, bool measuring,
                     std::int64_t dt);
   int count_running(ThreadRecord& rec, std::string* listed);
+  void ensure_ring(ThreadRecord& rec);
+  void record_interval(std::uint32_t id, std::int64_t t0, std::int64_t dt);
+  void record_iteration_end(std::int64_t finished);
+  void set_recording(std::size_t capacity, bool from_env);
+  Samples samples();
   void next_epoch() noexcept {
     if (epoch.fetch_add(1, std::memory_order_relaxed) + 1 == 0) {  // 0 means "not running"
       epoch.fetch_add(1, std::memory_order_relaxed);
@@ -317,6 +414,7 @@ inline void StopwatchState::after_fork_in_child() {
   names_mutex.unlock();
   config_mutex.unlock();
   new (&report_mutex) std::mutex();
+  new (&iter_mutex) std::mutex();
   threads.after_fork_in_child(current_tid());
   threads.for_each([](ThreadRecord& r, long, bool) { new (&r.mutex) std::mutex(); });
 }
@@ -430,6 +528,7 @@ LAPTIME_COLD inline void StopwatchState::drop_interval(Slot& s) noexcept {
 
 LAPTIME_NOINLINE inline void StopwatchState::start_features(Slot& s, std::uint32_t id,
                                                             unsigned feats, bool measuring) {
+  if (feats & kFeatRecord) ensure_ring(threads.local());
   const std::uint8_t flags = name_flags[id].load(std::memory_order_relaxed);
   if ((feats & kFeatTracked) && (flags & kNameTracked)) {
     ResourceSlot* r = s.resources.load(std::memory_order_relaxed);
@@ -488,7 +587,10 @@ LAPTIME_ALWAYS_INLINE void StopwatchState::add_interval(ThreadRecord& owner, Slo
   if (LAPTIME_UNLIKELY(!(flags.load(std::memory_order_relaxed) & kNameSeen))) {
     flags.fetch_or(kNameSeen, std::memory_order_relaxed);
   }
-  if (LAPTIME_UNLIKELY(feats != 0)) end_features(owner, run_slot, id, measuring, dt);
+  if (LAPTIME_UNLIKELY(feats != 0)) {
+    if (feats & kFeatRecord) record_interval(id, t0, dt);
+    if (feats & ~kFeatRecord) end_features(owner, run_slot, id, measuring, dt);
+  }
 }
 
 // Sync before the end timestamp, for intervals that synced at their start (after warm-up).
@@ -604,6 +706,113 @@ LAPTIME_NOINLINE inline int StopwatchState::count_running(ThreadRecord& rec, std
   return count;
 }
 
+/// The calling thread's ring, (re)allocated here (start_features, a slow path) when recording is
+/// on and the thread has none of the current capacity: end_meas never allocates.
+LAPTIME_NOINLINE inline void StopwatchState::ensure_ring(ThreadRecord& rec) {
+  const std::size_t cap = record_capacity.load(std::memory_order_relaxed);
+  IntervalRing* r = rec.ring.load(std::memory_order_relaxed);
+  if (cap == 0 || (r != nullptr && r->capacity == cap)) return;
+  auto fresh = std::make_unique<IntervalRing>(cap);
+  char name[32] = {};
+  if (::pthread_getname_np(::pthread_self(), name, sizeof name) == 0) fresh->thread_name = name;
+  fresh->tid = rec.tid;
+  std::lock_guard<std::mutex> lock(rec.mutex);  // rec.rings: also read by reports
+  rec.ring.store(fresh.get(), std::memory_order_release);
+  rec.rings.push_back(std::move(fresh));
+}
+
+// Out of line: the recording cost stays off the plain pair. The interval goes to the ring of the
+// thread that ends it (each ring has one writer); it belongs to the iteration in which it ends.
+LAPTIME_NOINLINE inline void StopwatchState::record_interval(std::uint32_t id, std::int64_t t0,
+                                                             std::int64_t dt) {
+  IntervalRing* r = threads.local().ring.load(std::memory_order_relaxed);
+  if (LAPTIME_UNLIKELY(r == nullptr)) {  // this thread started nothing since recording began
+    unrecorded.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const std::uint64_t gen = generation.load(std::memory_order_relaxed);
+  r->push(std::uint64_t{id} | (gen << 32), t0, dt, finished_iters.load(std::memory_order_relaxed));
+}
+
+inline void StopwatchState::record_iteration_end(std::int64_t finished) {
+  const std::size_t cap = record_capacity.load(std::memory_order_relaxed);
+  if (cap == 0) return;
+  const std::int64_t t = now_ns();
+  std::lock_guard<std::mutex> lock(iter_mutex);
+  if (iter_capacity != cap) {  // recording (re)started with another capacity
+    iter_ends.clear();
+    iter_next = 0;
+    iter_capacity = cap;
+  }
+  if (iter_ends.size() < cap) {
+    iter_ends.emplace_back(finished - 1, t);
+  } else {
+    iter_ends[iter_next] = {finished - 1, t};
+    iter_next = iter_next + 1 == cap ? 0 : iter_next + 1;
+  }
+}
+
+inline void StopwatchState::set_recording(std::size_t capacity, bool from_env) {
+  std::lock_guard<std::mutex> lock(config_mutex);
+  if (record_from_env && !from_env) return;  // the user's LAPTIME_RECORD wins (SPEC §8)
+  record_from_env = record_from_env || from_env;
+  record_capacity.store(capacity, std::memory_order_relaxed);
+  if (capacity > 0) {
+    features.fetch_or(kFeatRecord, std::memory_order_relaxed);
+  } else {
+    features.fetch_and(~kFeatRecord, std::memory_order_relaxed);
+  }
+}
+
+/// What the rings hold now, of this generation (since the last reset()).
+inline Samples StopwatchState::samples() {
+  Samples out;
+  out.capacity = record_capacity.load(std::memory_order_relaxed);
+  out.unrecorded = unrecorded.load(std::memory_order_relaxed);
+  const std::uint32_t gen = generation.load(std::memory_order_relaxed);
+  const std::uint32_t n = name_count.load(std::memory_order_acquire);
+  std::vector<std::uint32_t> index(n, kNoName);  // name id -> index into out.names
+  auto add = [&](const IntervalRing* r, bool alive) {
+    if (r == nullptr) return;
+    ThreadSamples ts;
+    ts.tid = r->tid;
+    ts.name = r->thread_name;
+    if (alive) {  // the name may have been set after the ring was allocated
+      const std::string path = "/proc/self/task/" + std::to_string(ts.tid) + "/comm";
+      if (std::FILE* f = std::fopen(path.c_str(), "r")) {
+        char buf[64] = {};
+        if (std::fgets(buf, sizeof buf, f) != nullptr) {
+          ts.name = buf;
+          while (!ts.name.empty() && ts.name.back() == '\n') ts.name.pop_back();
+        }
+        std::fclose(f);
+      }
+    }
+    r->read([&](std::uint64_t name_gen, std::int64_t start, std::int64_t dur, std::int64_t it) {
+      const auto id = static_cast<std::uint32_t>(name_gen & 0xffffffffu);
+      if (static_cast<std::uint32_t>(name_gen >> 32) != gen || id >= n) return;  // before reset
+      if (index[id] == kNoName) {
+        index[id] = static_cast<std::uint32_t>(out.names.size());
+        out.names.push_back(*names[id].load(std::memory_order_acquire));
+      }
+      ts.intervals.push_back({index[id], start, dur, it});
+    });
+    if (!ts.intervals.empty()) out.threads.push_back(std::move(ts));
+  };
+  threads.for_each([&](ThreadRecord& rec, long, bool alive) {
+    std::lock_guard<std::mutex> lock(rec.mutex);  // rec.rings, thread names
+    add(rec.retired, false);
+    add(rec.ring.load(std::memory_order_acquire), alive);
+  });
+  {
+    std::lock_guard<std::mutex> lock(iter_mutex);
+    const std::size_t k = iter_ends.size();
+    const std::size_t first = iter_next;  // oldest first (0 until the ring wraps)
+    for (std::size_t i = 0; i < k; ++i) out.iteration_ends.push_back(iter_ends[(first + i) % k]);
+  }
+  return out;
+}
+
 inline void StopwatchState::finish_iter() {
   ThreadRecord& rec = threads.local();
   if (LAPTIME_UNLIKELY(rec.running > 0) && count_running(rec, nullptr) > 0) {
@@ -615,6 +824,7 @@ inline void StopwatchState::finish_iter() {
     return;
   }
   const std::int64_t finished = finished_iters.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (features.load(std::memory_order_relaxed) & kFeatRecord) record_iteration_end(finished);
   if (NVTXRangeWrapper::instance().is_enabled()) {
     char text[48];
     std::snprintf(text, sizeof text, "iteration %lld", static_cast<long long>(finished));
@@ -787,6 +997,7 @@ inline Results StopwatchState::results(bool wait_for_gpu) {
           {o.name, static_cast<double>(o.running ? 0 : o.end_ns - o.start_ns), o.running});
     }
   }
+  if (record_capacity.load(std::memory_order_relaxed) > 0) r.samples = samples();
   return r;
 }
 
@@ -804,6 +1015,11 @@ inline void StopwatchState::reset() {
   {
     std::lock_guard<std::mutex> lock(one_time_mutex);
     one_time.clear();
+  }
+  {
+    std::lock_guard<std::mutex> lock(iter_mutex);
+    iter_ends.clear();
+    iter_next = 0;
   }
   std::lock_guard<std::mutex> lock(gpu_mutex);
   gpu.clear();
@@ -854,6 +1070,8 @@ inline void testing_reset_stopwatch() {
     s.print_rank0_only.store(false);
     s.print_fn.store(nullptr);
     s.gpu_stream.store(nullptr);
+    s.record_capacity.store(0);
+    s.record_from_env = false;
   }
   const std::uint32_t n = s.name_count.load(std::memory_order_acquire);
   for (std::uint32_t id = 0; id < n; ++id) s.name_flags[id].store(0);

@@ -1,0 +1,151 @@
+"""``laptime html run.json [other.json] -o report.html``: one self-contained page.
+
+The report table (per name: per iteration, per call, total, count and the interval percentiles),
+the CPU and I/O figures of the tracked names, the one-time measurements, the plots of
+``laptime plot`` when the run recorded intervals, and, with a second run, the comparison of
+``laptime compare`` (the second run against the first). Nothing is fetched: CSS is inline and the
+images are base64 PNG ``data:`` URIs, so the file can be mailed, attached to a CI job, or opened
+offline.
+"""
+
+import base64
+import html as _html
+
+CSS = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; }
+h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
+table { border-collapse: collapse; margin: 8px 0; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f2f2f2; text-align: left; }
+.meta { color: #666; } img { max-width: 100%; border: 1px solid #eee; }
+"""
+
+
+def add_arguments(parser):
+    parser.add_argument("files", nargs="+", metavar="RUN.json",
+                        help="laptime JSON results; with two, the second is compared to the first")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT.html")
+    parser.add_argument("--name", help="the measurement compared (default: the CPU-tracked one)")
+    parser.add_argument("--unit", default="batch", help="what one iteration is (default: batch)")
+
+
+def _esc(x):
+    return _html.escape(str(x), quote=True)
+
+
+def duration(seconds):
+    """'1.23 ms': seconds in a readable unit; 'n/a' for None."""
+    if seconds is None:
+        return "n/a"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+def _num(x, suffix=""):
+    return "n/a" if x is None else f"{x:.1f}{suffix}"
+
+
+def _table(header, rows, numeric_from=1):
+    out = ["<table><tr>" + "".join(f"<th>{_esc(h)}</th>" for h in header) + "</tr>"]
+    for r in rows:
+        cells = "".join(f'<td class="n">{_esc(c)}</td>' if i >= numeric_from
+                        else f"<td>{_esc(c)}</td>" for i, c in enumerate(r))
+        out.append(f"<tr>{cells}</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def report_section(results, title):
+    """The report of one run as HTML: its header line, the table, CPU/IO, one-time measurements."""
+    parts = [f"<h2>{_esc(title)}</h2>",
+             f'<p class="meta">{_esc(results.get("iterations_measured", 0))} measured iterations '
+             f'({_esc(results.get("num_warmup_iters", 0))} warm-up); rank '
+             f'{_esc(results.get("rank", 0))}/{_esc(results.get("world_size", 1))}, pid '
+             f'{_esc(results.get("pid", ""))}, host {_esc(results.get("host", ""))}</p>']
+    keys = ("mean_per_iter_s", "mean_per_interval_s", "total_s", "count", "min_s", "median_s",
+            "p90_s", "p99_s", "max_s")
+    rows = []
+    for m in results.get("measurements", []):
+        rows.append([m.get("name", "")] + [m.get(k) if k == "count" else duration(m.get(k))
+                                            for k in keys])
+    parts.append(_table(["name", "per iter", "per call", "total", "count", "min", "median", "p90",
+                         "p99", "max"], rows))
+    tracked = [m for m in results.get("measurements", []) if m.get("cpu") is not None]
+    if tracked:
+        parts.append("<h3>CPU and I/O (tracked names)</h3>")
+        rows = []
+        for m in tracked:
+            c, io = m.get("cpu") or {}, m.get("io") or {}
+            rows.append([m["name"], _num(c.get("process_percent"), " %"),
+                         _num(c.get("process_cores")), _num(c.get("system_percent"), " %"),
+                         _num(io.get("read_mb_per_s")), _num(io.get("write_mb_per_s")),
+                         _num(io.get("rchar_mb_per_s")), _num(io.get("wchar_mb_per_s"))])
+        parts.append(_table(["name", "process tree CPU", "cores", "system CPU", "read MB/s",
+                             "write MB/s", "rchar MB/s", "wchar MB/s"], rows))
+    if results.get("one_time"):
+        parts.append("<h3>One-time measurements</h3>")
+        parts.append(_table(["name", "duration"],
+                            [[o["name"], "running" if o.get("running") else
+                              duration(o.get("duration_s"))] for o in results["one_time"]]))
+    return "\n".join(parts)
+
+
+def _plots(results, title):
+    if not results.get("samples"):
+        return (f'<p class="meta">{_esc(title)}: no recorded intervals (run with LAPTIME_RECORD=N '
+                "for per-iteration plots).</p>")
+    from laptime.plot import png_bytes
+
+    data = base64.b64encode(png_bytes(results)).decode("ascii")
+    return (f"<h3>Per iteration and histograms: {_esc(title)}</h3>"
+            f'<img alt="laptime plot of {_esc(title)}" src="data:image/png;base64,{data}">')
+
+
+def _comparison(paths, labels, name, unit):
+    from laptime import compare
+
+    g = compare.groups([[p] for p in paths], name, labels)
+    ratios = compare._ratios(g)
+    rows = []
+    for i, (label, ms, cpu) in enumerate(g):
+        sp, sv = ("reference", "") if i == 0 else ratios[i - 1][1:]
+        rows.append([label, compare._cell(ms, compare._ms), compare._cell(cpu, compare._pct),
+                     sp if i == 0 or sp == "n/a" else f"× {sp}", sv])
+    return ("<h2>Comparison</h2>" +
+            _table(["Method", f"Average runtime [ms/{unit}]", "Average CPU usage [%]", "Speedup",
+                    "CPU savings"], rows))
+
+
+def page(paths, name=None, unit="batch"):
+    """The page (a str) for the JSON files ``paths`` (one or two)."""
+    import os
+
+    from laptime.samples import load
+
+    runs = [load(p) for p in paths]
+    labels = [os.path.splitext(os.path.basename(p))[0] for p in paths]
+    body = ["<h1>laptime report</h1>"]
+    if len(paths) == 2:
+        try:
+            body.append(_comparison(paths, labels, name, unit))
+        except ValueError as e:  # no loop measurement to compare
+            body.append(f'<p class="meta">No comparison: {_esc(e)}</p>')
+    for results, label in zip(runs, labels):
+        body.append(report_section(results, label))
+        body.append(_plots(results, label))
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>laptime report: {_esc(', '.join(labels))}</title><style>{CSS}</style>"
+            "</head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def run(args):
+    if len(args.files) > 2:
+        raise SystemExit("laptime html: give one run, or two to compare")
+    text = page(args.files, args.name, args.unit)
+    with open(args.output, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"laptime html: {args.output}")
+    return 0

@@ -1,0 +1,98 @@
+"""``laptime plot run.json -o run.png``: one figure from the recorded intervals (``samples``).
+
+Left, per name, the time it cost in each iteration (its intervals in that iteration summed, on
+all threads; an interval counts in the iteration in which it ended), with the warm-up iterations
+shaded; right, the histogram of each name's interval lengths (after warm-up). Needs matplotlib;
+drawn with the Agg backend, so no display is needed.
+"""
+
+
+def add_arguments(parser):
+    parser.add_argument("file", metavar="RUN.json", help="laptime JSON results with samples")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT.png")
+    parser.add_argument("--names", help="comma-separated names to plot (default: all)")
+    parser.add_argument("--dpi", type=int, default=100)
+
+
+def _unit(max_s):
+    if max_s >= 1:
+        return "s", 1.0
+    if max_s >= 1e-3:
+        return "ms", 1e3
+    return "µs", 1e6
+
+
+def figure(results, names=None):
+    """A matplotlib Figure for ``results`` (a dict of laptime's JSON with ``samples``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from laptime.samples import intervals, per_iteration, samples_of
+
+    s = samples_of(results, "laptime plot")
+    warmup = results.get("num_warmup_iters", 0)
+    series = per_iteration(s)
+    first_seen = [m.get("name") for m in results.get("measurements", [])]
+    first_seen += [n for n in s["names"] if n not in first_seen]
+    order = [n for n in first_seen if n in series and (names is None or n in names)]
+    if not order:
+        raise SystemExit("laptime plot: no recorded interval of the names asked for")
+    lengths = {n: [] for n in order}
+    for iv in intervals(s):
+        if iv.name in lengths and iv.iter >= warmup:
+            lengths[iv.name].append(iv.dur_ns / 1e9)
+    rows = len(order)
+    fig = Figure(figsize=(11, 2.2 * rows + 0.6))
+    axes = fig.subplots(rows, 2, squeeze=False, gridspec_kw={"width_ratios": [2.2, 1]})
+    for row, name in enumerate(order):
+        per = series[name]
+        # An iteration without an interval of the name cost it 0 (between its first and last
+        # recorded ones: before, the ring may have dropped them).
+        its = list(range(min(per), max(per) + 1))
+        per = {i: per.get(i, 0.0) for i in its}
+        unit, scale = _unit(max(per.values()))
+        ax = axes[row][0]
+        ax.plot(its, [per[i] * scale for i in its], marker=".", linewidth=1, markersize=3)
+        if warmup > 0 and its and its[0] < warmup:
+            ax.axvspan(its[0] - 0.5, warmup - 0.5, color="0.85", label="warm-up")
+            ax.legend(loc="upper right", fontsize=8)
+        ax.set_title(f"{name}: per iteration", fontsize=10, loc="left")
+        ax.set_ylabel(unit)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax = axes[row][1]
+        values = lengths[name]
+        if values:
+            hunit, hscale = _unit(max(values))
+            ax.hist([v * hscale for v in values], bins=min(50, max(5, len(values) // 4)),
+                    color="tab:orange")
+            ax.set_xlabel(f"interval [{hunit}]")
+        else:
+            ax.text(0.5, 0.5, "warm-up only", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(f"{name}: {len(values)} intervals", fontsize=10, loc="left")
+        ax.grid(alpha=0.3)
+    axes[-1][0].set_xlabel("iteration")
+    fig.suptitle(f"laptime: {results.get('host', '')} pid {results.get('pid', '')} "
+                 f"rank {results.get('rank', 0)}", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def png_bytes(results, names=None, dpi=100):
+    """The figure as PNG bytes (for ``laptime html``)."""
+    import io
+
+    buf = io.BytesIO()
+    figure(results, names).savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def run(args):
+    from laptime.samples import load
+
+    names = args.names.split(",") if args.names else None
+    figure(load(args.file), names).savefig(args.output, dpi=args.dpi)
+    print(f"laptime plot: {args.output}")
+    return 0

@@ -1,0 +1,56 @@
+"""Reading the recorded intervals of laptime's JSON (``"samples"``, from ``enable_recording`` or
+``LAPTIME_RECORD=N``), shared by ``laptime plot``, ``trace`` and ``html``.
+
+The section is compact: names once, then one array per interval::
+
+    "samples": {"clock": "steady_clock_ns", "capacity": 4096,
+                "fields": ["name", "start_ns", "dur_ns", "iter"], "unrecorded": 0,
+                "names": ["data fetch", "Training step"],
+                "iterations": [[0, 1234567890], ...],          # [iteration, end_ns]
+                "threads": [{"tid": 4242, "name": "loader-0",
+                             "intervals": [[0, 1234000000, 52000, 0], ...]}]}
+
+``iter`` is the iteration in which the interval ended (``finish_iter`` calls before its end);
+iterations below ``num_warmup_iters`` are warm-up. Intervals are in the order they ended.
+"""
+
+import json
+from collections import namedtuple
+
+Interval = namedtuple("Interval", "name start_ns dur_ns iter tid thread")
+
+
+def load(path_or_results):
+    """The results dict of ``path_or_results`` (a path, or a dict as ``Stopwatch().results()``)."""
+    if isinstance(path_or_results, dict):
+        return path_or_results
+    with open(path_or_results) as f:
+        return json.load(f)
+
+
+def samples_of(results, what="laptime"):
+    """The ``samples`` section, or a SystemExit that says how to record them."""
+    s = results.get("samples")
+    if not s:
+        raise SystemExit(f"{what}: these results have no recorded intervals: run with "
+                         "LAPTIME_RECORD=N (or Stopwatch().enable_recording(N))")
+    return s
+
+
+def intervals(samples):
+    """Every recorded interval (``Interval`` tuples), thread by thread, in the order they ended."""
+    names = samples["names"]
+    out = []
+    for t in samples["threads"]:
+        for name, start, dur, it in t["intervals"]:
+            out.append(Interval(names[name], start, dur, it, t["tid"], t.get("name", "")))
+    return out
+
+
+def per_iteration(samples):
+    """{name: {iteration: summed seconds}}: what each name cost in each recorded iteration."""
+    out = {}
+    for iv in intervals(samples):
+        per = out.setdefault(iv.name, {})
+        per[iv.iter] = per.get(iv.iter, 0.0) + iv.dur_ns / 1e9
+    return out
