@@ -10,6 +10,7 @@
 #include "laptime/cuda.hpp"
 #include "laptime/stopwatch.hpp"
 
+#if LAPTIME_ENABLED
 namespace {
 
 constexpr double kForwardMs = 2.0;
@@ -24,8 +25,13 @@ const laptime::MeasurementResult* find(const laptime::Results& r, const char* na
 }
 
 }  // namespace
+#endif
 
 int main() {
+#if !LAPTIME_ENABLED
+  std::printf("SKIP gpu-report-test: laptime is compiled out (LAPTIME_DISABLE)\n");
+  return kSkip;
+#else
   if (const int rc = skip_without_gpu("gpu-report-test")) return rc;
   GPU_CHECK(cudaSetDevice(0));
   GPU_CHECK(cudaFree(nullptr));
@@ -81,4 +87,5 @@ int main() {
   GPU_CHECK(cudaStreamSynchronize(stream));
   GPU_CHECK(cudaStreamDestroy(stream));
   return ok ? 0 : 1;
+#endif
 }
