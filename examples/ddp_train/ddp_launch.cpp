@@ -97,14 +97,25 @@ int main(int argc, char** argv) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
 
+  // SIGINT and SIGTERM are blocked around each fork: a child that got one before its exec would
+  // run this process's forwarding handler (and carry on into the program) instead of ending.
+  sigset_t forwarded, previous;
+  sigemptyset(&forwarded);
+  sigaddset(&forwarded, SIGINT);
+  sigaddset(&forwarded, SIGTERM);
   for (int rank = 0; rank < nproc; ++rank) {
+    ::sigprocmask(SIG_BLOCK, &forwarded, &previous);
     const pid_t pid = ::fork();
     if (pid < 0) {
+      ::sigprocmask(SIG_SETMASK, &previous, nullptr);
       std::fprintf(stderr, "ddp_launch: fork: %s\n", std::strerror(errno));
       forward_signal(SIGTERM);
       return 1;
     }
     if (pid == 0) {
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      ::sigprocmask(SIG_SETMASK, &previous, nullptr);
       const std::string r = std::to_string(rank), n = std::to_string(nproc);
       ::setenv("RANK", r.c_str(), 1);
       ::setenv("LOCAL_RANK", r.c_str(), 1);
@@ -117,6 +128,7 @@ int main(int argc, char** argv) {
       ::_exit(127);
     }
     g_children[static_cast<std::size_t>(rank)] = pid;
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
   }
 
   int result = 0;
