@@ -57,8 +57,12 @@ def gather(group=None):
     DDP needs anyway)."""
     import json
 
-    mine = Stopwatch().to_json()
     dist = _dist()
+    if dist is not None:
+        # The process group knows the rank and world size for sure; the launcher's variables may
+        # be incomplete (Lightning's own launcher sets no WORLD_SIZE for rank 0).
+        Stopwatch().set_rank(dist.get_rank(), dist.get_world_size())
+    mine = Stopwatch().to_json()
     if dist is None:
         return [json.loads(mine)]
     everyone = [None] * dist.get_world_size(group)
