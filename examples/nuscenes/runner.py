@@ -79,6 +79,7 @@ def parse_args(argv=None):
 def run(args):
     import torch
 
+    import laptime
     from laptime import Stopwatch
     from loaders import make_loader
 
@@ -86,6 +87,9 @@ def run(args):
                                      and torch.cuda.is_available())
     if cuda:
         torch.cuda.init()
+    # LAPTIME_* variables the user set (LAPTIME_RECORD for `laptime plot/trace/html`, a warm-up)
+    # win over the arguments below (docs/configuration.md); with none set this does nothing.
+    laptime.configure_from_env()
     stopwatch = Stopwatch()
     # do_cuda_sync on a GPU: a batch produced on the GPU is only there once its kernels ran; the
     # seed's runner synchronised the same way (torch.cuda.synchronize() around each timestamp).
