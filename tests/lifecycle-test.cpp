@@ -13,45 +13,17 @@
 #include <vector>
 
 #include "laptime/stopwatch.hpp"
-#include "test_support.hpp"
+#include "stopwatch_support.hpp"
 
 namespace {
 
-#if LAPTIME_ENABLED
-struct Fresh {
-  Fresh() {
-    laptime::detail::testing_reset_stopwatch();
-    laptime::set_error_policy(laptime::ErrorPolicy::Throw);
-  }
-  ~Fresh() { laptime::detail::testing_reset_stopwatch(); }
-};
-#else
-struct Fresh {
-  Fresh() {}
-};
-#endif
-
-std::unique_ptr<const laptime::MeasurementResult> find(const laptime::Results& r,
-                                                       const std::string& name) {
-  for (const auto& m : r.measurements) {
-    if (m.name == name) return std::make_unique<const laptime::MeasurementResult>(m);
-  }
-  return nullptr;
-}
+using laptime_test::error_of;
+using laptime_test::find;
+using laptime_test::Fresh;
 
 std::uint64_t count_of(const std::string& name) {
   const auto m = find(laptime::Stopwatch::instance().results(), name);
   return m ? m->count : 0;
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const laptime::UsageError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 void wait_for(const std::atomic<int>& stage, int value) {

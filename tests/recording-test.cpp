@@ -11,18 +11,12 @@
 
 #include "laptime/settings.hpp"
 #include "laptime/stopwatch.hpp"
-#include "test_support.hpp"
+#include "stopwatch_support.hpp"
 
 namespace {
 
 #if LAPTIME_ENABLED
-struct Fresh {
-  Fresh() {
-    laptime::detail::testing_reset_stopwatch();
-    laptime::set_error_policy(laptime::ErrorPolicy::Throw);
-  }
-  ~Fresh() { laptime::detail::testing_reset_stopwatch(); }
-};
+using laptime_test::Fresh;
 
 std::int64_t now() {
   return laptime::detail::now_ns();

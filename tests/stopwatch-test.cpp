@@ -17,49 +17,21 @@
 
 #include "laptime/resources.hpp"
 #include "laptime/stopwatch.hpp"
-#include "test_support.hpp"
+#include "stopwatch_support.hpp"
 
 namespace {
 
 // Counts every allocation of the process, to show that the hot path allocates nothing.
 std::atomic<long> g_allocations{0};
 
-#if LAPTIME_ENABLED
-struct Fresh {
-  Fresh() {
-    laptime::detail::testing_reset_stopwatch();
-    laptime::set_error_policy(laptime::ErrorPolicy::Throw);
-  }
-  ~Fresh() { laptime::detail::testing_reset_stopwatch(); }
-};
-#else
-struct Fresh {
-  Fresh() {}  // user-provided: no unused-variable warning in the compiled-out build
-};
-#endif
-
-// A copy, not a pointer into `r`: callers pass the temporary sw.results().
-std::unique_ptr<const laptime::MeasurementResult> find(const laptime::Results& r,
-                                                       const std::string& name) {
-  for (const auto& m : r.measurements) {
-    if (m.name == name) return std::make_unique<const laptime::MeasurementResult>(m);
-  }
-  return nullptr;
-}
+using laptime_test::error_of;
+using laptime_test::find;
+using laptime_test::Fresh;
 
 void spin_for(std::chrono::microseconds d) {
   const auto until = std::chrono::steady_clock::now() + d;
   while (std::chrono::steady_clock::now() < until) {
   }
-}
-
-std::string error_of(void (*f)()) {
-  try {
-    f();
-  } catch (const laptime::UsageError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -1,0 +1,51 @@
+// Shared helpers of the Stopwatch's doctest suites: a fresh singleton per test case, a result
+// found by name, the message of a usage error.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "laptime/stopwatch.hpp"
+#include "test_support.hpp"
+
+namespace laptime_test {
+
+/// Puts the Stopwatch back to its state before the first enable(), before and after a test case;
+/// usage errors throw.
+#if LAPTIME_ENABLED
+struct Fresh {
+  Fresh() {
+    laptime::detail::testing_reset_stopwatch();
+    laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  }
+  ~Fresh() { laptime::detail::testing_reset_stopwatch(); }
+  Fresh(const Fresh&) = delete;
+  Fresh& operator=(const Fresh&) = delete;
+};
+#else
+struct Fresh {
+  Fresh() {}  // user-provided: no unused-variable warning in the compiled-out build
+};
+#endif
+
+/// A copy of the measurement `name` of `r` (callers pass temporaries), or nullptr.
+inline std::unique_ptr<const laptime::MeasurementResult> find(const laptime::Results& r,
+                                                              const std::string& name) {
+  for (const auto& m : r.measurements) {
+    if (m.name == name) return std::make_unique<const laptime::MeasurementResult>(m);
+  }
+  return nullptr;
+}
+
+/// The message of the UsageError `f` raises; empty when it raises none.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const laptime::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace laptime_test
