@@ -243,7 +243,10 @@ void check_against_model(const laptime::Results& r, const StopwatchModel& m) {
     FUZZ_CHECK(x.count == (it == m.count.end() ? 0 : it->second));
     FUZZ_CHECK(x.running == (m.running.count(x.name) ? 1 : 0));
     FUZZ_CHECK(x.resources.has_value() == (m.tracked.count(x.name) == 1));
-    if (m.gpu_timing) FUZZ_CHECK(x.gpu.has_value());
+    // GPU timing on: a GPU figure, or (no driver here) none and the reason once, at the top.
+    if (m.gpu_timing)
+      FUZZ_CHECK(x.gpu.has_value() || (x.gpu_unavailable && !r.gpu_timing_off.empty()));
+    FUZZ_CHECK(!(x.gpu.has_value() && x.gpu_unavailable));
   }
   FUZZ_CHECK(r.one_time.size() == m.one_time.size());
   for (std::size_t i = 0; i < r.one_time.size(); ++i) {

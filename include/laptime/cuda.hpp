@@ -46,6 +46,16 @@ inline std::string status() {
   return laptime::detail::cuda_driver().status;
 }
 
+/// Why GPU event timing cannot run here, for reports: "CUDA unavailable: cannot load ..." or
+/// "laptime was built without the CUDA headers (cuda.h)". Meaningful where !driver_available().
+inline std::string gpu_timing_off_reason() {
+#if LAPTIME_CUDA_DRIVER_API
+  return "CUDA " + laptime::detail::cuda_driver().status;
+#else
+  return "laptime was built without the CUDA headers (cuda.h)";
+#endif
+}
+
 /// The driver's CUDA version as cuDriverGetVersion reports it (13000 for 13.0); 0 if unavailable.
 inline int driver_version() noexcept {
 #if LAPTIME_CUDA_DRIVER_API

@@ -48,6 +48,9 @@ struct MeasurementResult {
   int running = 0;                           ///< threads on which it is running right now
   std::optional<ResourceFigures> resources;  ///< tracked names only
   std::optional<GpuFigures> gpu;             ///< with GPU timing only
+  /// GPU timing was asked for this name but cannot run (Results::gpu_timing_off says why): no
+  /// GPU figure is made up; the JSON has "gpu": null.
+  bool gpu_unavailable = false;
 };
 
 struct OneTimeResult {
@@ -96,6 +99,9 @@ struct Results {
   /// ("1234 more calls with names past LAPTIME_MAX_NAMES were not measured").
   std::vector<std::string> warnings;
   std::optional<Samples> samples;  ///< with recording on only
+  /// Why GPU timing, asked for, cannot run ("no CUDA driver: ..."); empty when it runs or was not
+  /// asked for. The report says it once, instead of a GPU line per name.
+  std::string gpu_timing_off;
 
   /// The report print_eval_times writes (SPEC §1).
   std::string to_text() const;
@@ -127,6 +133,11 @@ inline std::string Results::to_text() const {
   out += ", host ";
   out += detail::escaped(host);
   out += '\n';
+  if (!gpu_timing_off.empty()) {
+    out += "  gpu timing: off (";
+    out += detail::escaped(gpu_timing_off);
+    out += ")\n";
+  }
   // One row: the label left-aligned in `width` columns, then each figure right-aligned.
   auto row = [&out](std::string_view label, std::size_t width,
                     std::initializer_list<std::pair<std::string_view, std::size_t>> cells) {
@@ -326,6 +337,10 @@ inline std::string Results::to_json() const {
   integer("num_warmup_iters", num_warmup_iters);
   integer("iterations_measured", iterations_measured);
   integer("iterations_finished", iterations_finished);
+  if (!gpu_timing_off.empty()) {
+    o += ", \"gpu_timing_off\": ";
+    json_string(o, gpu_timing_off);
+  }
   o += ", \"measurements\": [";
   const std::optional<double> none;
   bool first = true;
@@ -358,7 +373,9 @@ inline std::string Results::to_json() const {
       num("wchar_mb_per_s", r.wchar_mb_per_s);
       o += "}";
     }
-    if (m.gpu) {
+    if (m.gpu_unavailable) {
+      o += ", \"gpu\": null";
+    } else if (m.gpu) {
       const GpuFigures& g = *m.gpu;
       const bool gany = g.count > 0;
       o += ", \"gpu\": {\"count\": ";

@@ -930,6 +930,9 @@ inline Results StopwatchState::results(bool wait_for_gpu) {
   });
   const unsigned feats = features.load(std::memory_order_relaxed);
   const bool gpu_timing = (feats & (kFeatGpuTiming | kFeatGpuNames)) != 0;
+  // Asked for, but impossible here (no driver, no device, no CUDA headers at build time).
+  const bool gpu_runs = !gpu_timing || cuda::GpuEventTimer::instance().available();
+  if (!gpu_runs) r.gpu_timing_off = cuda::gpu_timing_off_reason();
   std::vector<std::uint64_t> pending(gpu_timing ? n : 0);
   if (gpu_timing) {
     (void)collect_gpu(wait_for_gpu);
@@ -972,7 +975,9 @@ inline Results StopwatchState::results(bool wait_for_gpu) {
     }
     const bool gpu_name =
         (feats & kFeatGpuTiming) || ((feats & kFeatGpuNames) && (flags & kNameGpu));
-    if (auto it = gpu.find(id); it != gpu.end() || gpu_name) {
+    if (gpu_name && !gpu_runs) {
+      out.gpu_unavailable = true;  // said once, at the top: no made-up zeros per name
+    } else if (auto it = gpu.find(id); it != gpu.end() || gpu_name) {
       GpuFigures g;
       if (it != gpu.end()) {
         const IntervalStats& st = it->second->stats;
