@@ -116,6 +116,8 @@ bool expect(bool misuse, bool may_hit_limit, F&& f) {
   } catch (const laptime::UsageError& e) {
     FUZZ_CHECK(std::strncmp(e.what(), "laptime: ", 9) == 0);
     FUZZ_CHECK(std::strstr(e.what(), "[thread ") != nullptr);
+    if (!(misuse || (may_hit_limit && is_names_limit(e))))
+      std::fprintf(stderr, "unexpected: %s\n", e.what());
     FUZZ_CHECK(misuse || (may_hit_limit && is_names_limit(e)));
     return false;
   } catch (...) {

@@ -50,6 +50,8 @@ LAPTIME_ALWAYS_INLINE std::int64_t now_ns() noexcept {
 }
 
 inline constexpr std::uint32_t kNoName = 0xffffffffu;
+/// Slot::run of an interval of an older period that finish_iter dropped before its end_meas came.
+inline constexpr std::uint32_t kDroppedRun = 0xffffffffu;
 inline constexpr std::size_t kChunk = 64;
 inline constexpr std::size_t kChunks = (LAPTIME_MAX_NAMES + kChunk - 1) / kChunk;
 
@@ -324,7 +326,9 @@ struct StopwatchState {
   // The rare branches of start/end (errors, CUDA sync, first use, after a reset, features), out
   // of line so that the hot functions keep a small frame.
   void start_running_error(std::string_view name);
-  void drop_interval(Slot& s) noexcept;
+  // `mark`: 0, or kDroppedRun where the interval's own end_meas may still come (it then ends
+  // nothing, silently, as the end of any interval of an older period does).
+  void drop_interval(Slot& s, std::uint32_t mark = 0) noexcept;
   void end_elsewhere(ThreadRecord& rec, Slot& mine, std::uint32_t id, std::string_view name,
                      std::int64_t t, unsigned feats);
   void add_interval(ThreadRecord& owner, Slot& run_slot, Slot& stats_slot, std::uint32_t id,
@@ -341,8 +345,9 @@ struct StopwatchState {
   void set_recording(std::size_t capacity, bool from_env);
   Samples samples();
   void next_epoch() noexcept {
-    if (epoch.fetch_add(1, std::memory_order_relaxed) + 1 == 0) {  // 0 means "not running"
-      epoch.fetch_add(1, std::memory_order_relaxed);
+    // 0 and kDroppedRun are Slot::run's "not running" and "dropped", never an epoch.
+    for (std::uint32_t e = epoch.fetch_add(1, std::memory_order_relaxed) + 1;
+         e == 0 || e == kDroppedRun; e = epoch.fetch_add(1, std::memory_order_relaxed) + 1) {
     }
   }
   void finish_iter();
@@ -519,8 +524,8 @@ LAPTIME_COLD inline void StopwatchState::start_running_error(std::string_view na
 }
 
 // An interval that will never be ended: its GPU events go back to the pool untimed.
-LAPTIME_COLD inline void StopwatchState::drop_interval(Slot& s) noexcept {
-  s.run.store(0, std::memory_order_relaxed);
+LAPTIME_COLD inline void StopwatchState::drop_interval(Slot& s, std::uint32_t mark) noexcept {
+  s.run.store(mark, std::memory_order_relaxed);
   s.sampled.store(false, std::memory_order_relaxed);
   const std::uint32_t token =
       s.gpu_token.exchange(cuda::GpuEventTimer::kInvalid, std::memory_order_relaxed);
@@ -694,7 +699,7 @@ LAPTIME_NOINLINE inline int StopwatchState::count_running(ThreadRecord& rec, std
     const std::uint32_t r = c[id % kChunk].run.load(std::memory_order_relaxed);
     if (r == 0) continue;
     if (r != ep) {
-      drop_interval(c[id % kChunk]);
+      if (r != kDroppedRun) drop_interval(c[id % kChunk], kDroppedRun);
       continue;
     }
     ++count;
