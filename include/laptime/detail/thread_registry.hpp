@@ -56,7 +56,10 @@ class ThreadRegistry {
   void for_each(F&& f) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Node* n = head_; n != nullptr; n = n->next) {
-      f(n->record, n->tid, n->alive && !(n->exiting && thread_gone(n->tid)));
+      // An exiting thread (its thread_local destructors run, or it is gone) counts as not alive:
+      // its open intervals can only be ended by its last destructors, and a report taken just
+      // after a join must not show them running.
+      f(n->record, n->tid, n->alive && !n->exiting);
     }
   }
 
