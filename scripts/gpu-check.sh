@@ -73,20 +73,7 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)
 DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1)
 CUDA_TK=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')
 
-find_tool() {  # find_tool NAME GLOB...: first executable among $NAME on PATH and the globs
-  local name=$1 g f
-  shift
-  if command -v "$name" >/dev/null 2>&1; then command -v "$name"; return; fi
-  for g in "$@"; do
-    for f in $g; do
-      if [ -x "$f" ]; then echo "$f"; return; fi
-    done
-  done
-}
-NSYS=${NSYS:-$(find_tool nsys '/opt/nvidia/nsight-systems*/*/bin/nsys' \
-  '/opt/nvidia/nsight-systems/*/target-linux-x64/nsys' \
-  '/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys' '/usr/local/cuda/bin/nsys')}
-NCU=${NCU:-$(find_tool ncu '/usr/local/cuda/bin/ncu' '/opt/nvidia/nsight-compute/*/ncu')}
+source "$ROOT/scripts/nsight-tools.sh"  # NSYS, NCU
 echo "nsys: ${NSYS:-not found}" | tee -a "$ENVLOG"
 echo "ncu: ${NCU:-not found}" | tee -a "$ENVLOG"
 

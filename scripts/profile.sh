@@ -60,19 +60,7 @@ row() {  # row RUN CHECK RESULT NUMBERS
 }
 
 # ---------------------------------------------------------------- tools
-find_tool() {  # find_tool NAME GLOB...: first executable among NAME on PATH and the globs
-  local name=$1 g f
-  shift
-  if command -v "$name" >/dev/null 2>&1; then command -v "$name"; return; fi
-  for g in "$@"; do
-    for f in $g; do
-      if [ -x "$f" ]; then echo "$f"; return; fi
-    done
-  done
-}
-NSYS=${NSYS:-$(find_tool nsys '/opt/nvidia/nsight-systems*/*/bin/nsys' \
-  '/opt/nvidia/nsight-systems/*/target-linux-x64/nsys' \
-  '/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys' '/usr/local/cuda/bin/nsys')}
+source "$ROOT/scripts/nsight-tools.sh"  # NSYS, NCU
 echo "nsys: ${NSYS:-not found}"
 if compgen -G "$ROOT/.debs/*.deb" >/dev/null; then
   for f in "$ROOT"/.debs/*.deb; do dpkg -x "$f" "$DEPS"; done
