@@ -30,6 +30,7 @@
 
 #include "laptime/config.hpp"
 #include "laptime/cuda.hpp"
+#include "laptime/detail/clock.hpp"
 #include "laptime/detail/env.hpp"
 #include "laptime/detail/histogram.hpp"
 #include "laptime/detail/process_singleton.hpp"
@@ -41,13 +42,6 @@
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
-
-/// The monotonic clock, in nanoseconds (std::chrono::steady_clock: CLOCK_MONOTONIC via the vDSO).
-LAPTIME_ALWAYS_INLINE std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 inline constexpr std::uint32_t kNoName = 0xffffffffu;
 /// Slot::run of an interval of an older period that finish_iter dropped before its end_meas came.
