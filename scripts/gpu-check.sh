@@ -86,10 +86,10 @@ DEPS_LIB="$DEPS/usr/lib/x86_64-linux-gnu"
 # ---------------------------------------------------------------- 2. build
 BUILDLOG="$LOGS/build.log"
 TARGETS=(cuda-test gpu-sync-test gpu-event-timing-test gpu-context-test gpu-report-test
-  cuda_train_step)
+  cuda_train_step laptime_gpu_bench)
 built=0
 if cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$DEPS/usr" -DLAPTIME_BUILD_BENCH=OFF -DLAPTIME_BUILD_TESTS=ON \
+    -DCMAKE_PREFIX_PATH="$DEPS/usr" -DLAPTIME_BUILD_BENCH=ON -DLAPTIME_BUILD_TESTS=ON \
     -DLAPTIME_BUILD_EXAMPLES=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$BUILDLOG" 2>&1 &&
   cmake --build "$BUILD" --target "${TARGETS[@]}" -j "$(nproc)" >>"$BUILDLOG" 2>&1; then
   built=1
@@ -131,6 +131,22 @@ if [ $built = 1 ]; then
   grep 'RESULT gpu-context-test' "$TESTLOG" >"$f"
   row "sync follows the runtime's context" "$(pass_fail "$f" PASS)" \
     "$(kv "$f" kernel_ms) ms kernel on a non-blocking stream -> sync $(kv "$f" sync_ms) ms; new thread after cudaSetDevice $(kv "$f" thread_sync_ms) ms; before: synced=$(kv "$f" fresh_thread_synced)"
+fi
+
+# ---------------------------------------------------------------- 3b. host cost of GPU features
+# bench/gpu: an event-timed interval and do_cuda_sync against raw CUDA calls (medians of 5).
+BENCHLOG="$LOGS/gpu-bench.log"
+if [ $built = 1 ] && [ -x "$BUILD/bench/gpu/laptime_gpu_bench" ]; then
+  "$BUILD/bench/gpu/laptime_gpu_bench" --benchmark_repetitions=5 \
+    --benchmark_out="$LOGS/gpu-bench.json" --benchmark_out_format=json >"$BENCHLOG" 2>&1
+  python3 "$ROOT/bench/gpu/ratios.py" "$LOGS/gpu-bench.json" >>"$BENCHLOG" 2>&1
+  rc=$?
+  tail -n 4 "$BENCHLOG"
+  ratios=$(sed -n 's/^SUMMARY //p' "$BENCHLOG")
+  row "host cost: event timing, do_cuda_sync (bench/gpu)" "$([ $rc = 0 ] && echo PASS || echo FAIL)" \
+    "${ratios:-no ratios}"
+else
+  row "host cost: event timing, do_cuda_sync (bench/gpu)" FAIL "laptime_gpu_bench not built"
 fi
 
 # ---------------------------------------------------------------- 4. the example
