@@ -3,8 +3,10 @@
 // the ratios with their goals (bench/gpu/ratios.py).
 //
 //   BM_RawEventRecordPair        two cudaEventRecord on one stream: the baseline
+//   BM_RawEventTimedPair         the same with what reading the time takes by hand: 64 pairs of
+//                                events, and every 64 pairs cudaEventElapsedTime of each
 //   BM_GpuTimerInterval          GpuEventTimer start + stop (+ its poll every 64 intervals, as an
-//                                iteration's end would): one event-timed interval
+//                                iteration's end would): one event-timed interval, time read
 //   BM_StopwatchPair_RawEvents   a Stopwatch pair plus two cudaEventRecord written by hand
 //   BM_StopwatchPair_GpuTiming   a Stopwatch pair with enable_gpu_timing(stream): the same work
 //                                done by laptime (finish_iter every 64 pairs in both rows)
@@ -67,6 +69,34 @@ void BM_RawEventRecordPair(benchmark::State& state) {
   cudaStreamSynchronize(g.stream);
 }
 BENCHMARK(BM_RawEventRecordPair);
+
+void BM_RawEventTimedPair(benchmark::State& state) {
+  Gpu& g = gpu();
+  static cudaEvent_t ev[2 * kEvery];
+  static bool created = false;
+  if (!created) {
+    for (cudaEvent_t& e : ev) check(cudaEventCreate(&e), "cudaEventCreate");
+    created = true;
+  }
+  double sum_ms = 0;
+  int i = 0;
+  for (auto _ : state) {
+    const int k = i % kEvery;
+    cudaEventRecord(ev[2 * k], g.stream);
+    cudaEventRecord(ev[2 * k + 1], g.stream);
+    if (++i % kEvery == 0) {
+      cudaStreamSynchronize(g.stream);
+      for (int j = 0; j < kEvery; ++j) {
+        float ms = 0;
+        cudaEventElapsedTime(&ms, ev[2 * j], ev[2 * j + 1]);
+        sum_ms += ms;
+      }
+    }
+  }
+  cudaStreamSynchronize(g.stream);
+  benchmark::DoNotOptimize(sum_ms);
+}
+BENCHMARK(BM_RawEventTimedPair);
 
 void BM_GpuTimerInterval(benchmark::State& state) {
   Gpu& g = gpu();

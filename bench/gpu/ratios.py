@@ -10,8 +10,10 @@ import sys
 
 # (key, what, measured row, baseline row, goal ratio)
 GOALS = [
-    ("timer", "GPU event-timed interval (GpuEventTimer start+stop) / two cudaEventRecord",
+    ("timer", "GPU event-timed interval (GpuEventTimer start+stop+poll) / two cudaEventRecord",
      "BM_GpuTimerInterval", "BM_RawEventRecordPair", 1.2),
+    ("timer_vs_timed", "the same / two cudaEventRecord + cudaEventElapsedTime by hand",
+     "BM_GpuTimerInterval", "BM_RawEventTimedPair", 1.2),
     ("gpu_timing", "Stopwatch pair, enable_gpu_timing / the pair + two cudaEventRecord by hand",
      "BM_StopwatchPair_GpuTiming", "BM_StopwatchPair_RawEvents", 1.2),
     ("do_cuda_sync", "Stopwatch pair, do_cuda_sync / the pair + two cudaDeviceSynchronize by hand",
