@@ -16,6 +16,9 @@
 #            then `laptime compare`
 #   profile  scripts/profile.sh: each loader's training run under nsys, and the C++ example
 #   cpp      examples/ddp_train at world size 1 through ddp_launch, `laptime merge`, the launcher test
+#   compile  bench/compile/trainer/run.sh: the trainer-sized CUDA file built plain, with laptime and
+#            with LAPTIME_DISABLE (nvcc -O3 -arch=sm_90, best of 3), then each build trained 300 steps;
+#            and the Makefile consumer (tests/consumers/makefile) built with nvcc by the documented line
 #
 # DALI is used where `import nvidia.dali` works: its wheels unpacked at /tmp/site (../shared/GPU.md)
 # are put on PYTHONPATH. Nothing here changes GPU settings.
@@ -94,6 +97,15 @@ stage_cpp() {
     --iters 300 --warmup 50 || rc=1
   python3 -m laptime merge "$OUT"/cpp/rank*.json || rc=1
   bash tests/ddp-launch-test.sh "$B/ddp_launch" "$B/ddp_train" || rc=1
+  return $rc
+}
+
+stage_compile() {
+  local rc=0
+  bench/compile/trainer/run.sh 3 --run 300 || rc=1
+  echo "=== tests/consumers/makefile with nvcc"
+  make -C tests/consumers/makefile CXX=nvcc O=/tmp/laptime-makefile-nvcc >/dev/null &&
+    /tmp/laptime-makefile-nvcc/train || rc=1
   return $rc
 }
 
