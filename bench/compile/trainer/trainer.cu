@@ -50,15 +50,15 @@
 #include <laptime/laptime.hpp>
 // One name, three calls: the Stopwatch interval (host time, and GPU time from events on the
 // trainer's stream) and an NVTX range for Nsight Systems.
-#define TRAINER_BEGIN(name)                                  \
-  do {                                                       \
-    laptime::NVTXRangeWrapper::instance().range_push(name);  \
-    laptime::Stopwatch::instance().start_meas(name);         \
-  } while (0)
-#define TRAINER_END(name)                                   \
+#define TRAINER_BEGIN(name)                                 \
   do {                                                      \
-    laptime::Stopwatch::instance().end_meas(name);          \
-    laptime::NVTXRangeWrapper::instance().range_pop(name);  \
+    laptime::NVTXRangeWrapper::instance().range_push(name); \
+    laptime::Stopwatch::instance().start_meas(name);        \
+  } while (0)
+#define TRAINER_END(name)                                  \
+  do {                                                     \
+    laptime::Stopwatch::instance().end_meas(name);         \
+    laptime::NVTXRangeWrapper::instance().range_pop(name); \
   } while (0)
 #else
 #define TRAINER_BEGIN(name) ((void)0)
@@ -117,7 +117,9 @@ static void cublas_check(cublasStatus_t s, const char* what, const char* file, i
 // Checks a kernel launch (configuration errors surface at once; faults at the next sync).
 #define KERNEL_CHECK() CUDA_CHECK(cudaGetLastError())
 
-static inline int ceil_div(long long a, long long b) { return static_cast<int>((a + b - 1) / b); }
+static inline int ceil_div(long long a, long long b) {
+  return static_cast<int>((a + b - 1) / b);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Reductions: warp and block reductions, templated over the value type and the operation.
@@ -208,8 +210,8 @@ __global__ void __launch_bounds__(kBlock) reduce_partials_kernel(T* out, long lo
 
 // out[0] = reduce(in[0..n)) (one block), optionally transformed: out[0] = post(result).
 template <typename T, typename Op, typename Post, int kBlock>
-__global__ void __launch_bounds__(kBlock) reduce_final_kernel(T* out, const T* in, int n,
-                                                               Post post) {
+__global__ void __launch_bounds__(kBlock)
+    reduce_final_kernel(T* out, const T* in, int n, Post post) {
   Op op;
   T acc = Op::identity();
   for (int i = threadIdx.x; i < n; i += kBlock) acc = op(acc, in[i]);
@@ -296,7 +298,8 @@ struct GeluBackward {
     const float arg = kGeluScale * (x + cube);
     const float t = tanhf(arg);
     const float sech2 = 1.0f - t * t;
-    const float local = 0.5f * (1.0f + t) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+    const float local =
+        0.5f * (1.0f + t) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
     return local * dout;
   }
 };
@@ -310,8 +313,7 @@ void launch_map(float* out, const float* in, long long n, F f, cudaStream_t stre
 }
 
 template <typename F>
-void launch_zip(float* out, const float* a, const float* b, long long n, F f,
-                cudaStream_t stream) {
+void launch_zip(float* out, const float* a, const float* b, long long n, F f, cudaStream_t stream) {
   const int threads = 256;
   const int blocks = std::min(ceil_div(n, threads), 65535);
   zip_kernel<<<blocks, threads, 0, stream>>>(out, a, b, n, f);
@@ -450,7 +452,8 @@ __global__ void permute_qkv_kernel(float* q, float* k, float* v, const float* qk
   const int h = static_cast<int>(rest % NH);
   const int b = static_cast<int>(rest / NH);
   const int C = NH * HS;
-  const long long src = (static_cast<long long>(b) * T + t) * 3 * C + static_cast<long long>(h) * HS + d;
+  const long long src =
+      (static_cast<long long>(b) * T + t) * 3 * C + static_cast<long long>(h) * HS + d;
   q[idx] = qkv[src];
   k[idx] = qkv[src + C];
   v[idx] = qkv[src + 2 * C];
@@ -469,7 +472,8 @@ __global__ void permute_qkv_backward_kernel(float* dqkv, const float* dq, const 
   const int h = static_cast<int>(rest % NH);
   const int b = static_cast<int>(rest / NH);
   const int C = NH * HS;
-  const long long dst = (static_cast<long long>(b) * T + t) * 3 * C + static_cast<long long>(h) * HS + d;
+  const long long dst =
+      (static_cast<long long>(b) * T + t) * 3 * C + static_cast<long long>(h) * HS + d;
   dqkv[dst] = dq[idx];
   dqkv[dst + C] = dk[idx];
   dqkv[dst + 2 * C] = dv[idx];
@@ -501,7 +505,8 @@ __global__ void unpermute_backward_kernel(float* dy, const float* dout, int B, i
   rest /= T;
   const int h = static_cast<int>(rest % NH);
   const int b = static_cast<int>(rest / NH);
-  dy[idx] = dout[(static_cast<long long>(b) * T + t) * NH * HS + static_cast<long long>(h) * HS + d];
+  dy[idx] =
+      dout[(static_cast<long long>(b) * T + t) * NH * HS + static_cast<long long>(h) * HS + d];
 }
 
 // Causal softmax of scale * pre over each row of a (T x T) matrix; rows are (b, h, t). Entries
@@ -658,8 +663,8 @@ static void linear_forward(const Blas& blas, float* out, const float* inp, const
 
 // Its gradients: dinp = dout W (overwritten), dweight += dout^T inp, dbias += column sums of dout.
 static void linear_backward(const Blas& blas, float* dinp, float* dweight, float* dbias,
-                            const float* dout, const float* inp, const float* weight, int N,
-                            int IC, int OC, cudaStream_t stream) {
+                            const float* dout, const float* inp, const float* weight, int N, int IC,
+                            int OC, cudaStream_t stream) {
   matmul(blas, false, false, N, IC, OC, dout, weight, dinp);
   matmul(blas, true, false, OC, IC, N, dout, inp, dweight, 1.0f, 1.0f);
   if (dbias != nullptr) {
@@ -673,10 +678,10 @@ static void linear_backward(const Blas& blas, float* dinp, float* dweight, float
 
 struct Config {
   int vocab = 256;
-  int seq = 64;       // T
-  int layers = 4;     // L
-  int channels = 192; // C
-  int heads = 6;      // NH
+  int seq = 64;        // T
+  int layers = 4;      // L
+  int channels = 192;  // C
+  int heads = 6;       // NH
 };
 
 // Every parameter tensor, as views into one contiguous buffer (and the same layout for the
@@ -705,21 +710,29 @@ constexpr int kNumParamTensors = 16;
 struct ParamShape {
   const char* name;
   long long size;
-  bool decay;    // weight decay applies (matrices), not to biases and norms
-  int init;      // 0: normal(0, 0.02), 1: normal scaled for residual projections, 2: ones, 3: zeros
+  bool decay;  // weight decay applies (matrices), not to biases and norms
+  int init;    // 0: normal(0, 0.02), 1: normal scaled for residual projections, 2: ones, 3: zeros
 };
 
 static std::vector<ParamShape> param_shapes(const Config& c) {
   const long long V = c.vocab, T = c.seq, L = c.layers, C = c.channels;
   return {
-      {"wte", V * C, true, 0},           {"wpe", T * C, true, 0},
-      {"ln1w", L * C, false, 2},         {"ln1b", L * C, false, 3},
-      {"qkvw", L * 3 * C * C, true, 0},  {"qkvb", L * 3 * C, false, 3},
-      {"attprojw", L * C * C, true, 1},  {"attprojb", L * C, false, 3},
-      {"ln2w", L * C, false, 2},         {"ln2b", L * C, false, 3},
-      {"fcw", L * 4 * C * C, true, 0},   {"fcb", L * 4 * C, false, 3},
-      {"fcprojw", L * C * 4 * C, true, 1}, {"fcprojb", L * C, false, 3},
-      {"lnfw", C, false, 2},             {"lnfb", C, false, 3},
+      {"wte", V * C, true, 0},
+      {"wpe", T * C, true, 0},
+      {"ln1w", L * C, false, 2},
+      {"ln1b", L * C, false, 3},
+      {"qkvw", L * 3 * C * C, true, 0},
+      {"qkvb", L * 3 * C, false, 3},
+      {"attprojw", L * C * C, true, 1},
+      {"attprojb", L * C, false, 3},
+      {"ln2w", L * C, false, 2},
+      {"ln2b", L * C, false, 3},
+      {"fcw", L * 4 * C * C, true, 0},
+      {"fcb", L * 4 * C, false, 3},
+      {"fcprojw", L * C * 4 * C, true, 1},
+      {"fcprojb", L * C, false, 3},
+      {"lnfw", C, false, 2},
+      {"lnfb", C, false, 3},
   };
 }
 
@@ -732,9 +745,9 @@ static long long param_count(const Config& c) {
 static ParamTensors param_views(float* base, const Config& c) {
   float** slots[kNumParamTensors];
   ParamTensors p{};
-  float** fields[kNumParamTensors] = {&p.wte,  &p.wpe,  &p.ln1w,     &p.ln1b,     &p.qkvw, &p.qkvb,
+  float** fields[kNumParamTensors] = {&p.wte,      &p.wpe,      &p.ln1w, &p.ln1b, &p.qkvw, &p.qkvb,
                                       &p.attprojw, &p.attprojb, &p.ln2w, &p.ln2b, &p.fcw,  &p.fcb,
-                                      &p.fcprojw, &p.fcprojb, &p.lnfw, &p.lnfb};
+                                      &p.fcprojw,  &p.fcprojb,  &p.lnfw, &p.lnfb};
   std::copy(fields, fields + kNumParamTensors, slots);
   const std::vector<ParamShape> shapes = param_shapes(c);
   float* at = base;
@@ -796,8 +809,8 @@ struct Model {
   ParamTensors grads{};
   float* acts_memory = nullptr;
   Activations acts{};
-  float* scratch = nullptr;    // reductions (kReduceBlocks floats)
-  float* grad_norm2 = nullptr; // squared global gradient norm
+  float* scratch = nullptr;      // reductions (kReduceBlocks floats)
+  float* grad_norm2 = nullptr;   // squared global gradient norm
   float* step_losses = nullptr;  // one mean loss per step, on the device
   int max_steps = 0;
   int* tokens = nullptr;   // (B, T) inputs on the device
@@ -814,32 +827,32 @@ static long long activation_floats(const Config& c, int B) {
   const long long T = c.seq, L = c.layers, C = c.channels, NH = c.heads, V = c.vocab;
   const long long BT = B * T;
   long long n = 0;
-  n += BT * C;                 // encoded
-  n += L * BT * C;             // ln1
-  n += 2 * L * BT;             // ln1 mean, rstd
-  n += L * BT * 3 * C;         // qkv
-  n += L * BT * 3 * C;         // qkvr
-  n += L * B * NH * T * T;     // att
-  n += L * BT * C;             // atty
-  n += L * BT * C;             // attout
-  n += L * BT * C;             // attproj
-  n += L * BT * C;             // residual2
-  n += L * BT * C;             // ln2
-  n += 2 * L * BT;             // ln2 mean, rstd
-  n += L * BT * 4 * C;         // fch
-  n += L * BT * 4 * C;         // fch_gelu
-  n += L * BT * C;             // fcproj
-  n += L * BT * C;             // residual3
-  n += BT * C + 2 * BT;        // lnf, mean, rstd
-  n += BT * V;                 // logits
-  n += BT;                     // losses
-  n += B * NH * T * T;         // preatt
-  n += 3 * BT * C;             // dresidual, dbuf, dln
-  n += BT * 4 * C;             // dfch
-  n += BT * 3 * C;             // dqkv
-  n += BT * 3 * C;             // dqkvr
-  n += BT * C;                 // datty
-  n += 2 * B * NH * T * T;     // datt, dpreatt
+  n += BT * C;              // encoded
+  n += L * BT * C;          // ln1
+  n += 2 * L * BT;          // ln1 mean, rstd
+  n += L * BT * 3 * C;      // qkv
+  n += L * BT * 3 * C;      // qkvr
+  n += L * B * NH * T * T;  // att
+  n += L * BT * C;          // atty
+  n += L * BT * C;          // attout
+  n += L * BT * C;          // attproj
+  n += L * BT * C;          // residual2
+  n += L * BT * C;          // ln2
+  n += 2 * L * BT;          // ln2 mean, rstd
+  n += L * BT * 4 * C;      // fch
+  n += L * BT * 4 * C;      // fch_gelu
+  n += L * BT * C;          // fcproj
+  n += L * BT * C;          // residual3
+  n += BT * C + 2 * BT;     // lnf, mean, rstd
+  n += BT * V;              // logits
+  n += BT;                  // losses
+  n += B * NH * T * T;      // preatt
+  n += 3 * BT * C;          // dresidual, dbuf, dln
+  n += BT * 4 * C;          // dfch
+  n += BT * 3 * C;          // dqkv
+  n += BT * 3 * C;          // dqkvr
+  n += BT * C;              // datty
+  n += 2 * B * NH * T * T;  // datt, dpreatt
   return n;
 }
 
@@ -940,8 +953,8 @@ static void model_create(Model& model, const Config& c, int B, int max_steps, un
   model.grads = param_views(model.grads_memory, c);
 
   const std::vector<float> host = initial_params(c, seed);
-  CUDA_CHECK(cudaMemcpyAsync(model.params_memory, host.data(), bytes, cudaMemcpyHostToDevice,
-                             stream));
+  CUDA_CHECK(
+      cudaMemcpyAsync(model.params_memory, host.data(), bytes, cudaMemcpyHostToDevice, stream));
   std::vector<unsigned char> mask(static_cast<std::size_t>(model.num_params));
   std::size_t at = 0;
   for (const ParamShape& s : param_shapes(c)) {
@@ -949,8 +962,8 @@ static void model_create(Model& model, const Config& c, int B, int max_steps, un
               mask.begin() + static_cast<long long>(at) + s.size, s.decay ? 1 : 0);
     at += static_cast<std::size_t>(s.size);
   }
-  CUDA_CHECK(cudaMemcpyAsync(model.decay_mask, mask.data(), mask.size(), cudaMemcpyHostToDevice,
-                             stream));
+  CUDA_CHECK(
+      cudaMemcpyAsync(model.decay_mask, mask.data(), mask.size(), cudaMemcpyHostToDevice, stream));
   CUDA_CHECK(cudaMemsetAsync(model.m_memory, 0, bytes, stream));
   CUDA_CHECK(cudaMemsetAsync(model.v_memory, 0, bytes, stream));
   CUDA_CHECK(cudaMemsetAsync(model.grads_memory, 0, bytes, stream));
@@ -962,7 +975,8 @@ static void model_create(Model& model, const Config& c, int B, int max_steps, un
   model.acts = activation_views(model.acts_memory, c, B);
   CUDA_CHECK(cudaMalloc(&model.scratch, kReduceBlocks * sizeof(float)));
   CUDA_CHECK(cudaMalloc(&model.grad_norm2, sizeof(float)));
-  CUDA_CHECK(cudaMalloc(&model.step_losses, static_cast<std::size_t>(max_steps + 1) * sizeof(float)));
+  CUDA_CHECK(
+      cudaMalloc(&model.step_losses, static_cast<std::size_t>(max_steps + 1) * sizeof(float)));
   CUDA_CHECK(cudaMemsetAsync(model.step_losses, 0,
                              static_cast<std::size_t>(max_steps + 1) * sizeof(float), stream));
   const std::size_t token_bytes = static_cast<std::size_t>(B) * c.seq * sizeof(int);
@@ -1063,7 +1077,8 @@ static void attention_forward(const Blas& blas, const LayerActs& x, float* preat
   // preatt (T x T) = q (T x HS) k^T
   matmul_batched(blas, false, true, T, T, HS, x.q, sq, x.k, sq, preatt, sa, batch);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  causal_softmax_forward_kernel<64><<<batch * T, 64, 0, stream>>>(x.att, preatt, scale, batch * T, T);
+  causal_softmax_forward_kernel<64>
+      <<<batch * T, 64, 0, stream>>>(x.att, preatt, scale, batch * T, T);
   KERNEL_CHECK();
   // atty (T x HS) = att (T x T) v (T x HS)
   matmul_batched(blas, false, false, T, HS, T, x.att, sa, x.v, sq, x.atty, sq, batch);
@@ -1082,19 +1097,21 @@ static void attention_backward(const Blas& blas, float* dqkv, const float* datto
   float* dq = a.dqkvr;
   float* dk = dq + total;
   float* dv = dk + total;
-  unpermute_backward_kernel<<<ceil_div(total, 256), 256, 0, stream>>>(a.datty, dattout, B, T, NH, HS);
+  unpermute_backward_kernel<<<ceil_div(total, 256), 256, 0, stream>>>(a.datty, dattout, B, T, NH,
+                                                                      HS);
   KERNEL_CHECK();
   // datt (T x T) = datty (T x HS) v^T; dv (T x HS) = att^T (T x T) datty
   matmul_batched(blas, false, true, T, T, HS, a.datty, sq, x.v, sq, a.datt, sa, batch);
   matmul_batched(blas, true, false, T, HS, T, x.att, sa, a.datty, sq, dv, sq, batch);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  causal_softmax_backward_kernel<64><<<batch * T, 64, 0, stream>>>(a.dpreatt, a.datt, x.att, scale,
-                                                                   batch * T, T);
+  causal_softmax_backward_kernel<64>
+      <<<batch * T, 64, 0, stream>>>(a.dpreatt, a.datt, x.att, scale, batch * T, T);
   KERNEL_CHECK();
   // preatt = q k^T: dq = dpreatt k, dk = dpreatt^T q
   matmul_batched(blas, false, false, T, HS, T, a.dpreatt, sa, x.k, sq, dq, sq, batch);
   matmul_batched(blas, true, false, T, HS, T, a.dpreatt, sa, x.q, sq, dk, sq, batch);
-  permute_qkv_backward_kernel<<<ceil_div(total, 256), 256, 0, stream>>>(dqkv, dq, dk, dv, B, T, NH, HS);
+  permute_qkv_backward_kernel<<<ceil_div(total, 256), 256, 0, stream>>>(dqkv, dq, dk, dv, B, T, NH,
+                                                                        HS);
   KERNEL_CHECK();
 }
 
@@ -1114,15 +1131,15 @@ static void forward(Model& model, const Blas& blas, bool train, float* loss_out,
   for (int l = 0; l < c.layers; ++l) {
     const LayerParams p = layer_view<LayerParams>(model.params, c, l);
     const LayerActs x = layer_acts(a, c, B, l);
-    layernorm_forward_kernel<128><<<BT, 128, 0, stream>>>(x.ln1, x.ln1_mean, x.ln1_rstd, residual,
-                                                         p.ln1w, p.ln1b, BT, C);
+    layernorm_forward_kernel<128>
+        <<<BT, 128, 0, stream>>>(x.ln1, x.ln1_mean, x.ln1_rstd, residual, p.ln1w, p.ln1b, BT, C);
     KERNEL_CHECK();
     linear_forward(blas, x.qkv, x.ln1, p.qkvw, p.qkvb, BT, C, 3 * C, stream);
     attention_forward(blas, x, a.preatt, B, T, NH, HS, stream);
     linear_forward(blas, x.attproj, x.attout, p.attprojw, p.attprojb, BT, C, C, stream);
     launch_zip(x.residual2, residual, x.attproj, btc, Add(), stream);
-    layernorm_forward_kernel<128><<<BT, 128, 0, stream>>>(x.ln2, x.ln2_mean, x.ln2_rstd,
-                                                         x.residual2, p.ln2w, p.ln2b, BT, C);
+    layernorm_forward_kernel<128>
+        <<<BT, 128, 0, stream>>>(x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, p.ln2w, p.ln2b, BT, C);
     KERNEL_CHECK();
     linear_forward(blas, x.fch, x.ln2, p.fcw, p.fcb, BT, C, 4 * C, stream);
     launch_map(x.fch_gelu, x.fch, btc * 4, GeluForward(), stream);
@@ -1130,16 +1147,16 @@ static void forward(Model& model, const Blas& blas, bool train, float* loss_out,
     launch_zip(x.residual3, x.residual2, x.fcproj, btc, Add(), stream);
     residual = x.residual3;
   }
-  layernorm_forward_kernel<128><<<BT, 128, 0, stream>>>(a.lnf, a.lnf_mean, a.lnf_rstd, residual,
-                                                       model.params.lnfw, model.params.lnfb, BT, C);
+  layernorm_forward_kernel<128><<<BT, 128, 0, stream>>>(
+      a.lnf, a.lnf_mean, a.lnf_rstd, residual, model.params.lnfw, model.params.lnfb, BT, C);
   KERNEL_CHECK();
   // logits (BT x V) = lnf (BT x C) wte^T: the output layer shares the token embedding.
   linear_forward(blas, a.logits, a.lnf, model.params.wte, nullptr, BT, C, V, stream);
-  crossentropy_softmax_kernel<256><<<BT, 256, 0, stream>>>(a.logits, a.losses, model.targets, V,
-                                                          1.0f / BT, train);
+  crossentropy_softmax_kernel<256>
+      <<<BT, 256, 0, stream>>>(a.logits, a.losses, model.targets, V, 1.0f / BT, train);
   KERNEL_CHECK();
-  reduce_on_device<SumOp<float>>(loss_out, model.scratch, BT,
-                                 ValueOf{a.losses}, stream, Scale{1.0f / BT});
+  reduce_on_device<SumOp<float>>(loss_out, model.scratch, BT, ValueOf{a.losses}, stream,
+                                 Scale{1.0f / BT});
 }
 
 // The backward pass: gradients of the mean loss, accumulated into model.grads (zeroed by the
@@ -1153,11 +1170,11 @@ static void backward(Model& model, const Blas& blas, cudaStream_t stream) {
   ParamTensors& g = model.grads;
   // logits = lnf wte^T: dlnf = dlogits wte, dwte += dlogits^T lnf
   linear_backward(blas, a.dln, g.wte, nullptr, a.logits, a.lnf, model.params.wte, BT, C, V, stream);
-  CUDA_CHECK(cudaMemsetAsync(a.dresidual, 0, static_cast<std::size_t>(btc) * sizeof(float), stream));
+  CUDA_CHECK(
+      cudaMemsetAsync(a.dresidual, 0, static_cast<std::size_t>(btc) * sizeof(float), stream));
   const float* last = c.layers > 0 ? layer_acts(a, c, B, c.layers - 1).residual3 : a.encoded;
-  layernorm_backward_kernel<128><<<BT, 128, 0, stream>>>(a.dresidual, g.lnfw, g.lnfb, a.dln, last,
-                                                        model.params.lnfw, a.lnf_mean, a.lnf_rstd,
-                                                        BT, C);
+  layernorm_backward_kernel<128><<<BT, 128, 0, stream>>>(
+      a.dresidual, g.lnfw, g.lnfb, a.dln, last, model.params.lnfw, a.lnf_mean, a.lnf_rstd, BT, C);
   KERNEL_CHECK();
   // dresidual now holds the gradient of the last residual stream; walk the layers back.
   for (int l = c.layers - 1; l >= 0; --l) {
@@ -1170,22 +1187,20 @@ static void backward(Model& model, const Blas& blas, cudaStream_t stream) {
                     4 * C, C, stream);
     launch_zip(a.dfch, x.fch, a.dfch, btc * 4, GeluBackward(), stream);
     linear_backward(blas, a.dln, d.fcw, d.fcb, a.dfch, x.ln2, p.fcw, BT, C, 4 * C, stream);
-    layernorm_backward_kernel<128><<<BT, 128, 0, stream>>>(a.dresidual, d.ln2w, d.ln2b, a.dln,
-                                                          x.residual2, p.ln2w, x.ln2_mean,
-                                                          x.ln2_rstd, BT, C);
+    layernorm_backward_kernel<128><<<BT, 128, 0, stream>>>(
+        a.dresidual, d.ln2w, d.ln2b, a.dln, x.residual2, p.ln2w, x.ln2_mean, x.ln2_rstd, BT, C);
     KERNEL_CHECK();
     // residual2 = residual + attproj: both get dresidual.
     linear_backward(blas, a.dbuf, d.attprojw, d.attprojb, a.dresidual, x.attout, p.attprojw, BT, C,
                     C, stream);
     attention_backward(blas, a.dqkv, a.dbuf, x, a, B, T, NH, HS, stream);
     linear_backward(blas, a.dln, d.qkvw, d.qkvb, a.dqkv, x.ln1, p.qkvw, BT, C, 3 * C, stream);
-    layernorm_backward_kernel<128><<<BT, 128, 0, stream>>>(a.dresidual, d.ln1w, d.ln1b, a.dln,
-                                                          residual, p.ln1w, x.ln1_mean,
-                                                          x.ln1_rstd, BT, C);
+    layernorm_backward_kernel<128><<<BT, 128, 0, stream>>>(
+        a.dresidual, d.ln1w, d.ln1b, a.dln, residual, p.ln1w, x.ln1_mean, x.ln1_rstd, BT, C);
     KERNEL_CHECK();
   }
   embedding_backward_kernel<<<ceil_div(btc, 256), 256, 0, stream>>>(g.wte, g.wpe, a.dresidual,
-                                                                   model.tokens, B, T, C);
+                                                                    model.tokens, B, T, C);
   KERNEL_CHECK();
 }
 
@@ -1240,7 +1255,8 @@ class MarkovChain {
  public:
   static constexpr int kSuccessors = 4;
 
-  MarkovChain(int vocab, unsigned seed) : vocab_(vocab), next_(static_cast<std::size_t>(vocab) * kSuccessors) {
+  MarkovChain(int vocab, unsigned seed)
+      : vocab_(vocab), next_(static_cast<std::size_t>(vocab) * kSuccessors) {
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> token(0, vocab - 1);
     for (int a = 0; a < vocab; ++a) {
@@ -1426,10 +1442,10 @@ static float evaluate(Model& model, const Blas& blas, const EvalSet& e, float* d
   double sum = 0;
   for (int i = 0; i < e.batches; ++i) {
     const std::size_t at = static_cast<std::size_t>(i) * B * T;
-    CUDA_CHECK(cudaMemcpyAsync(model.tokens, e.tokens.data() + at, bytes, cudaMemcpyHostToDevice,
+    CUDA_CHECK(
+        cudaMemcpyAsync(model.tokens, e.tokens.data() + at, bytes, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(model.targets, e.targets.data() + at, bytes, cudaMemcpyHostToDevice,
                                stream));
-    CUDA_CHECK(cudaMemcpyAsync(model.targets, e.targets.data() + at, bytes,
-                               cudaMemcpyHostToDevice, stream));
     forward(model, blas, /*train=*/false, d_loss, stream);
     float loss = 0;
     CUDA_CHECK(cudaMemcpyAsync(&loss, d_loss, sizeof(float), cudaMemcpyDeviceToHost, stream));
@@ -1459,8 +1475,8 @@ static bool gradient_check(Model& model, const Blas& blas, const EvalSet& e, flo
   const int B = model.B, T = model.config.seq;
   const std::size_t bytes = static_cast<std::size_t>(B) * T * sizeof(int);
   CUDA_CHECK(cudaMemcpyAsync(model.tokens, e.tokens.data(), bytes, cudaMemcpyHostToDevice, stream));
-  CUDA_CHECK(cudaMemcpyAsync(model.targets, e.targets.data(), bytes, cudaMemcpyHostToDevice,
-                             stream));
+  CUDA_CHECK(
+      cudaMemcpyAsync(model.targets, e.targets.data(), bytes, cudaMemcpyHostToDevice, stream));
   zero_grads(model, stream);
   forward(model, blas, /*train=*/true, d_loss, stream);
   backward(model, blas, stream);
@@ -1514,8 +1530,8 @@ static float sample_accuracy(Model& model, const Blas& blas, const MarkovChain& 
     CUDA_CHECK(cudaMemcpyAsync(model.tokens, tokens.data(), tokens.size() * sizeof(int),
                                cudaMemcpyHostToDevice, stream));
     forward(model, blas, false, d_loss, stream);
-    argmax_rows_kernel<256><<<B * T, 256, 0, stream>>>(d_next, model.acts.logits, B * T,
-                                                       model.config.vocab);
+    argmax_rows_kernel<256>
+        <<<B * T, 256, 0, stream>>>(d_next, model.acts.logits, B * T, model.config.vocab);
     KERNEL_CHECK();
     CUDA_CHECK(cudaMemcpyAsync(next.data(), d_next, next.size() * sizeof(int),
                                cudaMemcpyDeviceToHost, stream));
@@ -1701,8 +1717,8 @@ static bool reference_check(Model& model, const Blas& blas, const EvalSet& e, fl
   const int B = model.B, T = model.config.seq;
   const std::size_t bytes = static_cast<std::size_t>(B) * T * sizeof(int);
   CUDA_CHECK(cudaMemcpyAsync(model.tokens, e.tokens.data(), bytes, cudaMemcpyHostToDevice, stream));
-  CUDA_CHECK(cudaMemcpyAsync(model.targets, e.targets.data(), bytes, cudaMemcpyHostToDevice,
-                             stream));
+  CUDA_CHECK(
+      cudaMemcpyAsync(model.targets, e.targets.data(), bytes, cudaMemcpyHostToDevice, stream));
   forward(model, blas, /*train=*/false, d_loss, stream);
   // The GPU's per-position losses, for the first batch_rows sequences only (the CPU is slow).
   std::vector<float> losses(static_cast<std::size_t>(B) * T);
@@ -1921,8 +1937,8 @@ int main(int argc, char** argv) {
                 MarkovChain::entropy());
   }
 
-  auto loader = std::make_unique<DataLoader>(chain, opt.batch, c.seq, opt.seed + 3,
-                                             opt.loader_delay_us);
+  auto loader =
+      std::make_unique<DataLoader>(chain, opt.batch, c.seq, opt.seed + 3, opt.loader_delay_us);
 #ifdef TRAINER_LAPTIME
   sw.end_one_time_measurement("setup");
 #endif
@@ -1987,8 +2003,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "trainer: cannot write %s\n", opt.save.c_str());
   }
 #ifdef TRAINER_LAPTIME
-  sw.print_eval_times();         // waits for the GPU times of the intervals already ended
-  sw.write_json(opt.json);       // the same results, as JSON
+  sw.print_eval_times();    // waits for the GPU times of the intervals already ended
+  sw.write_json(opt.json);  // the same results, as JSON
   std::printf("laptime results: %s\n", opt.json.c_str());
 #endif
 
