@@ -2005,7 +2005,7 @@ int main(int argc, char** argv) {
 #ifdef TRAINER_LAPTIME
   sw.print_eval_times();    // waits for the GPU times of the intervals already ended
   sw.write_json(opt.json);  // the same results, as JSON
-  std::printf("laptime results: %s\n", opt.json.c_str());
+  if (LAPTIME_ENABLED) std::printf("laptime results: %s\n", opt.json.c_str());
 #endif
 
   CUDA_CHECK(cudaFree(d_eval_loss));
