@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The compile time laptime adds to a trainer-sized CUDA file (issue 22, item 1): trainer.cu
+# (about 2,000 lines: kernels, templates, cuBLAS, a loader thread) built three ways by its
+# Makefile with `nvcc -O3 -arch=sm_90 -std=c++17 ... -lcublas` (compile and link):
+#
+#   plain      no laptime
+#   laptime    Stopwatch, NVTX ranges and GPU events under five names, report and JSON
+#   disabled   the same source with LAPTIME_DISABLE
+#
+# Best of N builds each (default 3), the compiler's CPU time (user + system of nvcc and everything
+# it runs: on a shared machine a build often waits for a core, which says nothing about the code).
+# Prints seconds and x plain; goals: laptime <= 1.25 x plain, disabled <= 1.02 x plain. Exits 1
+# on a miss.
+#
+#   bench/compile/trainer/run.sh              best of 3
+#   bench/compile/trainer/run.sh 5            best of 5
+#   bench/compile/trainer/run.sh 3 --run 300  then runs each build for 300 steps on the GPU (the
+#                                             loss must fall), after a check of the forward pass
+#                                             against a CPU reference and of the backward pass
+#                                             against finite differences
+#
+# NVCC, ARCH (sm_90) and LAPTIME_SOURCES pass through to the Makefile.
+set -euo pipefail
+cd "$(dirname "$0")"
+RUNS=3
+STEPS=0
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --run) STEPS=${2:?--run needs a number of steps}; shift 2 ;;
+    [0-9]*) RUNS=$1; shift ;;
+    *) echo "usage: $0 [RUNS] [--run STEPS]" >&2; exit 2 ;;
+  esac
+done
+NVCC=${NVCC:-nvcc}
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+MAKEVARS=(O="$OUT" NVCC="$NVCC" ARCH="${ARCH:-sm_90}" LAPTIME_SOURCES="${LAPTIME_SOURCES:-}")
+
+best_of() {  # best_of TARGET: the fastest of RUNS builds, in milliseconds of CPU
+  local best="" ms
+  for ((i = 0; i < RUNS; i++)); do
+    ms=$( { TIMEFORMAT='%3U %3S'; time make -s -B "${MAKEVARS[@]}" "$OUT/$1" >/dev/null; } 2>&1 |
+      awk 'NF == 2 && $1 ~ /^[0-9.]+$/ { printf "%d", ($1 + $2) * 1000 }')
+    [[ -n $ms ]] || { echo "bench/compile/trainer: building $1 failed" >&2; make -B "${MAKEVARS[@]}" "$OUT/$1"; exit 1; }
+    if [[ -z $best || $ms -lt $best ]]; then best=$ms; fi
+  done
+  echo "$best"
+}
+
+declare -A T
+for v in plain laptime disabled; do T[$v]=$(best_of "trainer-$v"); done
+
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname), $(nproc) cores," \
+  "$("$NVCC" --version | tail -2 | head -1)," \
+  "nvcc -O3 -arch=${ARCH:-sm_90} -std=c++17, $(wc -l <trainer.cu) lines, best of $RUNS, CPU s"
+status=0
+printf '%-10s %9s %9s %9s %s\n' build seconds "x plain" goal ""
+for v in plain laptime disabled; do
+  ratio=$(awk -v a="${T[$v]}" -v b="${T[plain]}" 'BEGIN { printf "%.3f", a / b }')
+  case $v in
+    plain) goal="" ;;
+    laptime) goal=1.25 ;;
+    disabled) goal=1.02 ;;
+  esac
+  verdict=""
+  if [[ -n $goal ]]; then
+    if awk -v r="$ratio" -v g="$goal" 'BEGIN { exit !(r <= g) }'; then verdict=PASS; else
+      verdict=MISS; status=1
+    fi
+  fi
+  printf '%-10s %9.2f %9s %9s %s\n' "$v" "$(awk -v m="${T[$v]}" 'BEGIN { print m / 1000 }')" \
+    "$ratio" "${goal:+<= $goal}" "$verdict"
+done
+
+if [[ $STEPS -gt 0 ]]; then
+  make -s "${MAKEVARS[@]}" >/dev/null
+  echo
+  echo "== checks (plain build): forward against a CPU reference, backward against finite differences"
+  rc=0
+  "$OUT/trainer-plain" --check || rc=$?
+  if [[ $rc -eq 77 ]]; then echo "no CUDA device here: the runs are skipped"; exit $status; fi
+  [[ $rc -eq 0 ]] || status=1
+  "$OUT/trainer-plain" --gradcheck --quiet || status=1
+  for v in plain laptime disabled; do
+    echo
+    echo "== $v: $STEPS steps"
+    (cd "$OUT" && "./trainer-$v" --steps "$STEPS" --eval-every 0 --json "$OUT/trainer.json") ||
+      status=1
+  done
+fi
+exit $status
