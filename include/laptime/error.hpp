@@ -1,8 +1,15 @@
 // laptime: usage errors and what happens on them (SPEC §4).
 //
-//   laptime::set_error_policy(laptime::ErrorPolicy::Warn);  // production: never die of
-//   instrumentation try { sw.end_meas("never started"); } catch (const laptime::UsageError& e) {
-//   ... }
+//   laptime::set_error_policy(laptime::ErrorPolicy::Warn);  // production: never die of it
+//   try {
+//     sw.end_meas("never started");
+//   } catch (const laptime::UsageError& e) {
+//     ...  // e.what(): "laptime: end_meas('never started'): ... [thread 1234]"
+//   }
+//
+// One route for every message laptime prints or throws: usage_error() for misuse (by policy),
+// warn_once() for warnings. Calls are named as the user wrote them, "<call>(<args>)":
+// "laptime: range_pop('forward'): ...", "laptime: finish_iter(): ...".
 #pragma once
 
 #include <pthread.h>
@@ -13,13 +20,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/env.hpp"
 #include "laptime/detail/format.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/thread.hpp"
@@ -37,52 +45,62 @@ class UsageError : public std::logic_error {
 /// carry on, or abort the process. Also set by LAPTIME_ON_ERROR=throw|warn|abort.
 enum class ErrorPolicy { Throw, Warn, Abort };
 
+/// The one parser of error-policy names, for LAPTIME_ON_ERROR and for the Python extension's
+/// set_error_policy("warn"): "throw", "warn" or "abort" (exactly; nullopt for anything else).
+inline std::optional<ErrorPolicy> parse_error_policy(std::string_view name) noexcept {
+  if (name == "throw") return ErrorPolicy::Throw;
+  if (name == "warn") return ErrorPolicy::Warn;
+  if (name == "abort") return ErrorPolicy::Abort;
+  return std::nullopt;
+}
+
+/// The name parse_error_policy() reads: "throw", "warn" or "abort".
+inline const char* error_policy_name(ErrorPolicy policy) noexcept {
+  switch (policy) {
+    case ErrorPolicy::Warn:
+      return "warn";
+    case ErrorPolicy::Abort:
+      return "abort";
+    case ErrorPolicy::Throw:
+      break;
+  }
+  return "throw";
+}
+
 namespace detail {
 
 struct ErrorState {
   ErrorState() {
-    const char* env = std::getenv("LAPTIME_ON_ERROR");
-    if (env == nullptr || *env == '\0') return;
-    const std::string_view v(env);
-    if (v == "throw") {
-      policy.store(static_cast<int>(ErrorPolicy::Throw));
-    } else if (v == "warn") {
-      policy.store(static_cast<int>(ErrorPolicy::Warn));
-    } else if (v == "abort") {
-      policy.store(static_cast<int>(ErrorPolicy::Abort));
+    const auto text = env_value("LAPTIME_ON_ERROR");
+    if (!text) return;
+    if (const auto p = parse_error_policy(*text)) {
+      policy.store(static_cast<int>(*p));
     } else {
       // Not through warn_once: that needs this object. The value is escaped: a variable's text
       // must not rewrite the terminal either.
       std::fprintf(stderr,
-                   "laptime: warning: LAPTIME_ON_ERROR='%s' is not one of throw|warn|abort; "
-                   "using throw\n",
-                   escaped(v).c_str());
+                   "laptime: warning: LAPTIME_ON_ERROR='%s' is not one of throw|warn|abort; using "
+                   "throw\n",
+                   escaped(*text).c_str());
     }
   }
   std::atomic<int> policy{static_cast<int>(ErrorPolicy::Throw)};
   std::mutex warned_mutex;
   struct Warned {
+    std::string key;            ///< the cause
     std::uint64_t repeats = 0;  ///< times seen after the first
     std::string repeat_note;    ///< "calls ... were not measured": what the count is of
   };
-  std::unordered_map<std::string, Warned> warned;  ///< by cause
-  std::atomic<bool> fork_handlers{false};          // installed once per process
+  std::vector<Warned> warned;  ///< by cause, in first-seen order (causes are few: one per site)
 };
 
+/// The process-wide warning table and policy; joins the fork plan (kForkErrors) at first use.
 inline ErrorState& error_state() {
-  static ErrorState& state = []() -> ErrorState& {
-    ErrorState& s = process_singleton<ErrorState>("errors");
-    // fork() while another thread is inside warn_once (a DataLoader worker forked during a
-    // warning) would leave the child a held lock and a half-updated set: hold the lock across
-    // fork, so that both processes get it free and the set whole.
-    if (!s.fork_handlers.exchange(true)) {
-      ::pthread_atfork([] { error_state().warned_mutex.lock(); },
-                       [] { error_state().warned_mutex.unlock(); },
-                       [] { error_state().warned_mutex.unlock(); });
-    }
-    return s;
-  }();
-  return state;
+  return process_singleton<ErrorState>("errors", [](ErrorState&) {
+    fork_participate(
+        kForkErrors, [] { error_state().warned_mutex.lock(); },
+        [] { error_state().warned_mutex.unlock(); }, [] { error_state().warned_mutex.unlock(); });
+  });
 }
 
 /// The one route of every warning and warned usage error: true the first time `key` (a cause)
@@ -91,13 +109,14 @@ inline ErrorState& error_state() {
 inline bool first_time(std::string_view key, std::string_view repeat_note = {}) {
   ErrorState& s = error_state();
   std::lock_guard<std::mutex> lock(s.warned_mutex);
-  auto [it, inserted] = s.warned.try_emplace(std::string(key));
-  if (inserted) {
-    it->second.repeat_note = std::string(repeat_note);
-  } else {
-    ++it->second.repeats;
+  for (ErrorState::Warned& w : s.warned) {
+    if (w.key == key) {
+      ++w.repeats;
+      return false;
+    }
   }
-  return inserted;
+  s.warned.push_back(ErrorState::Warned{std::string(key), 0, std::string(repeat_note)});
+  return true;
 }
 
 /// Prints "laptime: warning: <message>" to stderr the first time `key` is seen in this process.
@@ -120,11 +139,11 @@ inline std::vector<std::string> repeated_warnings() {
 #if LAPTIME_ENABLED
   ErrorState& s = error_state();
   std::lock_guard<std::mutex> lock(s.warned_mutex);
-  for (const auto& [key, w] : s.warned) {
+  for (const ErrorState::Warned& w : s.warned) {
     if (w.repeats == 0 || w.repeat_note.empty()) continue;
     out.push_back(std::to_string(w.repeats) + " more " + w.repeat_note);
   }
-  std::sort(out.begin(), out.end());  // the map's order is not stable across runs
+  std::sort(out.begin(), out.end());
 #endif
   return out;
 }
@@ -168,6 +187,16 @@ inline std::string quoted(std::string_view name) {
   append_escaped(out, name, /*json=*/false);
   out += "'";
   return out;
+}
+
+/// The rank of this process from its environment (detect_rank in detail/env.hpp, over getenv);
+/// a malformed variable is warned about once. Here rather than in env.hpp because it warns.
+inline RankInfo detect_rank() {
+  std::vector<std::string> warnings;
+  const RankInfo info =
+      detect_rank([](const char* name) -> const char* { return std::getenv(name); }, &warnings);
+  for (const std::string& w : warnings) warn_once("env:" + w.substr(0, w.find('=')), w);
+  return info;
 }
 
 }  // namespace detail

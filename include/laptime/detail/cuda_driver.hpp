@@ -20,6 +20,7 @@
 #include <string>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/env.hpp"
 #include "laptime/detail/process_singleton.hpp"
 
 // LAPTIME_CUDA_DRIVER_API: 1 where the driver layer is compiled in (enabled and cuda.h known).
@@ -244,8 +245,8 @@ struct CudaDriverHolder {
   CudaDriverHolder() {
 #if LAPTIME_CUDA_DRIVER_API
     // LAPTIME_CUDA_DRIVER: another driver library (a non-standard install, a test double).
-    const char* path = std::getenv("LAPTIME_CUDA_DRIVER");
-    driver = load_cuda_driver(path != nullptr && *path != '\0' ? path : "libcuda.so.1");
+    const auto path = env_value("LAPTIME_CUDA_DRIVER");
+    driver = load_cuda_driver(path ? path->data() : "libcuda.so.1");
 #elif LAPTIME_ENABLED
     driver.status =
         "unavailable: laptime was built without the CUDA headers (LAPTIME_HAVE_CUDA_HEADERS)";

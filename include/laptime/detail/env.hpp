@@ -1,5 +1,7 @@
 // laptime internals: reading the environment (SPEC §7 rank labels, §8 configuration).
 // The parsers take the variable's text, so they are tested without touching the environment.
+// Below error.hpp (which reads LAPTIME_ON_ERROR through env_value); the warning form of
+// detect_rank() is there.
 #pragma once
 
 #include <unistd.h>
@@ -15,7 +17,6 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/format.hpp"
-#include "laptime/error.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
@@ -41,7 +42,10 @@ inline std::optional<int> parse_int(std::string_view text) {
   return v;
 }
 
-/// The value of an environment variable, nullopt when unset or empty.
+/// The one entry for laptime's environment (LAPTIME_* and the launchers' variables): the value of
+/// `name`, nullopt when unset or empty. Everything laptime reads from the environment goes
+/// through here or through a getenv-like function handed to a parser (settings_from_env,
+/// detect_rank), so tests can feed it.
 inline std::optional<std::string_view> env_value(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
@@ -103,15 +107,6 @@ RankInfo detect_rank(Getenv&& getenv_fn, std::vector<std::string>* warnings = nu
     }
     return info;
   }
-  return info;
-}
-
-/// The rank of this process from its environment; a malformed variable is warned about once.
-inline RankInfo detect_rank() {
-  std::vector<std::string> warnings;
-  const RankInfo info =
-      detect_rank([](const char* name) -> const char* { return std::getenv(name); }, &warnings);
-  for (const std::string& w : warnings) warn_once("env:" + w.substr(0, w.find('=')), w);
   return info;
 }
 
