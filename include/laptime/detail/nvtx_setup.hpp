@@ -73,6 +73,15 @@ inline NvtxThread& nvtx_attach(NvtxState& w) {
   return w.threads.local();
 }
 
+inline void nvtx_grow_stack(NvtxThread& t) {
+  const std::size_t capacity = t.stack.capacity == 0 ? 64 : 2 * t.stack.capacity;
+  auto* data = new const NvtxName*[capacity];
+  if (t.stack.size != 0) std::memcpy(data, t.stack.data, t.stack.size * sizeof *data);
+  delete[] t.stack.data;
+  t.stack.data = data;
+  t.stack.capacity = capacity;
+}
+
 /// Forgets everything of an older enable() generation.
 inline void nvtx_refresh(NvtxThread& t, std::uint32_t gen, NvtxSession* current) {
   t.generation = gen;
@@ -82,7 +91,7 @@ inline void nvtx_refresh(NvtxThread& t, std::uint32_t gen, NvtxSession* current)
   t.names.clear();
   t.stack.clear();
   t.unregistered.clear();
-  t.stack.reserve(64);  // no allocation per push up to this depth
+  if (t.stack.capacity == 0) nvtx_grow_stack(t);  // no allocation per push up to 64 deep
 }
 
 /// This thread's table by content, then the process-wide table under its lock.
@@ -98,8 +107,13 @@ inline const NvtxName* nvtx_find_slow(NvtxThread& t, std::string_view text) {
   return n;
 }
 
-inline void nvtx_push_unregistered(void* domain, std::string_view text,
-                                   const NvtxSession* session) {
+inline void nvtx_push_unregistered(NvtxThread& t, std::string_view text, bool track) {
+  if (track) {
+    // Both grow before NVTX sees the push, so that an allocation failure leaves all unchanged.
+    if (t.stack.size == t.stack.capacity) nvtx_grow_stack(t);
+    t.unregistered.emplace_back(text);
+    t.stack.data[t.stack.size++] = nullptr;
+  }
   warn_once("nvtx-max-names", "range_push(" + quoted(text) +
                                   "): more than LAPTIME_NVTX_MAX_NAMES (" +
                                   std::to_string(LAPTIME_NVTX_MAX_NAMES) +
@@ -109,9 +123,9 @@ inline void nvtx_push_unregistered(void* domain, std::string_view text,
   // Not a function-local static: a fork() while another thread initialised one would leave the
   // child waiting for it forever. An empty vector allocates nothing.
   const std::vector<std::uint32_t> no_colors;
-  const NvtxEventAttributes a =
-      nvtx_text_attributes(copy.c_str(), session != nullptr ? session->colors : no_colors, text);
-  nvtx_api::push(domain, &a);
+  const NvtxEventAttributes a = nvtx_text_attributes(
+      copy.c_str(), t.session != nullptr ? t.session->colors : no_colors, text);
+  nvtx_api::push(t.domain, &a);
 }
 
 /// "'step' > 'fwd' > 'bwd'", outermost first.
@@ -170,8 +184,9 @@ inline void nvtx_sync() {
   (void)cuda_synchronize();
 }
 
-inline constexpr NvtxOps kNvtxOps = {
-    nvtx_attach, nvtx_refresh, nvtx_find_slow, nvtx_push_unregistered, nvtx_pop_error, nvtx_sync};
+inline constexpr NvtxOps kNvtxOps = {nvtx_attach,     nvtx_refresh,           nvtx_find_slow,
+                                     nvtx_grow_stack, nvtx_push_unregistered, nvtx_pop_error,
+                                     nvtx_sync};
 
 // ---- fork ---------------------------------------------------------------------------------------
 

@@ -143,6 +143,21 @@ struct NvtxSession {
   NvtxNameTable by_text;
 };
 
+/// A thread's open ranges, outermost first: a vector whose hot path has no growth code of its own
+/// (NvtxOps::grow_stack makes room), so that a push compiles to a compare and a store.
+struct NvtxStack {
+  const NvtxName** data = nullptr;
+  std::size_t size = 0;
+  std::size_t capacity = 0;
+
+  bool empty() const noexcept { return size == 0; }
+  const NvtxName* back() const noexcept { return data[size - 1]; }
+  void pop_back() noexcept { --size; }
+  void clear() noexcept { size = 0; }
+  const NvtxName* const* begin() const noexcept { return data; }
+  const NvtxName* const* end() const noexcept { return data + size; }
+};
+
 /// Per-OS-thread state, kept in the process-wide ThreadRegistry so that every copy of the header
 /// sees the same stack and caches. Aligned to a cache line: records are heap blocks that may lie
 /// side by side, and each thread writes its own on every push and pop.
@@ -193,7 +208,7 @@ struct alignas(64) NvtxThread {
   NvtxNameTable names;  // this thread's names by content (behind the slots)
   // Open ranges, outermost first (order tracking only). nullptr: a name beyond the table, whose
   // text is the matching element of `unregistered`.
-  std::vector<const NvtxName*> stack;
+  NvtxStack stack;
   std::vector<std::string> unregistered;
   mutable std::mutex label_mutex;  // name_current_thread (owner) against enable's replay
   std::string label;
@@ -206,7 +221,10 @@ struct NvtxOps {
   NvtxThread& (*attach)(NvtxState& w);  // the calling thread's first use through this copy
   void (*refresh)(NvtxThread& t, std::uint32_t generation, NvtxSession* session);
   const NvtxName* (*find_slow)(NvtxThread& t, std::string_view text);
-  void (*push_unregistered)(void* domain, std::string_view text, const NvtxSession* session);
+  /// Makes room for one more range on t.stack. May throw std::bad_alloc (nothing changed then).
+  void (*grow_stack)(NvtxThread& t);
+  /// Pushes a name beyond LAPTIME_NVTX_MAX_NAMES as text (and onto the stack when tracking).
+  void (*push_unregistered)(NvtxThread& t, std::string_view text, bool track);
   /// A pop that does not match: by the error policy. `how`: kPopPlain, kPopChecked, kPopScoped.
   void (*pop_error)(const NvtxThread& t, std::string_view expected, int how);
   void (*sync)();
@@ -282,16 +300,16 @@ inline std::uint32_t nvtx_push(NvtxState& w, std::string_view text,
     name = t.find_cached(text);
     if (LAPTIME_UNLIKELY(name == nullptr)) name = ops.find_slow(t, text);
   }
-  if ((s & NvtxState::kTrack) != 0) {
-    // Grow the stack before NVTX sees the push, so that an allocation failure leaves both
-    // unchanged.
-    if (LAPTIME_UNLIKELY(name == nullptr)) t.unregistered.emplace_back(text);
-    t.stack.push_back(name);
-  }
-  if (LAPTIME_LIKELY(name != nullptr)) {
-    nvtx_api::push(t.domain, &name->attributes);
+  if (LAPTIME_UNLIKELY(name == nullptr)) {
+    ops.push_unregistered(t, text, (s & NvtxState::kTrack) != 0);
   } else {
-    ops.push_unregistered(t.domain, text, t.session);
+    if ((s & NvtxState::kTrack) != 0) {
+      // Grow the stack before NVTX sees the push, so that an allocation failure leaves both
+      // unchanged.
+      if (LAPTIME_UNLIKELY(t.stack.size == t.stack.capacity)) ops.grow_stack(t);
+      t.stack.data[t.stack.size++] = name;
+    }
+    nvtx_api::push(t.domain, &name->attributes);
   }
   if (pushed != nullptr) *pushed = name;
   return s;

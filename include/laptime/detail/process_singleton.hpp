@@ -254,36 +254,47 @@ inline std::uintptr_t anchor_find(ProcessAnchor* a, const char* key) noexcept {
   return 0;
 }
 
-/// Finds or creates the process-wide T named `key`. Slow path: call once per copy and cache.
-template <class T>
-T& find_or_create_process_singleton(const char* key) {
+/// Finds or creates the process-wide object named `key` of `size` bytes, made by `make` (and
+/// given to `discard` if another copy of the code made one meanwhile). Not a template, so the
+/// anchor code is compiled once per file however many singletons it uses; cold: called once per
+/// copy of the code and singleton.
+LAPTIME_COLD inline void* find_or_create_process_object(const char* key, std::size_t size,
+                                                        void* (*make)(), void (*discard)(void*)) {
   // The key names the version and the size: two laptime versions in one process never share
   // an object whose layout they disagree on.
   char name[sizeof(ProcessAnchor::Entry::key)];
-  std::snprintf(name, sizeof name, "%s_" LAPTIME_VERSION_STRING "_%zu", key,
-                sizeof(SingletonHolder<T>));
+  std::snprintf(name, sizeof name, "%s_" LAPTIME_VERSION_STRING "_%zu", key, size);
   ProcessAnchor* const anchor = process_anchor();
-  if (anchor == nullptr) return (new SingletonHolder<T>())->value;  // no memory to map at all
+  if (anchor == nullptr) return make();  // no memory to map at all
   {
     AnchorLock lock(anchor);
     if (const std::uintptr_t found = anchor_find(anchor, name)) {
-      return reinterpret_cast<SingletonHolder<T>*>(found)->value;
+      return reinterpret_cast<void*>(found);
     }
   }
-  // Made outside the lock: T's constructor may look up other singletons.
-  auto* mine = new SingletonHolder<T>();
+  // Made outside the lock: its constructor may look up other singletons.
+  void* const mine = make();
   AnchorLock lock(anchor);
   if (const std::uintptr_t found = anchor_find(anchor, name)) {
-    delete mine;  // another copy made one meanwhile; nobody has seen ours
-    return reinterpret_cast<SingletonHolder<T>*>(found)->value;
+    discard(mine);  // another copy made one meanwhile; nobody has seen ours
+    return reinterpret_cast<void*>(found);
   }
   const std::uint32_t n = anchor->count.load(std::memory_order_relaxed);
-  if (n >= ProcessAnchor::kEntries) return mine->value;  // cannot happen: laptime has ~10 keys
+  if (n >= ProcessAnchor::kEntries) return mine;  // cannot happen: laptime has ~10 keys
   ProcessAnchor::Entry& e = anchor->entries[n];
   std::memcpy(e.key, name, sizeof name);
   e.address.store(reinterpret_cast<std::uintptr_t>(mine), std::memory_order_release);
   anchor->count.store(n + 1, std::memory_order_release);
-  return mine->value;
+  return mine;
+}
+
+/// Finds or creates the process-wide T named `key`. Slow path: call once per copy and cache.
+template <class T>
+T& find_or_create_process_singleton(const char* key) {
+  void* const p = find_or_create_process_object(
+      key, sizeof(SingletonHolder<T>), []() -> void* { return new SingletonHolder<T>(); },
+      [](void* q) { delete static_cast<SingletonHolder<T>*>(q); });
+  return static_cast<SingletonHolder<T>*>(p)->value;
 }
 
 template <class T>
