@@ -161,15 +161,6 @@ inline std::vector<std::string> repeated_warnings() {
   throw UsageError(message);
 }
 
-/// "'name'" with control characters and invalid UTF-8 escaped as the JSON and the report do
-/// (a name in a message must not rewrite the terminal).
-inline std::string quoted(std::string_view name) {
-  std::string out = "'";
-  append_escaped(out, name, /*json=*/false);
-  out += "'";
-  return out;
-}
-
 }  // namespace detail
 
 /// Sets what a usage error does, for the whole process (every copy of laptime in it).
