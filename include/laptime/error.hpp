@@ -28,7 +28,7 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/env.hpp"
-#include "laptime/detail/format.hpp"
+#include "laptime/detail/names.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/thread.hpp"
 
@@ -178,15 +178,6 @@ inline std::vector<std::string> repeated_warnings() {
       break;
   }
   throw UsageError(message);
-}
-
-/// "'name'" with control characters and invalid UTF-8 escaped as the JSON and the report do
-/// (a name in a message must not rewrite the terminal).
-inline std::string quoted(std::string_view name) {
-  std::string out = "'";
-  append_escaped(out, name, /*json=*/false);
-  out += "'";
-  return out;
 }
 
 /// The rank of this process from its environment (detect_rank in detail/env.hpp, over getenv);

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/format.hpp"
+#include "laptime/detail/names.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {

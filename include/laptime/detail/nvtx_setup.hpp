@@ -33,7 +33,7 @@ inline NvtxEventAttributes nvtx_text_attributes(const char* text,
   NvtxEventAttributes a;
   if (!colors.empty()) {
     a.color_type = kNvtxColorArgb;
-    a.color = colors[nvtx_fnv1a(name) % colors.size()];
+    a.color = colors[name_hash(name) % colors.size()];
   }
   a.message_type = kNvtxMessageAscii;
   a.message = text;
@@ -87,7 +87,7 @@ inline void nvtx_refresh(NvtxThread& t, std::uint32_t gen, NvtxSession* current)
   t.generation = gen;
   t.session = current;
   t.domain = current != nullptr ? current->domain : nullptr;
-  for (NvtxThread::Slot& s : t.slots) s = NvtxThread::Slot{};
+  t.cache.clear();
   t.names.clear();
   t.stack.clear();
   t.unregistered.clear();
@@ -103,7 +103,7 @@ inline const NvtxName* nvtx_find_slow(NvtxThread& t, std::string_view text) {
     if (n == nullptr) return nullptr;
     t.names.insert(n);
   }
-  t.slots[NvtxThread::slot_of(text.data(), text.size())] = NvtxThread::Slot{text.data(), n};
+  t.cache.insert(text, n->text.data(), n);
   return n;
 }
 
@@ -114,7 +114,7 @@ inline void nvtx_push_unregistered(NvtxThread& t, std::string_view text, bool tr
     t.unregistered.emplace_back(text);
     t.stack.data[t.stack.size++] = nullptr;
   }
-  warn_once("nvtx-max-names", "range_push(" + quoted(text) +
+  warn_once("nvtx-max-names", "range_push(" + detail::quoted(text) +
                                   "): more than LAPTIME_NVTX_MAX_NAMES (" +
                                   std::to_string(LAPTIME_NVTX_MAX_NAMES) +
                                   ") distinct range names; further names are sent as text, "
@@ -135,7 +135,7 @@ inline std::string nvtx_describe_stack(const NvtxThread& t) {
   std::size_t next_unregistered = 0;
   for (const NvtxName* n : t.stack) {
     if (!out.empty()) out += " > ";
-    out += quoted(n != nullptr ? std::string_view(n->text)
+    out += detail::quoted(n != nullptr ? std::string_view(n->text)
                                : std::string_view(t.unregistered[next_unregistered++]));
   }
   return out;
@@ -146,25 +146,25 @@ inline void nvtx_pop_error_message(const NvtxThread& t, std::string_view expecte
   if (how == kPopPlain) {
     call = "range_pop()";
   } else if (how == kPopChecked) {
-    call = "range_pop(" + quoted(expected) + ")";
+    call = "range_pop(" + detail::quoted(expected) + ")";
   } else {
-    call = "NVTXScopedRange(" + quoted(expected) + ") at the end of its scope";
+    call = "NVTXScopedRange(" + detail::quoted(expected) + ") at the end of its scope";
   }
   std::string what;
   if (t.stack.empty()) {
-    what = how != kPopPlain ? "expected to close range " + quoted(expected) +
+    what = how != kPopPlain ? "expected to close range " + detail::quoted(expected) +
                                   ", but this thread has no open range"
                             : std::string(
                                   "no open range on this thread to pop (a pop without "
                                   "its push)");
   } else {
-    what = "expected to close range " + quoted(expected) + ", but the innermost open range is " +
-           quoted(t.top_text());
+    what = "expected to close range " + detail::quoted(expected) + ", but the innermost open range is " +
+           detail::quoted(t.top_text());
   }
   what += "; nothing was popped. Open ranges on this thread";
   {
     std::lock_guard<std::mutex> lock(t.label_mutex);
-    if (!t.label.empty()) what += " (NVTX name " + quoted(t.label) + ")";
+    if (!t.label.empty()) what += " (NVTX name " + detail::quoted(t.label) + ")";
   }
   what += ", outermost first: " + nvtx_describe_stack(t);
   usage_error(call, what);
@@ -231,7 +231,7 @@ inline std::string nvtx_describe(std::uint32_t flags, const std::string& domain,
   out += ", keep_track_of_range_order=";
   out += (flags & NvtxState::kTrack) != 0 ? "true" : "false";
   out += ", domain=";
-  out += domain.empty() ? std::string("(global)") : quoted(domain);
+  out += domain.empty() ? std::string("(global)") : detail::quoted(domain);
   out += ", colors=" + std::to_string(colors.size());
   return out;
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/names.hpp"
 #include "laptime/detail/nvtx_api.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/thread_registry.hpp"
@@ -32,47 +33,6 @@
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
-
-/// a == b, inlined for the short texts range names are: libc's memcmp is a call through the PLT,
-/// which costs as much as the rest of a push. Overlapping word loads, no byte loop above 3 bytes.
-LAPTIME_ALWAYS_INLINE bool nvtx_same_text(std::string_view a, std::string_view b) noexcept {
-  const std::size_t n = a.size();
-  if (n != b.size()) return false;
-  const char* x = a.data();
-  const char* y = b.data();
-  if (n >= 8) {
-    if (n > 64) return std::memcmp(x, y, n) == 0;
-    std::uint64_t u = 0;
-    std::uint64_t v = 0;
-    std::uint64_t diff = 0;
-    for (std::size_t i = 0; i + 8 < n; i += 8) {
-      std::memcpy(&u, x + i, 8);
-      std::memcpy(&v, y + i, 8);
-      diff |= u ^ v;
-    }
-    std::memcpy(&u, x + n - 8, 8);
-    std::memcpy(&v, y + n - 8, 8);
-    return (diff | (u ^ v)) == 0;
-  }
-  if (n >= 4) {
-    std::uint32_t u1 = 0, v1 = 0, u2 = 0, v2 = 0;
-    std::memcpy(&u1, x, 4);
-    std::memcpy(&v1, y, 4);
-    std::memcpy(&u2, x + n - 4, 4);
-    std::memcpy(&v2, y + n - 4, 4);
-    return ((u1 ^ v1) | (u2 ^ v2)) == 0;
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    if (x[i] != y[i]) return false;
-  }
-  return true;
-}
-
-inline std::uint64_t nvtx_fnv1a(std::string_view text) noexcept {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
-  return h;
-}
 
 #if LAPTIME_ENABLED
 
@@ -94,10 +54,10 @@ struct NvtxNameTable {
   const NvtxName* find(std::string_view text) const noexcept {
     if (slots.empty()) return nullptr;
     const std::size_t mask = slots.size() - 1;
-    for (std::size_t i = nvtx_fnv1a(text) & mask;; i = (i + 1) & mask) {
+    for (std::size_t i = name_hash(text) & mask;; i = (i + 1) & mask) {
       const NvtxName* n = slots[i];
       if (n == nullptr) return nullptr;
-      if (nvtx_same_text(n->text, text)) return n;
+      if (same_text(n->text, text)) return n;
     }
   }
 
@@ -122,7 +82,7 @@ struct NvtxNameTable {
  private:
   void place(const NvtxName* n) noexcept {
     const std::size_t mask = slots.size() - 1;
-    std::size_t i = nvtx_fnv1a(n->text) & mask;
+    std::size_t i = name_hash(n->text) & mask;
     while (slots[i] != nullptr) i = (i + 1) & mask;
     slots[i] = n;
   }
@@ -162,12 +122,6 @@ struct NvtxStack {
 /// sees the same stack and caches. Aligned to a cache line: records are heap blocks that may lie
 /// side by side, and each thread writes its own on every push and pop.
 struct alignas(64) NvtxThread {
-  struct Slot {
-    const char* data = nullptr;  // where the caller's text was; verified by content on a hit
-    const NvtxName* name = nullptr;
-  };
-  static constexpr std::size_t kSlots = 64;
-
   void adopt(long new_tid) noexcept {
     tid = new_tid;
     generation = 0;  // no enable() has generation 0: the first use refreshes
@@ -178,21 +132,10 @@ struct alignas(64) NvtxThread {
     label.clear();  // no lock: the record has no live owner, and readers hold the registry lock
   }
 
-  static std::size_t slot_of(const char* data, std::size_t size) noexcept {
-    const auto key =
-        reinterpret_cast<std::uintptr_t>(data) ^ (static_cast<std::uintptr_t>(size) << 48);
-    return static_cast<std::size_t>((static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ULL) >>
-                                    58);
-  }
-
   /// Hot path: the name cached for this text pointer, if its bytes still match.
   LAPTIME_ALWAYS_INLINE const NvtxName* find_cached(std::string_view text) const noexcept {
-    const Slot& s = slots[slot_of(text.data(), text.size())];
-    if (LAPTIME_LIKELY(s.data == text.data() && s.name != nullptr &&
-                       nvtx_same_text(s.name->text, text))) {
-      return s.name;
-    }
-    return nullptr;
+    const auto* e = cache.find(text);
+    return LAPTIME_LIKELY(e != nullptr) ? e->value : nullptr;
   }
 
   std::string_view top_text() const {
@@ -204,8 +147,8 @@ struct alignas(64) NvtxThread {
   std::uint32_t generation = 0;
   NvtxSession* session = nullptr;
   void* domain = nullptr;
-  Slot slots[kSlots];
-  NvtxNameTable names;  // this thread's names by content (behind the slots)
+  NameCache<const NvtxName*> cache;  // by the caller's pointer (detail/names.hpp)
+  NvtxNameTable names;               // this thread's names by content (behind the slots)
   // Open ranges, outermost first (order tracking only). nullptr: a name beyond the table, whose
   // text is the matching element of `unregistered`.
   NvtxStack stack;
@@ -337,7 +280,7 @@ inline void nvtx_pop(NvtxState& w, std::string_view expected,
   if (check) {
     const bool same = top != nullptr ? (resolved != nullptr &&
                                         resolved->load(std::memory_order_relaxed) == top) ||
-                                           nvtx_same_text(top->text, expected)
+                                           same_text(top->text, expected)
                                      : std::string_view(t.unregistered.back()) == expected;
     if (LAPTIME_UNLIKELY(!same)) {
       ops.pop_error(t, expected, kPopChecked);
