@@ -3,7 +3,9 @@
 // state and the hot path).
 //
 // The hot path reaches these only through the NvtxOps table that enable() installs, so a file
-// that pushes and pops without calling enable() compiles none of them.
+// that pushes and pops without calling enable() compiles none of them. Each is a template
+// (`template <int = 0>`, called as a plain function) for the same reason: a file that never calls
+// enable() does not even instantiate them, which keeps nvtx.hpp's compile cost near nvtx3's.
 #pragma once
 
 #include <cstdio>
@@ -27,9 +29,9 @@ namespace detail {
 #if LAPTIME_ENABLED
 
 /// Attributes of a text message (not registered) in the given colour.
-inline NvtxEventAttributes nvtx_text_attributes(const char* text,
-                                                const std::vector<std::uint32_t>& colors,
-                                                std::string_view name) noexcept {
+template <int = 0>
+NvtxEventAttributes nvtx_text_attributes(const char* text, const std::vector<std::uint32_t>& colors,
+                                         std::string_view name) noexcept {
   NvtxEventAttributes a;
   if (!colors.empty()) {
     a.color_type = kNvtxColorArgb;
@@ -43,7 +45,8 @@ inline NvtxEventAttributes nvtx_text_attributes(const char* text,
 /// The registered name for `text`, registering it with NVTX the first time; nullptr when the
 /// table is full (LAPTIME_NVTX_MAX_NAMES). Takes the session lock: only for a name the calling
 /// thread has never used.
-inline const NvtxName* nvtx_intern(NvtxSession& session, std::string_view text) {
+template <int = 0>
+const NvtxName* nvtx_intern(NvtxSession& session, std::string_view text) {
   std::lock_guard<std::mutex> lock(session.mutex);
   if (const NvtxName* found = session.by_text.find(text)) return found;
   if (session.names.size() >= static_cast<std::size_t>(LAPTIME_NVTX_MAX_NAMES)) return nullptr;
@@ -69,11 +72,13 @@ inline const NvtxName* nvtx_intern(NvtxSession& session, std::string_view text) 
 
 // ---- What NvtxOps points at (installed by nvtx_enable) ------------------------------------------
 
-inline NvtxThread& nvtx_attach(NvtxState& w) {
+template <int = 0>
+NvtxThread& nvtx_attach(NvtxState& w) {
   return w.threads.local();
 }
 
-inline void nvtx_grow_stack(NvtxThread& t) {
+template <int = 0>
+void nvtx_grow_stack(NvtxThread& t) {
   const std::size_t capacity = t.stack.capacity == 0 ? 64 : 2 * t.stack.capacity;
   auto* data = new const NvtxName*[capacity];
   if (t.stack.size != 0) std::memcpy(data, t.stack.data, t.stack.size * sizeof *data);
@@ -83,7 +88,8 @@ inline void nvtx_grow_stack(NvtxThread& t) {
 }
 
 /// Forgets everything of an older enable() generation.
-inline void nvtx_refresh(NvtxThread& t, std::uint32_t gen, NvtxSession* current) {
+template <int = 0>
+void nvtx_refresh(NvtxThread& t, std::uint32_t gen, NvtxSession* current) {
   t.generation = gen;
   t.session = current;
   t.domain = current != nullptr ? current->domain : nullptr;
@@ -95,7 +101,8 @@ inline void nvtx_refresh(NvtxThread& t, std::uint32_t gen, NvtxSession* current)
 }
 
 /// This thread's table by content, then the process-wide table under its lock.
-inline const NvtxName* nvtx_find_slow(NvtxThread& t, std::string_view text) {
+template <int = 0>
+const NvtxName* nvtx_find_slow(NvtxThread& t, std::string_view text) {
   const NvtxName* n = t.names.find(text);
   if (n == nullptr) {
     if (t.session == nullptr) return nullptr;  // only if a test reset races with this push
@@ -107,7 +114,8 @@ inline const NvtxName* nvtx_find_slow(NvtxThread& t, std::string_view text) {
   return n;
 }
 
-inline void nvtx_push_unregistered(NvtxThread& t, std::string_view text, bool track) {
+template <int = 0>
+void nvtx_push_unregistered(NvtxThread& t, std::string_view text, bool track) {
   if (track) {
     // Both grow before NVTX sees the push, so that an allocation failure leaves all unchanged.
     if (t.stack.size == t.stack.capacity) nvtx_grow_stack(t);
@@ -129,19 +137,21 @@ inline void nvtx_push_unregistered(NvtxThread& t, std::string_view text, bool tr
 }
 
 /// "'step' > 'fwd' > 'bwd'", outermost first.
-inline std::string nvtx_describe_stack(const NvtxThread& t) {
+template <int = 0>
+std::string nvtx_describe_stack(const NvtxThread& t) {
   if (t.stack.empty()) return "(none)";
   std::string out;
   std::size_t next_unregistered = 0;
   for (const NvtxName* n : t.stack) {
     if (!out.empty()) out += " > ";
     out += detail::quoted(n != nullptr ? std::string_view(n->text)
-                               : std::string_view(t.unregistered[next_unregistered++]));
+                                       : std::string_view(t.unregistered[next_unregistered++]));
   }
   return out;
 }
 
-inline void nvtx_pop_error_message(const NvtxThread& t, std::string_view expected, int how) {
+template <int = 0>
+void nvtx_pop_error_message(const NvtxThread& t, std::string_view expected, int how) {
   std::string call;
   if (how == kPopPlain) {
     call = "range_pop()";
@@ -158,8 +168,8 @@ inline void nvtx_pop_error_message(const NvtxThread& t, std::string_view expecte
                                   "no open range on this thread to pop (a pop without "
                                   "its push)");
   } else {
-    what = "expected to close range " + detail::quoted(expected) + ", but the innermost open range is " +
-           detail::quoted(t.top_text());
+    what = "expected to close range " + detail::quoted(expected) +
+           ", but the innermost open range is " + detail::quoted(t.top_text());
   }
   what += "; nothing was popped. Open ranges on this thread";
   {
@@ -170,7 +180,8 @@ inline void nvtx_pop_error_message(const NvtxThread& t, std::string_view expecte
   usage_error(call, what);
 }
 
-inline void nvtx_pop_error(const NvtxThread& t, std::string_view expected, int how) {
+template <int = 0>
+void nvtx_pop_error(const NvtxThread& t, std::string_view expected, int how) {
   if (how != kPopScoped) return nvtx_pop_error_message(t, expected, how);
   // A destructor must not throw (it may run during unwinding): report and leave state unchanged.
   try {
@@ -180,10 +191,12 @@ inline void nvtx_pop_error(const NvtxThread& t, std::string_view expected, int h
   }
 }
 
-inline void nvtx_sync() {
+template <int = 0>
+void nvtx_sync() {
   (void)cuda_synchronize();
 }
 
+template <int = 0>
 inline constexpr NvtxOps kNvtxOps = {nvtx_attach,     nvtx_refresh,           nvtx_find_slow,
                                      nvtx_grow_stack, nvtx_push_unregistered, nvtx_pop_error,
                                      nvtx_sync};
@@ -194,19 +207,22 @@ inline constexpr NvtxOps kNvtxOps = {nvtx_attach,     nvtx_refresh,           nv
 // name: those locks are held across fork (kForkNvtx in the library's one fork plan, see
 // detail/process_singleton.hpp), so that the child gets them free and the name tables whole. The
 // thread registry and the threads' labels are re-armed in the child.
-inline void nvtx_before_fork() noexcept {
+template <int = 0>
+void nvtx_before_fork() noexcept {
   NvtxState& w = nvtx_state();
   w.config_mutex.lock();
   for (NvtxSession* s = w.sessions; s != nullptr; s = s->next) s->mutex.lock();
 }
 
-inline void nvtx_after_fork_in_parent() noexcept {
+template <int = 0>
+void nvtx_after_fork_in_parent() noexcept {
   NvtxState& w = nvtx_state();
   for (NvtxSession* s = w.sessions; s != nullptr; s = s->next) s->mutex.unlock();
   w.config_mutex.unlock();
 }
 
-inline void nvtx_after_fork_in_child() noexcept {
+template <int = 0>
+void nvtx_after_fork_in_child() noexcept {
   NvtxState& w = nvtx_state();
   for (NvtxSession* s = w.sessions; s != nullptr; s = s->next) s->mutex.unlock();
   w.config_mutex.unlock();
@@ -215,15 +231,17 @@ inline void nvtx_after_fork_in_child() noexcept {
 }
 
 /// Joins the fork plan: from the first call that takes one of the wrapper's locks.
-inline void nvtx_join_fork_plan() noexcept {
+template <int = 0>
+void nvtx_join_fork_plan() noexcept {
   fork_participate(kForkNvtx, nvtx_before_fork, nvtx_after_fork_in_parent,
                    nvtx_after_fork_in_child);
 }
 
 // ---- enable, reset, names, marks ----------------------------------------------------------------
 
-inline std::string nvtx_describe(std::uint32_t flags, const std::string& domain,
-                                 const std::vector<std::uint32_t>& colors) {
+template <int = 0>
+std::string nvtx_describe(std::uint32_t flags, const std::string& domain,
+                          const std::vector<std::uint32_t>& colors) {
   std::string out = "sync_on_push=";
   out += (flags & NvtxState::kSyncPush) != 0 ? "true" : "false";
   out += ", sync_on_pop=";
@@ -236,7 +254,8 @@ inline std::string nvtx_describe(std::uint32_t flags, const std::string& domain,
   return out;
 }
 
-inline void* nvtx_find_or_create_domain(NvtxState& w, const std::string& name) {
+template <int = 0>
+void* nvtx_find_or_create_domain(NvtxState& w, const std::string& name) {
   if (name.empty()) {
     nvtx_api::initialize();
     return nullptr;  // NVTX's global domain
@@ -253,8 +272,9 @@ inline void* nvtx_find_or_create_domain(NvtxState& w, const std::string& name) {
 }
 
 /// NVTXRangeWrapper::enable.
-inline void nvtx_enable(NvtxState& w, bool sync_on_push, bool sync_on_pop, bool track,
-                        const std::string& domain_name, const std::vector<std::uint32_t>& colors) {
+template <int = 0>
+void nvtx_enable(NvtxState& w, bool sync_on_push, bool sync_on_pop, bool track,
+                 const std::string& domain_name, const std::vector<std::uint32_t>& colors) {
   nvtx_join_fork_plan();
   const std::uint32_t flags = NvtxState::kEnabled | (sync_on_push ? NvtxState::kSyncPush : 0u) |
                               (sync_on_pop ? NvtxState::kSyncPop : 0u) |
@@ -290,7 +310,7 @@ inline void nvtx_enable(NvtxState& w, bool sync_on_push, bool sync_on_pop, bool 
   w.sessions = session;
   w.session.store(session, std::memory_order_relaxed);
   w.domain.store(domain, std::memory_order_relaxed);
-  w.ops.store(&kNvtxOps, std::memory_order_relaxed);
+  w.ops.store(&kNvtxOps<>, std::memory_order_relaxed);
   w.options_domain = domain_name;
   w.options_colors = colors;
   // Threads named before enable() get their names now (nvtxNameOsThreadA takes any thread's id).
@@ -304,7 +324,8 @@ inline void nvtx_enable(NvtxState& w, bool sync_on_push, bool sync_on_pop, bool 
 }
 
 /// NVTXRangeWrapper::name_current_thread.
-inline void nvtx_name_current_thread(NvtxState& w, std::string_view name) {
+template <int = 0>
+void nvtx_name_current_thread(NvtxState& w, std::string_view name) {
   nvtx_join_fork_plan();
   NvtxThread& t = w.threads.local();
   std::string copy(name);
@@ -320,7 +341,8 @@ inline void nvtx_name_current_thread(NvtxState& w, std::string_view name) {
 }
 
 /// NVTXRangeWrapper::mark.
-inline void nvtx_mark(NvtxState& w, std::string_view message) {
+template <int = 0>
+void nvtx_mark(NvtxState& w, std::string_view message) {
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   if ((s & NvtxState::kEnabled) == 0) return;
   // Marks carry changing text ("iteration 17"): sent as text, not registered, so the name table
@@ -342,7 +364,8 @@ inline void nvtx_mark(NvtxState& w, std::string_view message) {
 }
 
 /// The test reset (nvtx_reset_for_testing).
-inline void nvtx_reset(NvtxState& w) {
+template <int = 0>
+void nvtx_reset(NvtxState& w) {
   nvtx_join_fork_plan();
   std::lock_guard<std::mutex> lock(w.config_mutex);
   w.generation = (w.generation + 1) & (~0u >> NvtxState::kGenerationShift);

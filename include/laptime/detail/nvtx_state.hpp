@@ -223,8 +223,9 @@ LAPTIME_ALWAYS_INLINE NvtxThread& nvtx_thread(NvtxState& w, std::uint32_t s, con
 /// Pushes `text` (with the call site's cached name in `resolved`, if any) when enabled. Returns
 /// the state it pushed under (0: nothing pushed); `pushed` gets the name (nullptr: beyond the
 /// table).
-inline std::uint32_t nvtx_push(NvtxState& w, std::string_view text,
-                               std::atomic<const NvtxName*>* resolved, const NvtxName** pushed) {
+LAPTIME_NOINLINE inline std::uint32_t nvtx_push(NvtxState& w, std::string_view text,
+                                                std::atomic<const NvtxName*>* resolved,
+                                                const NvtxName** pushed) {
   // Acquire (a plain load on x86) only on the enabled path: pairs with enable()'s release store.
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   if ((s & NvtxState::kEnabled) == 0) return 0;
