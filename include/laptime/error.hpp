@@ -69,8 +69,13 @@ inline const char* error_policy_name(ErrorPolicy policy) noexcept {
 
 namespace detail {
 
-struct ErrorState {
-  ErrorState() {
+// The functions below are templates (`template <int = 0>`, called as plain functions) so that a
+// file which includes this header but never reports an error — one that only pushes NVTX ranges —
+// does not compile them (issue 22's compile-cost goal); ErrorState is one for the same reason.
+
+template <int = 0>
+struct BasicErrorState {
+  BasicErrorState() {
     const auto text = env_value("LAPTIME_ON_ERROR");
     if (!text) return;
     if (const auto p = parse_error_policy(*text)) {
@@ -93,9 +98,11 @@ struct ErrorState {
   };
   std::vector<Warned> warned;  ///< by cause, in first-seen order (causes are few: one per site)
 };
+using ErrorState = BasicErrorState<>;
 
 /// The process-wide warning table and policy; joins the fork plan (kForkErrors) at first use.
-inline ErrorState& error_state() {
+template <int = 0>
+ErrorState& error_state() {
   return process_singleton<ErrorState>("errors", [](ErrorState&) {
     fork_participate(
         kForkErrors, [] { error_state().warned_mutex.lock(); },
@@ -106,7 +113,8 @@ inline ErrorState& error_state() {
 /// The one route of every warning and warned usage error: true the first time `key` (a cause)
 /// is seen in this process; later times are only counted, so that a cause repeated a million
 /// times prints one line. With a `repeat_note`, repeated_warnings() reports the count.
-inline bool first_time(std::string_view key, std::string_view repeat_note = {}) {
+template <int = 0>
+bool first_time(std::string_view key, std::string_view repeat_note = {}) {
   ErrorState& s = error_state();
   std::lock_guard<std::mutex> lock(s.warned_mutex);
   for (ErrorState::Warned& w : s.warned) {
@@ -120,8 +128,8 @@ inline bool first_time(std::string_view key, std::string_view repeat_note = {}) 
 }
 
 /// Prints "laptime: warning: <message>" to stderr the first time `key` is seen in this process.
-inline void warn_once(std::string_view key, std::string_view message,
-                      std::string_view repeat_note = {}) {
+template <int = 0>
+void warn_once(std::string_view key, std::string_view message, std::string_view repeat_note = {}) {
 #if LAPTIME_ENABLED
   if (!first_time(key, repeat_note)) return;
   std::fprintf(stderr, "laptime: warning: %.*s\n", static_cast<int>(message.size()),
@@ -134,7 +142,8 @@ inline void warn_once(std::string_view key, std::string_view message,
 }
 
 /// "<count> more <note>" for each cause warned about once and then repeated (reports show it).
-inline std::vector<std::string> repeated_warnings() {
+template <int = 0>
+std::vector<std::string> repeated_warnings() {
   std::vector<std::string> out;
 #if LAPTIME_ENABLED
   ErrorState& s = error_state();
@@ -152,9 +161,9 @@ inline std::vector<std::string> repeated_warnings() {
 /// Returns normally only under ErrorPolicy::Warn; callers then leave their state unchanged.
 /// A misuse that a program can repeat without bound (names past LAPTIME_MAX_NAMES) passes a
 /// `once_key`: under Warn it prints once and is counted after that (see first_time).
-[[gnu::cold]] inline void usage_error(std::string_view call, std::string_view what,
-                                      std::string_view once_key = {},
-                                      std::string_view repeat_note = {}) {
+template <int = 0>
+[[gnu::cold]] void usage_error(std::string_view call, std::string_view what,
+                               std::string_view once_key = {}, std::string_view repeat_note = {}) {
   const auto policy =
       static_cast<ErrorPolicy>(error_state().policy.load(std::memory_order_relaxed));
   if (policy == ErrorPolicy::Warn && !once_key.empty() && !first_time(once_key, repeat_note)) {
@@ -182,7 +191,8 @@ inline std::vector<std::string> repeated_warnings() {
 
 /// The rank of this process from its environment (detect_rank in detail/env.hpp, over getenv);
 /// a malformed variable is warned about once. Here rather than in env.hpp because it warns.
-inline RankInfo detect_rank() {
+template <int = 0>
+RankInfo detect_rank() {
   std::vector<std::string> warnings;
   const RankInfo info =
       detect_rank([](const char* name) -> const char* { return std::getenv(name); }, &warnings);
@@ -193,7 +203,8 @@ inline RankInfo detect_rank() {
 }  // namespace detail
 
 /// Sets what a usage error does, for the whole process (every copy of laptime in it).
-inline void set_error_policy(ErrorPolicy policy) noexcept {
+template <int = 0>
+void set_error_policy(ErrorPolicy policy) noexcept {
 #if LAPTIME_ENABLED
   detail::error_state().policy.store(static_cast<int>(policy), std::memory_order_relaxed);
 #else
@@ -202,7 +213,8 @@ inline void set_error_policy(ErrorPolicy policy) noexcept {
 }
 
 /// The policy now in force.
-inline ErrorPolicy error_policy() noexcept {
+template <int = 0>
+ErrorPolicy error_policy() noexcept {
 #if LAPTIME_ENABLED
   return static_cast<ErrorPolicy>(detail::error_state().policy.load(std::memory_order_relaxed));
 #else

@@ -261,6 +261,7 @@ class NVTXRangeWrapper {
   /// Does nothing and returns false when the wrapper is not enabled or CUDA is unavailable.
   ///
   ///   nvtx.profiler_start();  train();  nvtx.profiler_stop();
+  template <int = 0>  // compiled only where called, like enable()
   bool profiler_start() noexcept {
 #if LAPTIME_ENABLED
     return is_enabled() && detail::cuda_profiler_call(true);
@@ -268,6 +269,7 @@ class NVTXRangeWrapper {
     return false;
 #endif
   }
+  template <int = 0>
   bool profiler_stop() noexcept {
 #if LAPTIME_ENABLED
     return is_enabled() && detail::cuda_profiler_call(false);

@@ -3,6 +3,8 @@
 //
 // Used by the Stopwatch's do_cuda_sync and the NVTX wrapper's sync_on_push / sync_on_pop, which
 // include this rather than cuda.hpp: GPU event timing (detail/cuda_events.hpp) is not theirs.
+// The functions are templates (`template <int = 0>`, called as plain functions) so that a file
+// that includes this but never syncs does not compile them (issue 22's compile-cost goal).
 #pragma once
 
 #include <atomic>
@@ -36,11 +38,13 @@ struct CudaSyncState {
   CudaSyncHook* retired = nullptr;
 };
 
-inline CudaSyncState& cuda_sync_state() {
+template <int = 0>
+CudaSyncState& cuda_sync_state() {
   return process_singleton<CudaSyncState>("cuda_sync");
 }
 
-inline void cuda_warn_once(const char* key, const std::string& what) noexcept {
+template <int = 0>
+void cuda_warn_once(const char* key, const std::string& what) noexcept {
   try {
     warn_once(key, what);
   } catch (...) {  // a warning that cannot be built is not worth dying for
@@ -49,7 +53,8 @@ inline void cuda_warn_once(const char* key, const std::string& what) noexcept {
 
 #if LAPTIME_CUDA_DRIVER_API
 /// cuCtxSynchronize through `api` with laptime's warnings; true if the context was synchronised.
-inline bool cuda_synchronize_context(const CudaDriverApi& api) noexcept {
+template <int = 0>
+bool cuda_synchronize_context(const CudaDriverApi& api) noexcept {
   const CUresult r = api.ctx_synchronize();
   if (LAPTIME_LIKELY(r == CUDA_SUCCESS)) return true;
   if (r == CUDA_ERROR_INVALID_CONTEXT) {
@@ -72,7 +77,8 @@ inline bool cuda_synchronize_context(const CudaDriverApi& api) noexcept {
 #endif
 
 /// cuda::synchronize().
-inline bool cuda_synchronize() noexcept {
+template <int = 0>
+bool cuda_synchronize() noexcept {
 #if LAPTIME_ENABLED
   if (const auto* hook = cuda_sync_state().hook.load(std::memory_order_acquire)) {
     hook->fn(hook->user_data);
@@ -89,7 +95,8 @@ inline bool cuda_synchronize() noexcept {
 }
 
 /// cuda::set_sync_function().
-inline void cuda_set_sync_function(CudaSyncFunction fn, void* user_data) noexcept {
+template <int = 0>
+void cuda_set_sync_function(CudaSyncFunction fn, void* user_data) noexcept {
 #if LAPTIME_ENABLED
   auto* hook = fn != nullptr ? new (std::nothrow) CudaSyncHook{fn, user_data, nullptr} : nullptr;
   CudaSyncState& state = cuda_sync_state();
@@ -105,7 +112,8 @@ inline void cuda_set_sync_function(CudaSyncFunction fn, void* user_data) noexcep
 }
 
 /// cuda::profiler_start() (start) and cuda::profiler_stop().
-inline bool cuda_profiler_call(bool start) noexcept {
+template <int = 0>
+bool cuda_profiler_call(bool start) noexcept {
 #if LAPTIME_CUDA_DRIVER_API
   const CudaDriver& d = cuda_driver();
   if (d.available) {
