@@ -194,8 +194,7 @@ template <int = 0>
 template <int = 0>
 RankInfo detect_rank() {
   std::vector<std::string> warnings;
-  const RankInfo info =
-      detect_rank([](const char* name) -> const char* { return std::getenv(name); }, &warnings);
+  const RankInfo info = detect_rank(env_raw, &warnings);
   for (const std::string& w : warnings) warn_once("env:" + w.substr(0, w.find('=')), w);
   return info;
 }

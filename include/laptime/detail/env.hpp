@@ -42,12 +42,18 @@ inline std::optional<int> parse_int(std::string_view text) {
   return v;
 }
 
+/// getenv(name), for the parsers that take a getenv-like function (settings_from_env, detect_rank):
+/// `settings_from_env(detail::env_raw)`. Every read of the environment goes through here.
+inline const char* env_raw(const char* name) noexcept {
+  return std::getenv(name);
+}
+
 /// The one entry for laptime's environment (LAPTIME_* and the launchers' variables): the value of
 /// `name`, nullopt when unset or empty. Everything laptime reads from the environment goes
 /// through here or through a getenv-like function handed to a parser (settings_from_env,
 /// detect_rank), so tests can feed it.
 inline std::optional<std::string_view> env_value(const char* name) {
-  const char* v = std::getenv(name);
+  const char* v = env_raw(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string_view(v);
 }

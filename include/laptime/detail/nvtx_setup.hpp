@@ -233,6 +233,9 @@ void nvtx_after_fork_in_child() noexcept {
 /// Joins the fork plan: from the first call that takes one of the wrapper's locks.
 template <int = 0>
 void nvtx_join_fork_plan() noexcept {
+  // The warning table first: enable() warns while holding the config mutex, and the table's first
+  // use joins the plan too, which must not happen with one of the plan's locks held.
+  (void)error_state();
   fork_participate(kForkNvtx, nvtx_before_fork, nvtx_after_fork_in_parent,
                    nvtx_after_fork_in_child);
 }

@@ -43,6 +43,7 @@
 #include <new>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/env.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
@@ -124,7 +125,7 @@ inline void anchor_parse(const char* text, std::uintptr_t& addr, std::uint64_t& 
 inline ProcessAnchor* anchor_from_env() noexcept {
   std::uintptr_t addr;
   std::uint64_t nonce;
-  anchor_parse(std::getenv(LAPTIME_ANCHOR_ENV), addr, nonce);
+  anchor_parse(env_raw(LAPTIME_ANCHOR_ENV), addr, nonce);
   return anchor_is_valid(addr, nonce) ? reinterpret_cast<ProcessAnchor*>(addr) : nullptr;
 }
 
@@ -351,10 +352,11 @@ struct ForkPlan {
     void (*child)() = nullptr;
   };
   static constexpr int kMax = 8;
-  std::atomic<long> lock{0};  // an AnchorLock-style spin lock: held from prepare to parent/child
+  std::atomic<long> lock{0};  // held from prepare to parent/child, and to add a participant
   std::atomic<bool> registered{false};
-  int count = 0;
-  Participant participants[kMax];  // sorted by rank
+  std::atomic<int> count{0};       // published after its entry is written
+  Participant participants[kMax];  // in the order they joined; never changed once published
+  int order[kMax] = {};            // by rank, computed under the lock in prepare
 };
 
 inline ForkPlan& fork_plan() {
@@ -372,35 +374,53 @@ inline void fork_plan_lock(ForkPlan& f) noexcept {
 inline void fork_prepare() noexcept {
   ForkPlan& f = fork_plan();
   fork_plan_lock(f);
-  for (int i = 0; i < f.count; ++i) f.participants[i].prepare();
+  const int n = f.count.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) {  // ranks ascending (a handful of entries: an insertion sort)
+    int at = i;
+    for (; at > 0 && f.participants[f.order[at - 1]].rank > f.participants[i].rank; --at) {
+      f.order[at] = f.order[at - 1];
+    }
+    f.order[at] = i;
+  }
+  for (int i = 0; i < n; ++i) f.participants[f.order[i]].prepare();
 }
 
 inline void fork_parent() noexcept {
   ForkPlan& f = fork_plan();
-  for (int i = f.count - 1; i >= 0; --i) f.participants[i].parent();
+  for (int i = f.count.load(std::memory_order_relaxed) - 1; i >= 0; --i) {
+    f.participants[f.order[i]].parent();
+  }
   f.lock.store(0, std::memory_order_release);
 }
 
 inline void fork_child() noexcept {
   ForkPlan& f = fork_plan();
-  for (int i = f.count - 1; i >= 0; --i) f.participants[i].child();
+  for (int i = f.count.load(std::memory_order_relaxed) - 1; i >= 0; --i) {
+    f.participants[f.order[i]].child();
+  }
   f.lock.store(0, std::memory_order_release);
 }
 
-/// Joins the fork plan above with the handlers of the object of `rank` (once per process: a
-/// rank already in the plan is not added again). Cold: call where the object's locks first matter.
+/// Joins the fork plan above with the handlers of the object of `rank`, once per process (a rank
+/// already in the plan returns at once, without the plan's lock). Cold: call where the object's
+/// locks first matter, and while holding none of the plan's locks (a fork in progress holds the
+/// plan's lock until it has every participant's).
 LAPTIME_NOINLINE inline void fork_participate(ForkRank rank, void (*prepare)(), void (*parent)(),
                                               void (*child)()) noexcept {
   ForkPlan& f = fork_plan();
-  fork_plan_lock(f);
-  bool present = false;
-  for (int i = 0; i < f.count; ++i) present = present || f.participants[i].rank == rank;
-  if (!present && f.count < ForkPlan::kMax) {
-    int at = f.count++;
-    for (; at > 0 && f.participants[at - 1].rank > rank; --at) {
-      f.participants[at] = f.participants[at - 1];
+  auto present = [&f, rank] {
+    const int n = f.count.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) {
+      if (f.participants[i].rank == rank) return true;
     }
-    f.participants[at] = ForkPlan::Participant{rank, prepare, parent, child};
+    return false;
+  };
+  if (present()) return;
+  fork_plan_lock(f);
+  const int n = f.count.load(std::memory_order_relaxed);
+  if (!present() && n < ForkPlan::kMax) {
+    f.participants[n] = ForkPlan::Participant{rank, prepare, parent, child};
+    f.count.store(n + 1, std::memory_order_release);
   }
   f.lock.store(0, std::memory_order_release);
   if (!f.registered.exchange(true)) ::pthread_atfork(fork_prepare, fork_parent, fork_child);
