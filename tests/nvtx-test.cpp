@@ -15,6 +15,7 @@
 
 // A small name table, so that the case about names beyond it needs few names.
 #define LAPTIME_NVTX_MAX_NAMES 16
+#include "laptime/cuda.hpp"  // set_sync_function: nvtx.hpp no longer includes cuda.hpp
 #include "laptime/nvtx.hpp"
 #include "laptime/stopwatch.hpp"
 
