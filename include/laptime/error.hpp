@@ -14,7 +14,6 @@
 
 #include <pthread.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -152,7 +151,10 @@ std::vector<std::string> repeated_warnings() {
     if (w.repeats == 0 || w.repeat_note.empty()) continue;
     out.push_back(std::to_string(w.repeats) + " more " + w.repeat_note);
   }
-  std::sort(out.begin(), out.end());
+  // Sorted (an insertion sort: a few lines, and no <algorithm> for every file that includes this).
+  for (std::size_t i = 1; i < out.size(); ++i) {
+    for (std::size_t j = i; j > 0 && out[j] < out[j - 1]; --j) out[j].swap(out[j - 1]);
+  }
 #endif
   return out;
 }

@@ -182,7 +182,7 @@ class NVTXRangeWrapper {
   void range_push(std::string_view name) {
 #if LAPTIME_ENABLED
     if (LAPTIME_LIKELY(!is_enabled())) return;
-    (void)detail::nvtx_push(detail::nvtx_state(), name, nullptr, nullptr);
+    detail::nvtx_push_text(detail::nvtx_state(), name);
 #else
     (void)name;
 #endif

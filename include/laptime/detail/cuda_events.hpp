@@ -205,6 +205,8 @@ inline std::size_t GpuEventPool::grow(std::uint32_t pool, std::size_t pairs) noe
       pairs_.push_back(p);
       pools_[pool].free.push_back(static_cast<std::uint32_t>(pairs_.size() - 1));
     }
+    // Every pair can be pending once at most: with this, stop() never allocates.
+    pending_.reserve(pairs_.size());
   } catch (...) {  // out of host memory: keep what was made
   }
   return made;

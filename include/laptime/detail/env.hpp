@@ -6,13 +6,11 @@
 
 #include <unistd.h>
 
-#include <charconv>
 #include <climits>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
 
 #include "laptime/config.hpp"
@@ -35,11 +33,22 @@ inline std::optional<bool> parse_bool(std::string_view text) {
 inline std::optional<int> parse_int(std::string_view text) {
   while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
   while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  const bool negative = !text.empty() && text.front() == '-';
+  if (negative) text.remove_prefix(1);
   if (text.empty()) return std::nullopt;
-  int v = 0;
-  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (r.ec != std::errc() || r.ptr != text.data() + text.size()) return std::nullopt;
-  return v;
+  // Accumulated as a negative number, whose range holds INT_MIN. (A loop rather than
+  // std::from_chars: <charconv> costs every file that reads the environment a parse.)
+  long long v = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 - (c - '0');
+    if (v < static_cast<long long>(INT_MIN)) return std::nullopt;
+  }
+  if (!negative) {
+    if (-v > static_cast<long long>(INT_MAX)) return std::nullopt;
+    v = -v;
+  }
+  return static_cast<int>(v);
 }
 
 /// getenv(name), for the parsers that take a getenv-like function (settings_from_env, detect_rank):

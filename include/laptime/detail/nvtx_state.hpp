@@ -210,51 +210,73 @@ LAPTIME_ALWAYS_INLINE NvtxState& nvtx_state() {
 
 // ---- The hot path -----------------------------------------------------------------------------
 
-LAPTIME_ALWAYS_INLINE NvtxThread& nvtx_thread(NvtxState& w, std::uint32_t s, const NvtxOps& ops) {
+/// The ops table: read only on the rare branches (set before the first kEnabled, never cleared).
+LAPTIME_ALWAYS_INLINE const NvtxOps& nvtx_ops(NvtxState& w) noexcept {
+  return *w.ops.load(std::memory_order_relaxed);
+}
+
+LAPTIME_ALWAYS_INLINE NvtxThread& nvtx_thread(NvtxState& w, std::uint32_t s) {
   NvtxThread* t = w.threads.find_local();
-  if (LAPTIME_UNLIKELY(t == nullptr)) t = &ops.attach(w);
+  if (LAPTIME_UNLIKELY(t == nullptr)) t = &nvtx_ops(w).attach(w);
   const std::uint32_t gen = s >> NvtxState::kGenerationShift;
   if (LAPTIME_UNLIKELY(t->generation != gen)) {
-    ops.refresh(*t, gen, w.session.load(std::memory_order_relaxed));
+    nvtx_ops(w).refresh(*t, gen, w.session.load(std::memory_order_relaxed));
   }
   return *t;
 }
 
-/// Pushes `text` (with the call site's cached name in `resolved`, if any) when enabled. Returns
-/// the state it pushed under (0: nothing pushed); `pushed` gets the name (nullptr: beyond the
-/// table).
+/// Pushes `name` (nullptr: a name beyond the table, sent as `text`) on thread `t` under state `s`.
+LAPTIME_ALWAYS_INLINE void nvtx_push_name(NvtxState& w, NvtxThread& t, std::uint32_t s,
+                                          std::string_view text, const NvtxName* name) {
+  if (LAPTIME_UNLIKELY(name == nullptr)) {
+    nvtx_ops(w).push_unregistered(t, text, (s & NvtxState::kTrack) != 0);
+    return;
+  }
+  if ((s & NvtxState::kTrack) != 0) {
+    // Grow the stack before NVTX sees the push, so that an allocation failure leaves both
+    // unchanged.
+    if (LAPTIME_UNLIKELY(t.stack.size == t.stack.capacity)) nvtx_ops(w).grow_stack(t);
+    t.stack.data[t.stack.size++] = name;
+  }
+  nvtx_api::push(t.domain, &name->attributes);
+}
+
+/// range_push(text), inlined where it is called: the thread's cache by the text's pointer.
+inline void nvtx_push_text(NvtxState& w, std::string_view text) {
+  // Acquire (a plain load on x86) only on the enabled path: pairs with enable()'s release store.
+  const std::uint32_t s = w.state.load(std::memory_order_acquire);
+  if ((s & NvtxState::kEnabled) == 0) return;
+  if ((s & NvtxState::kSyncPush) != 0) nvtx_ops(w).sync();
+  NvtxThread& t = nvtx_thread(w, s);
+  const NvtxName* name = t.find_cached(text);
+  if (LAPTIME_UNLIKELY(name == nullptr)) name = nvtx_ops(w).find_slow(t, text);
+  nvtx_push_name(w, t, s, text, name);
+}
+
+/// Pushes `text` with the call site's cached name in `resolved` (a NVTXRangeName), for the scoped
+/// ranges and range_push(NVTXRangeName). Returns the state it pushed under (0: nothing pushed);
+/// `pushed` gets the name (nullptr: beyond the table). Out of line: one copy per file rather than
+/// one per LAPTIME_RANGE keeps the compile cost down, and the handle makes the call cheap anyway.
 LAPTIME_NOINLINE inline std::uint32_t nvtx_push(NvtxState& w, std::string_view text,
                                                 std::atomic<const NvtxName*>* resolved,
                                                 const NvtxName** pushed) {
-  // Acquire (a plain load on x86) only on the enabled path: pairs with enable()'s release store.
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   if ((s & NvtxState::kEnabled) == 0) return 0;
-  const NvtxOps& ops = *w.ops.load(std::memory_order_relaxed);
-  if ((s & NvtxState::kSyncPush) != 0) ops.sync();
-  NvtxThread& t = nvtx_thread(w, s, ops);
+  if ((s & NvtxState::kSyncPush) != 0) nvtx_ops(w).sync();
+  NvtxThread& t = nvtx_thread(w, s);
   const NvtxName* name = nullptr;
   if (resolved != nullptr) {
     name = resolved->load(std::memory_order_acquire);
     if (LAPTIME_UNLIKELY(name == nullptr || name->generation != t.generation)) {
       name = t.find_cached(text);
-      if (name == nullptr) name = ops.find_slow(t, text);
+      if (name == nullptr) name = nvtx_ops(w).find_slow(t, text);
       if (name != nullptr) resolved->store(name, std::memory_order_release);
     }
   } else {
     name = t.find_cached(text);
-    if (LAPTIME_UNLIKELY(name == nullptr)) name = ops.find_slow(t, text);
+    if (LAPTIME_UNLIKELY(name == nullptr)) name = nvtx_ops(w).find_slow(t, text);
   }
-  if (LAPTIME_UNLIKELY(name == nullptr)) {
-    ops.push_unregistered(t, text, (s & NvtxState::kTrack) != 0);
-  } else {
-    if ((s & NvtxState::kTrack) != 0) {
-      // Grow the stack before NVTX sees the push, so that an allocation failure leaves both
-      // unchanged.
-      if (LAPTIME_UNLIKELY(t.stack.size == t.stack.capacity)) ops.grow_stack(t);
-      t.stack.data[t.stack.size++] = name;
-    }
-    nvtx_api::push(t.domain, &name->attributes);
-  }
+  nvtx_push_name(w, t, s, text, name);
   if (pushed != nullptr) *pushed = name;
   return s;
 }
@@ -265,16 +287,15 @@ inline void nvtx_pop(NvtxState& w, std::string_view expected,
                      const std::atomic<const NvtxName*>* resolved, bool check) {
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   if ((s & NvtxState::kEnabled) == 0) return;
-  const NvtxOps& ops = *w.ops.load(std::memory_order_relaxed);
   if ((s & NvtxState::kTrack) == 0) {
-    if ((s & NvtxState::kSyncPop) != 0) ops.sync();
+    if ((s & NvtxState::kSyncPop) != 0) nvtx_ops(w).sync();
     nvtx_api::pop(w.domain.load(std::memory_order_relaxed));
     return;
   }
-  NvtxThread& t = nvtx_thread(w, s, ops);
+  NvtxThread& t = nvtx_thread(w, s);
   // The check comes before the sync and the pop: on a mismatch nothing at all happens.
   if (LAPTIME_UNLIKELY(t.stack.empty())) {
-    ops.pop_error(t, expected, check ? kPopChecked : kPopPlain);
+    nvtx_ops(w).pop_error(t, expected, check ? kPopChecked : kPopPlain);
     return;
   }
   const NvtxName* top = t.stack.back();
@@ -284,11 +305,11 @@ inline void nvtx_pop(NvtxState& w, std::string_view expected,
                                            same_text(top->text, expected)
                                      : std::string_view(t.unregistered.back()) == expected;
     if (LAPTIME_UNLIKELY(!same)) {
-      ops.pop_error(t, expected, kPopChecked);
+      nvtx_ops(w).pop_error(t, expected, kPopChecked);
       return;
     }
   }
-  if ((s & NvtxState::kSyncPop) != 0) ops.sync();
+  if ((s & NvtxState::kSyncPop) != 0) nvtx_ops(w).sync();
   if (LAPTIME_UNLIKELY(top == nullptr)) t.unregistered.pop_back();
   t.stack.pop_back();
   nvtx_api::pop(t.domain);
@@ -300,9 +321,8 @@ inline void nvtx_pop_scoped(NvtxState& w, std::uint32_t pushed_state,
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   // Disabled or re-enabled (test reset) since the push: that range is not this wrapper's anymore.
   if (s != pushed_state) return;
-  const NvtxOps& ops = *w.ops.load(std::memory_order_relaxed);
   if ((s & NvtxState::kTrack) == 0) {
-    if ((s & NvtxState::kSyncPop) != 0) ops.sync();
+    if ((s & NvtxState::kSyncPop) != 0) nvtx_ops(w).sync();
     nvtx_api::pop(w.domain.load(std::memory_order_relaxed));
     return;
   }
@@ -311,13 +331,14 @@ inline void nvtx_pop_scoped(NvtxState& w, std::uint32_t pushed_state,
                     t->generation == (s >> NvtxState::kGenerationShift);
   if (LAPTIME_UNLIKELY(!same)) {
     // pop_error reports a destructor's error without throwing (it may run during unwinding).
-    ops.pop_error(t != nullptr ? *t : ops.attach(w),
-                  pushed != nullptr ? std::string_view(pushed->text)
-                                    : std::string_view("(a range beyond LAPTIME_NVTX_MAX_NAMES)"),
-                  kPopScoped);
+    nvtx_ops(w).pop_error(t != nullptr ? *t : nvtx_ops(w).attach(w),
+                          pushed != nullptr
+                              ? std::string_view(pushed->text)
+                              : std::string_view("(a range beyond LAPTIME_NVTX_MAX_NAMES)"),
+                          kPopScoped);
     return;
   }
-  if ((s & NvtxState::kSyncPop) != 0) ops.sync();
+  if ((s & NvtxState::kSyncPop) != 0) nvtx_ops(w).sync();
   if (pushed == nullptr) t->unregistered.pop_back();
   t->stack.pop_back();
   nvtx_api::pop(t->domain);
