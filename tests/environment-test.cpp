@@ -258,3 +258,19 @@ int main(int argc, char** argv) {
   context.applyCommandLine(argc, argv);
   return context.run();
 }
+
+TEST_CASE(
+    "error-policy names have one parser, shared by LAPTIME_ON_ERROR and the Python extension: "
+    "exact lower-case names only, and each policy's name reads back as itself") {
+  using laptime::ErrorPolicy;
+  CHECK(laptime::parse_error_policy("throw") == ErrorPolicy::Throw);
+  CHECK(laptime::parse_error_policy("warn") == ErrorPolicy::Warn);
+  CHECK(laptime::parse_error_policy("abort") == ErrorPolicy::Abort);
+  for (const char* bad : {"", "Warn", "WARN", " warn", "warn ", "warning", "ignore", "thro"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(laptime::parse_error_policy(bad).has_value());
+  }
+  for (const ErrorPolicy p : {ErrorPolicy::Throw, ErrorPolicy::Warn, ErrorPolicy::Abort}) {
+    CHECK(laptime::parse_error_policy(laptime::error_policy_name(p)) == p);
+  }
+}

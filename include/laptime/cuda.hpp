@@ -13,19 +13,16 @@
 // warns once and host timing goes on. docs/cuda.md has the details and the H200 measurements.
 #pragma once
 
-#include <atomic>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
-#include <new>
 #include <string>
-#include <vector>
+#include <utility>
 
 #include "laptime/config.hpp"
 #include "laptime/detail/cuda_driver.hpp"
+#include "laptime/detail/cuda_events.hpp"
+#include "laptime/detail/cuda_sync.hpp"
 #include "laptime/detail/process_singleton.hpp"
-#include "laptime/error.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace cuda {
@@ -83,123 +80,19 @@ inline void* current_context() noexcept {
 ///   laptime::cuda::set_sync_function(
 ///       [](void* s) { cudaStreamSynchronize(static_cast<cudaStream_t>(s)); }, stream);
 /// It must not throw. Pass nullptr to go back to cuCtxSynchronize.
-using SyncFunction = void (*)(void* user_data);
-
-}  // namespace cuda
-
-namespace detail {
-
-struct CudaSyncHook {
-  cuda::SyncFunction fn;
-  void* user_data;
-  CudaSyncHook* retired_next;
-};
-
-struct CudaSyncState {
-  // One pointer, so that a sync never sees the function of one call and the data of another.
-  // Replaced hooks are kept (on the retired list, a few bytes each) rather than freed: a sync on
-  // another thread may still be calling one, and installing a hook is rare.
-  std::atomic<CudaSyncHook*> hook{nullptr};
-  std::mutex set_mutex;
-  CudaSyncHook* retired = nullptr;
-};
-
-inline CudaSyncState& cuda_sync_state() {
-  return process_singleton<CudaSyncState>("cuda_sync");
-}
-
-inline void cuda_warn_once(const char* key, const std::string& what) noexcept {
-  try {
-    warn_once(key, what);
-  } catch (...) {  // a warning that cannot be built is not worth dying for
-  }
-}
-
-#if LAPTIME_CUDA_DRIVER_API
-/// cuCtxSynchronize through `api` with laptime's warnings; true if the context was synchronised.
-inline bool cuda_synchronize_context(const CudaDriverApi& api) noexcept {
-  const CUresult r = api.ctx_synchronize();
-  if (LAPTIME_LIKELY(r == CUDA_SUCCESS)) return true;
-  if (r == CUDA_ERROR_INVALID_CONTEXT) {
-    std::string who;
-    try {
-      who = thread_label();
-    } catch (...) {
-    }
-    cuda_warn_once("cuda-sync-no-context",
-                   "CUDA sync requested on " + who +
-                       ", which has no current CUDA context (make the device current first, "
-                       "e.g. cudaSetDevice / torch.cuda.set_device); timing goes on without "
-                       "the sync");
-  } else {
-    cuda_warn_once("cuda-sync-failed", "cuCtxSynchronize failed: " + cuda_error_text(api, r) +
-                                           "; timing goes on without the sync");
-  }
-  return false;
-}
-#endif
-
-inline bool cuda_profiler_call(bool start) noexcept {
-#if LAPTIME_CUDA_DRIVER_API
-  const CudaDriver& d = cuda_driver();
-  if (d.available) {
-    const CUresult r = start ? d.api.profiler_start() : d.api.profiler_stop();
-    if (r == CUDA_SUCCESS) return true;
-    cuda_warn_once(start ? "cuda-profiler-start" : "cuda-profiler-stop",
-                   std::string(start ? "cuProfilerStart" : "cuProfilerStop") +
-                       " failed: " + cuda_error_text(d.api, r));
-    return false;
-  }
-#endif
-#if LAPTIME_ENABLED
-  cuda_warn_once("cuda-profiler-unavailable",
-                 "CUDA profiler start/stop requested but CUDA is " + cuda_driver().status);
-#endif
-  (void)start;
-  return false;
-}
-
-}  // namespace detail
-
-namespace cuda {
+using SyncFunction = laptime::detail::CudaSyncFunction;
 
 /// Installs `fn(user_data)` as the sync used by synchronize() (the Stopwatch's do_cuda_sync and the
 /// NVTX wrapper's sync_on_push / sync_on_pop), for the whole process.
 inline void set_sync_function(SyncFunction fn, void* user_data) noexcept {
-#if LAPTIME_ENABLED
-  auto* hook = fn != nullptr ? new (std::nothrow)
-                                   laptime::detail::CudaSyncHook{fn, user_data, nullptr}
-                             : nullptr;
-  laptime::detail::CudaSyncState& state = laptime::detail::cuda_sync_state();
-  std::lock_guard<std::mutex> lock(state.set_mutex);
-  if (laptime::detail::CudaSyncHook* old = state.hook.exchange(hook, std::memory_order_acq_rel)) {
-    old->retired_next = state.retired;
-    state.retired = old;
-  }
-#else
-  (void)fn;
-  (void)user_data;
-#endif
+  laptime::detail::cuda_set_sync_function(fn, user_data);
 }
 
 /// Synchronises the calling thread's current CUDA context (the device the framework made
 /// current), or calls the installed SyncFunction. Without a driver, device or current context it
 /// warns once and returns false; timing goes on. Cost: a full device drain (that is the point).
 inline bool synchronize() noexcept {
-#if LAPTIME_ENABLED
-  if (const auto* hook = laptime::detail::cuda_sync_state().hook.load(std::memory_order_acquire)) {
-    hook->fn(hook->user_data);
-    return true;
-  }
-  const laptime::detail::CudaDriver& d = laptime::detail::cuda_driver();
-#if LAPTIME_CUDA_DRIVER_API
-  if (LAPTIME_LIKELY(d.available)) return laptime::detail::cuda_synchronize_context(d.api);
-#endif
-  laptime::detail::cuda_warn_once(
-      "cuda-sync-unavailable",
-      "CUDA sync requested but CUDA is " + d.status + "; timing goes on without the sync");
-#endif
-  return false;
+  return laptime::detail::cuda_synchronize();
 }
 
 /// cuProfilerStart / cuProfilerStop on the current context, for
@@ -225,480 +118,93 @@ inline bool profiler_stop() noexcept {
 /// or in batches, are recycled once resolved and are never destroyed per interval. They time
 /// (CU_EVENT_DEFAULT; never CU_EVENT_DISABLE_TIMING). Thread-safe: an internal mutex guards the
 /// bookkeeping; the cuEventRecord calls run outside it. Nothing here synchronises the device
-/// except drain() and, where asked, reserve() creating events.
+/// except drain() and, where asked, reserve() creating events. (detail/cuda_events.hpp)
 class GpuEventTimer {
  public:
-  static constexpr std::uint32_t kInvalid = 0xffffffffu;
+  static constexpr std::uint32_t kInvalid = laptime::detail::GpuEventPool::kInvalid;
+  /// Counters for tests and reports: events_created, contexts, in_flight, pending, resolved,
+  /// dropped, grown_in_start (pool batches created inside start(), not ahead of time).
+  using Stats = laptime::detail::GpuEventStats;
 
   /// The process-wide timer (shared by every copy of the header, like the Stopwatch).
-  static GpuEventTimer& instance();
-
-  /// Counters for tests and reports.
-  struct Stats {
-    std::size_t events_created = 0;  // total cuEventCreate calls, all contexts
-    std::size_t contexts = 0;        // pools, one per context seen at start()
-    std::size_t in_flight = 0;       // started, not yet stopped
-    std::size_t pending = 0;         // stopped, not yet resolved
-    std::size_t resolved = 0;        // handed to on_done so far
-    std::size_t dropped = 0;         // could not be resolved (driver error, destroyed context)
-    std::size_t grown_in_start = 0;  // pool batches created inside start() (not ahead of time)
-  };
+  static GpuEventTimer& instance() {
+    return laptime::detail::process_singleton<GpuEventTimer>("cuda_event_timer");
+  }
 
 #if LAPTIME_CUDA_DRIVER_API
   /// A timer on the given driver table (nullptr: unavailable). Use instance(); this is for tests
   /// and for drivers loaded some other way.
-  explicit GpuEventTimer(const laptime::detail::CudaDriverApi* api) noexcept : api_(api) {}
+  explicit GpuEventTimer(const laptime::detail::CudaDriverApi* api) noexcept : pool_(api) {}
 #endif
   GpuEventTimer(const GpuEventTimer&) = delete;
   GpuEventTimer& operator=(const GpuEventTimer&) = delete;
 
   /// Whether start() can succeed at all (a driver and a device).
   bool available() const noexcept {
-#if LAPTIME_CUDA_DRIVER_API
-    return api_ != nullptr;
-#else
-    return false;
-#endif
+    return pool_.available();
   }
 
   /// Records a start event on `stream` (nullptr: the legacy default stream of the current
   /// context; otherwise a CUstream / cudaStream_t / PyTorch stream handle). Returns a token for
   /// stop(), or kInvalid if unavailable, if no context is current, or if `stream` is capturing a
   /// CUDA graph (timing events would become graph nodes). Costs one cuEventRecord; no sync.
-  std::uint32_t start(void* stream) noexcept;
+  std::uint32_t start(void* stream) noexcept {
+    return pool_.start(stream);
+  }
 
   /// Records the end event of `token`'s pair on `stream`; `tag` is the caller's, handed back to
   /// on_done when the pair is resolved. kInvalid is ignored.
-  void stop(std::uint32_t token, void* stream, std::uint64_t tag) noexcept;
+  void stop(std::uint32_t token, void* stream, std::uint64_t tag) noexcept {
+    pool_.stop(token, stream, tag);
+  }
 
   /// Returns `token`'s pair to the pool without timing it (an interval abandoned after start()).
-  void cancel(std::uint32_t token) noexcept;
+  void cancel(std::uint32_t token) noexcept {
+    pool_.cancel(token);
+  }
 
   /// Non-blocking: calls on_done(tag, gpu_ns) for each stopped pair whose events completed, in
   /// no particular order, outside the timer's lock. Returns how many stopped pairs still pend.
   template <class F>
   std::size_t poll(F&& on_done) {
-#if LAPTIME_CUDA_DRIVER_API
-    thread_local std::vector<Done> ready;  // keeps its capacity: no allocation per iteration
-    ready.clear();
-    const std::size_t left = collect(ready, /*top_up=*/true);
-    for (const Done& d : ready) on_done(d.tag, d.gpu_ns);
-    return left;
-#else
-    (void)on_done;
-    return 0;
-#endif
+    return pool_.poll(std::forward<F>(on_done));
   }
 
   /// Blocking: waits for every stopped pair (cuEventSynchronize), then reports them like poll().
   /// For report time, never inside the loop. Pairs started but not stopped are left alone.
   template <class F>
   void drain(F&& on_done) {
-#if LAPTIME_CUDA_DRIVER_API
-    wait_pending();
-    std::vector<Done> ready;
-    (void)collect(ready, /*top_up=*/false);
-    for (const Done& d : ready) on_done(d.tag, d.gpu_ns);
-#else
-    (void)on_done;
-#endif
+    pool_.drain(std::forward<F>(on_done));
   }
 
   /// Calls f(tag) for every stopped pair not resolved yet, under the timer's lock (f must not
   /// call the timer). Lets a report say which names still wait for the GPU.
   template <class F>
   void for_each_pending(F&& f) const {
-#if LAPTIME_CUDA_DRIVER_API
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const std::uint32_t token : pending_) f(pairs_[token].tag);
-#else
-    (void)f;
-#endif
+    pool_.for_each_pending(std::forward<F>(f));
   }
 
   /// Creates events ahead of time so that at least `pairs` pairs are free in the context current
   /// on the calling thread (call at setup, e.g. after enabling GPU timing). Returns the free count.
-  std::size_t reserve(std::size_t pairs) noexcept;
+  std::size_t reserve(std::size_t pairs) noexcept {
+    return pool_.reserve(pairs);
+  }
 
   /// Forgets stopped pairs that were not resolved yet (their results are dropped) and returns
   /// them to the pool. Pairs in flight stay valid.
-  void reset() noexcept;
+  void reset() noexcept {
+    pool_.reset();
+  }
 
-  Stats stats() const;
+  Stats stats() const {
+    return pool_.stats();
+  }
 
  private:
   friend struct laptime::detail::SingletonHolder<GpuEventTimer>;
-  GpuEventTimer() noexcept;
-
-#if LAPTIME_CUDA_DRIVER_API
-  struct Done {
-    std::uint64_t tag;
-    std::uint64_t gpu_ns;
-  };
-  enum class State : std::uint8_t { Free, Started, Stopping, Stopped, Dead };
-  struct Pair {
-    CUevent start = nullptr;
-    CUevent end = nullptr;
-    CUstream stream = nullptr;  // where the end event was recorded
-    std::uint64_t tag = 0;
-    std::uint32_t pool = 0;
-    State state = State::Free;
-  };
-  struct Pool {
-    CUcontext ctx = nullptr;
-    std::vector<std::uint32_t> free;  // indices into pairs_
-  };
-
-  // Pairs are created in batches: one cuEventCreate costs about a microsecond, so a batch keeps
-  // the pool's growth off most starts; kSpare free pairs are kept by poll() (off the interval).
-  static constexpr std::size_t kBatch = 32;
-  static constexpr std::size_t kSpare = 16;
-
-  std::uint32_t pool_for(CUcontext ctx);
-  std::size_t grow(std::uint32_t pool, std::size_t pairs) noexcept;
-  bool with_context(CUcontext ctx, bool& pushed) noexcept;
-  void release_context(bool pushed) noexcept;
-  std::size_t collect(std::vector<Done>& ready, bool top_up);
-  void wait_pending();
-  void warn(const char* key, const std::string& what) const noexcept;
-
-  const laptime::detail::CudaDriverApi* api_ = nullptr;
-  mutable std::mutex mutex_;
-  std::vector<Pair> pairs_;
-  std::vector<Pool> pools_;
-  std::vector<std::uint32_t> pending_;
-  Stats stats_;
-#endif
+  GpuEventTimer() noexcept = default;
+  laptime::detail::GpuEventPool pool_;
 };
-
-#if LAPTIME_CUDA_DRIVER_API
-
-inline GpuEventTimer::GpuEventTimer() noexcept {
-  const laptime::detail::CudaDriver& d = laptime::detail::cuda_driver();
-  api_ = d.available ? &d.api : nullptr;
-}
-
-inline void GpuEventTimer::warn(const char* key, const std::string& what) const noexcept {
-  laptime::detail::cuda_warn_once(key, what);
-}
-
-inline std::uint32_t GpuEventTimer::pool_for(CUcontext ctx) {
-  for (std::uint32_t i = 0; i < pools_.size(); ++i) {
-    if (pools_[i].ctx == ctx) return i;
-  }
-  pools_.push_back(Pool{ctx, {}});
-  pools_.back().free.reserve(kBatch * 4);
-  stats_.contexts = pools_.size();
-  return static_cast<std::uint32_t>(pools_.size() - 1);
-}
-
-// Caller holds mutex_ and has made the pool's context current.
-inline std::size_t GpuEventTimer::grow(std::uint32_t pool, std::size_t pairs) noexcept {
-  std::size_t made = 0;
-  try {
-    for (; made < pairs; ++made) {
-      Pair p;
-      p.pool = pool;
-      // CU_EVENT_DEFAULT: the events must time (never CU_EVENT_DISABLE_TIMING), and a blocking
-      // sync flag would only matter to drain().
-      if (api_->event_create(&p.start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) break;
-      if (api_->event_create(&p.end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-        (void)api_->event_destroy(p.start);
-        ++stats_.events_created;
-        break;
-      }
-      stats_.events_created += 2;
-      pairs_.push_back(p);
-      pools_[pool].free.push_back(static_cast<std::uint32_t>(pairs_.size() - 1));
-    }
-  } catch (...) {  // out of host memory: keep what was made
-  }
-  return made;
-}
-
-// Makes `ctx` current on this thread if it is not (pushed = true then); false if that failed.
-inline bool GpuEventTimer::with_context(CUcontext ctx, bool& pushed) noexcept {
-  pushed = false;
-  CUcontext cur = nullptr;
-  if (api_->ctx_get_current(&cur) == CUDA_SUCCESS && cur == ctx) return true;
-  if (api_->ctx_push_current(ctx) != CUDA_SUCCESS) return false;
-  pushed = true;
-  return true;
-}
-
-inline void GpuEventTimer::release_context(bool pushed) noexcept {
-  if (pushed) {
-    CUcontext popped = nullptr;
-    (void)api_->ctx_pop_current(&popped);
-  }
-}
-
-inline std::uint32_t GpuEventTimer::start(void* stream) noexcept {
-  if (LAPTIME_UNLIKELY(api_ == nullptr)) {
-    warn("cuda-timing-unavailable", "GPU event timing requested but CUDA is " +
-                                        laptime::detail::cuda_driver().status +
-                                        "; host timing goes on");
-    return kInvalid;
-  }
-  CUcontext ctx = nullptr;
-  if (LAPTIME_UNLIKELY(api_->ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr)) {
-    warn("cuda-timing-no-context",
-         "GPU event timing requested on a thread with no current CUDA context (make the device "
-         "current first, e.g. cudaSetDevice / torch.cuda.set_device); those intervals get no GPU "
-         "time");
-    return kInvalid;
-  }
-  const auto cu_stream = static_cast<CUstream>(stream);
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (LAPTIME_UNLIKELY(api_->stream_is_capturing(cu_stream, &capture) != CUDA_SUCCESS ||
-                       capture != CU_STREAM_CAPTURE_STATUS_NONE)) {
-    warn("cuda-timing-capture",
-         "GPU event timing skipped: the stream is capturing a CUDA graph (or cannot be queried); "
-         "those intervals get no GPU time");
-    return kInvalid;
-  }
-  std::uint32_t token = kInvalid;
-  CUevent ev = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::uint32_t pool = 0;
-    try {
-      pool = pool_for(ctx);
-    } catch (...) {
-      return kInvalid;
-    }
-    if (LAPTIME_UNLIKELY(pools_[pool].free.empty())) {
-      ++stats_.grown_in_start;
-      if (grow(pool, kBatch) == 0) {
-        warn("cuda-timing-create", "cuEventCreate failed; those intervals get no GPU time");
-        return kInvalid;
-      }
-    }
-    token = pools_[pool].free.back();
-    pools_[pool].free.pop_back();
-    pairs_[token].state = State::Started;
-    ev = pairs_[token].start;
-    ++stats_.in_flight;
-  }
-  // Outside the lock: the pair is ours until stop(), and a record costs about a microsecond.
-  const CUresult r = api_->event_record(ev, cu_stream);
-  if (LAPTIME_UNLIKELY(r != CUDA_SUCCESS)) {
-    warn("cuda-timing-record",
-         "cuEventRecord failed: " + laptime::detail::cuda_error_text(*api_, r) +
-             "; those intervals get no GPU time");
-    cancel(token);
-    return kInvalid;
-  }
-  return token;
-}
-
-inline void GpuEventTimer::stop(std::uint32_t token, void* stream, std::uint64_t tag) noexcept {
-  if (token == kInvalid || api_ == nullptr) return;
-  CUevent ev = nullptr;
-  CUcontext ctx = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (LAPTIME_UNLIKELY(token >= pairs_.size() || pairs_[token].state != State::Started)) {
-      warn("cuda-timing-bad-token", "GpuEventTimer::stop: the token is not a started pair");
-      return;
-    }
-    Pair& p = pairs_[token];
-    p.state = State::Stopping;
-    ev = p.end;
-    ctx = pools_[p.pool].ctx;
-  }
-  // The end event belongs to the start's context: record there even if this thread has another
-  // one current (with a null stream, that context's legacy default stream).
-  bool pushed = false;
-  CUresult r = CUDA_ERROR_INVALID_CONTEXT;
-  if (with_context(ctx, pushed)) {
-    r = api_->event_record(ev, static_cast<CUstream>(stream));
-    release_context(pushed);
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  Pair& p = pairs_[token];
-  --stats_.in_flight;
-  if (LAPTIME_UNLIKELY(r != CUDA_SUCCESS)) {
-    warn("cuda-timing-record",
-         "cuEventRecord failed: " + laptime::detail::cuda_error_text(*api_, r) +
-             "; those intervals get no GPU time");
-    p.state = State::Free;
-    pools_[p.pool].free.push_back(token);  // capacity reserved at creation: no throw
-    ++stats_.dropped;
-    return;
-  }
-  p.tag = tag;
-  p.stream = static_cast<CUstream>(stream);
-  p.state = State::Stopped;
-  try {
-    pending_.push_back(token);
-  } catch (...) {
-    p.state = State::Free;
-    pools_[p.pool].free.push_back(token);
-    ++stats_.dropped;
-  }
-}
-
-inline void GpuEventTimer::cancel(std::uint32_t token) noexcept {
-  if (token == kInvalid || api_ == nullptr) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (token >= pairs_.size() || pairs_[token].state != State::Started) return;
-  pairs_[token].state = State::Free;
-  pools_[pairs_[token].pool].free.push_back(token);
-  --stats_.in_flight;
-}
-
-inline std::size_t GpuEventTimer::collect(std::vector<Done>& ready, bool top_up) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  // A stream completes its work in order: once an end event on a stream is not ready, the pairs
-  // stopped after it on that stream are not either, so they are not queried. This keeps poll()
-  // at a few driver calls per stream however far the GPU lags behind (pending_ is in stop order;
-  // where two threads raced to stop on one stream, a ready pair may wait one more poll).
-  struct Blocked {
-    std::uint32_t pool;  // the null stream is per context, so (pool, stream) names a stream
-    CUstream stream;
-  };
-  Blocked blocked[16];
-  std::size_t n_blocked = 0;
-  auto is_blocked = [&](const Pair& p) {
-    for (std::size_t i = 0; i < n_blocked; ++i) {
-      if (blocked[i].pool == p.pool && blocked[i].stream == p.stream) return true;
-    }
-    return false;
-  };
-  std::size_t kept = 0;
-  for (const std::uint32_t token : pending_) {
-    Pair& p = pairs_[token];
-    if (is_blocked(p)) {
-      pending_[kept++] = token;
-      continue;
-    }
-    CUresult r = api_->event_query(p.end);
-    float ms = 0.0f;
-    // Start and end may sit on different streams: the end completing says nothing about the
-    // start, so cuEventElapsedTime's own NOT_READY is honoured too.
-    if (r == CUDA_SUCCESS) r = api_->event_elapsed_time(&ms, p.start, p.end);
-    if (r == CUDA_ERROR_NOT_READY) {
-      pending_[kept++] = token;
-      if (n_blocked < sizeof blocked / sizeof blocked[0]) blocked[n_blocked++] = {p.pool, p.stream};
-      continue;
-    }
-    if (r == CUDA_SUCCESS) {
-      const long long ns = std::llround(static_cast<double>(ms) * 1e6);
-      ready.push_back(Done{p.tag, ns > 0 ? static_cast<std::uint64_t>(ns) : 0});
-      ++stats_.resolved;
-      p.state = State::Free;
-      pools_[p.pool].free.push_back(token);
-    } else {
-      ++stats_.dropped;
-      warn("cuda-timing-resolve",
-           "a GPU interval could not be resolved: " + laptime::detail::cuda_error_text(*api_, r) +
-               " (its result is dropped)");
-      // A destroyed context takes its events with it: never hand those out again.
-      const bool dead = r == CUDA_ERROR_CONTEXT_IS_DESTROYED || r == CUDA_ERROR_INVALID_CONTEXT ||
-                        r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_DEINITIALIZED;
-      p.state = dead ? State::Dead : State::Free;
-      if (!dead) pools_[p.pool].free.push_back(token);
-    }
-  }
-  pending_.resize(kept);
-  if (top_up) {
-    // Growing here, at the end of an iteration, keeps cuEventCreate out of the next intervals.
-    for (std::uint32_t i = 0; i < pools_.size(); ++i) {
-      if (pools_[i].free.size() >= kSpare) continue;
-      bool pushed = false;
-      if (!with_context(pools_[i].ctx, pushed)) continue;
-      (void)grow(i, kBatch);
-      release_context(pushed);
-    }
-  }
-  stats_.pending = pending_.size();
-  return pending_.size();
-}
-
-inline void GpuEventTimer::wait_pending() {
-  std::vector<CUevent> ends;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ends.reserve(2 * pending_.size());
-    for (const std::uint32_t token : pending_) {
-      ends.push_back(pairs_[token].start);  // may sit on another stream than the end
-      ends.push_back(pairs_[token].end);
-    }
-  }
-  // Outside the lock so that other threads keep timing. Events are never destroyed, so waiting
-  // on one that a concurrent poll() already recycled only waits for its newer record.
-  for (CUevent ev : ends) (void)api_->event_synchronize(ev);
-}
-
-inline std::size_t GpuEventTimer::reserve(std::size_t pairs) noexcept {
-  if (api_ == nullptr) return 0;
-  CUcontext ctx = nullptr;
-  if (api_->ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return 0;
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::uint32_t pool = 0;
-  try {
-    pool = pool_for(ctx);
-  } catch (...) {
-    return 0;
-  }
-  const std::size_t have = pools_[pool].free.size();
-  if (have < pairs) (void)grow(pool, pairs - have);
-  return pools_[pool].free.size();
-}
-
-inline void GpuEventTimer::reset() noexcept {
-  if (api_ == nullptr) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const std::uint32_t token : pending_) {
-    pairs_[token].state = State::Free;
-    pools_[pairs_[token].pool].free.push_back(token);
-  }
-  pending_.clear();
-  stats_.pending = 0;
-}
-
-inline GpuEventTimer::Stats GpuEventTimer::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  Stats s = stats_;
-  s.pending = pending_.size();
-  return s;
-}
-
-#else  // !LAPTIME_CUDA_DRIVER_API: same API, nothing to time with
-
-inline GpuEventTimer::GpuEventTimer() noexcept = default;
-inline std::uint32_t GpuEventTimer::start(void* stream) noexcept {
-  (void)stream;
-#if LAPTIME_ENABLED
-  laptime::detail::cuda_warn_once(
-      "cuda-timing-unavailable",
-      "GPU event timing requested but CUDA is " + status() + "; host timing goes on");
-#endif
-  return kInvalid;
-}
-inline void GpuEventTimer::stop(std::uint32_t token, void* stream, std::uint64_t tag) noexcept {
-  (void)token;
-  (void)stream;
-  (void)tag;
-}
-inline void GpuEventTimer::cancel(std::uint32_t token) noexcept {
-  (void)token;
-}
-inline std::size_t GpuEventTimer::reserve(std::size_t pairs) noexcept {
-  (void)pairs;
-  return 0;
-}
-inline void GpuEventTimer::reset() noexcept {}
-inline GpuEventTimer::Stats GpuEventTimer::stats() const {
-  return Stats{};
-}
-
-#endif  // LAPTIME_CUDA_DRIVER_API
-
-inline GpuEventTimer& GpuEventTimer::instance() {
-  return laptime::detail::process_singleton<GpuEventTimer>("cuda_event_timer");
-}
 
 }  // namespace cuda
 LAPTIME_END_NAMESPACE

@@ -1,26 +1,33 @@
 // laptime: usage errors and what happens on them (SPEC §4).
 //
-//   laptime::set_error_policy(laptime::ErrorPolicy::Warn);  // production: never die of
-//   instrumentation try { sw.end_meas("never started"); } catch (const laptime::UsageError& e) {
-//   ... }
+//   laptime::set_error_policy(laptime::ErrorPolicy::Warn);  // production: never die of it
+//   try {
+//     sw.end_meas("never started");
+//   } catch (const laptime::UsageError& e) {
+//     ...  // e.what(): "laptime: end_meas('never started'): ... [thread 1234]"
+//   }
+//
+// One route for every message laptime prints or throws: usage_error() for misuse (by policy),
+// warn_once() for warnings. Calls are named as the user wrote them, "<call>(<args>)":
+// "laptime: range_pop('forward'): ...", "laptime: finish_iter(): ...".
 #pragma once
 
 #include <pthread.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/format.hpp"
+#include "laptime/detail/env.hpp"
+#include "laptime/detail/names.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/thread.hpp"
 
@@ -37,72 +44,91 @@ class UsageError : public std::logic_error {
 /// carry on, or abort the process. Also set by LAPTIME_ON_ERROR=throw|warn|abort.
 enum class ErrorPolicy { Throw, Warn, Abort };
 
+/// The one parser of error-policy names, for LAPTIME_ON_ERROR and for the Python extension's
+/// set_error_policy("warn"): "throw", "warn" or "abort" (exactly; nullopt for anything else).
+inline std::optional<ErrorPolicy> parse_error_policy(std::string_view name) noexcept {
+  if (name == "throw") return ErrorPolicy::Throw;
+  if (name == "warn") return ErrorPolicy::Warn;
+  if (name == "abort") return ErrorPolicy::Abort;
+  return std::nullopt;
+}
+
+/// The name parse_error_policy() reads: "throw", "warn" or "abort".
+inline const char* error_policy_name(ErrorPolicy policy) noexcept {
+  switch (policy) {
+    case ErrorPolicy::Warn:
+      return "warn";
+    case ErrorPolicy::Abort:
+      return "abort";
+    case ErrorPolicy::Throw:
+      break;
+  }
+  return "throw";
+}
+
 namespace detail {
 
-struct ErrorState {
-  ErrorState() {
-    const char* env = std::getenv("LAPTIME_ON_ERROR");
-    if (env == nullptr || *env == '\0') return;
-    const std::string_view v(env);
-    if (v == "throw") {
-      policy.store(static_cast<int>(ErrorPolicy::Throw));
-    } else if (v == "warn") {
-      policy.store(static_cast<int>(ErrorPolicy::Warn));
-    } else if (v == "abort") {
-      policy.store(static_cast<int>(ErrorPolicy::Abort));
+// The functions below are templates (`template <int = 0>`, called as plain functions) so that a
+// file which includes this header but never reports an error — one that only pushes NVTX ranges —
+// does not compile them (issue 22's compile-cost goal); ErrorState is one for the same reason.
+
+template <int = 0>
+struct BasicErrorState {
+  BasicErrorState() {
+    const auto text = env_value("LAPTIME_ON_ERROR");
+    if (!text) return;
+    if (const auto p = parse_error_policy(*text)) {
+      policy.store(static_cast<int>(*p));
     } else {
       // Not through warn_once: that needs this object. The value is escaped: a variable's text
       // must not rewrite the terminal either.
       std::fprintf(stderr,
-                   "laptime: warning: LAPTIME_ON_ERROR='%s' is not one of throw|warn|abort; "
-                   "using throw\n",
-                   escaped(v).c_str());
+                   "laptime: warning: LAPTIME_ON_ERROR='%s' is not one of throw|warn|abort; using "
+                   "throw\n",
+                   escaped(*text).c_str());
     }
   }
   std::atomic<int> policy{static_cast<int>(ErrorPolicy::Throw)};
   std::mutex warned_mutex;
   struct Warned {
+    std::string key;            ///< the cause
     std::uint64_t repeats = 0;  ///< times seen after the first
     std::string repeat_note;    ///< "calls ... were not measured": what the count is of
   };
-  std::unordered_map<std::string, Warned> warned;  ///< by cause
-  std::atomic<bool> fork_handlers{false};          // installed once per process
+  std::vector<Warned> warned;  ///< by cause, in first-seen order (causes are few: one per site)
 };
+using ErrorState = BasicErrorState<>;
 
-inline ErrorState& error_state() {
-  static ErrorState& state = []() -> ErrorState& {
-    ErrorState& s = process_singleton<ErrorState>("errors");
-    // fork() while another thread is inside warn_once (a DataLoader worker forked during a
-    // warning) would leave the child a held lock and a half-updated set: hold the lock across
-    // fork, so that both processes get it free and the set whole.
-    if (!s.fork_handlers.exchange(true)) {
-      ::pthread_atfork([] { error_state().warned_mutex.lock(); },
-                       [] { error_state().warned_mutex.unlock(); },
-                       [] { error_state().warned_mutex.unlock(); });
-    }
-    return s;
-  }();
-  return state;
+/// The process-wide warning table and policy; joins the fork plan (kForkErrors) at first use.
+template <int = 0>
+ErrorState& error_state() {
+  return process_singleton<ErrorState>("errors", [](ErrorState&) {
+    fork_participate(
+        kForkErrors, [] { error_state().warned_mutex.lock(); },
+        [] { error_state().warned_mutex.unlock(); }, [] { error_state().warned_mutex.unlock(); });
+  });
 }
 
 /// The one route of every warning and warned usage error: true the first time `key` (a cause)
 /// is seen in this process; later times are only counted, so that a cause repeated a million
 /// times prints one line. With a `repeat_note`, repeated_warnings() reports the count.
-inline bool first_time(std::string_view key, std::string_view repeat_note = {}) {
+template <int = 0>
+bool first_time(std::string_view key, std::string_view repeat_note = {}) {
   ErrorState& s = error_state();
   std::lock_guard<std::mutex> lock(s.warned_mutex);
-  auto [it, inserted] = s.warned.try_emplace(std::string(key));
-  if (inserted) {
-    it->second.repeat_note = std::string(repeat_note);
-  } else {
-    ++it->second.repeats;
+  for (ErrorState::Warned& w : s.warned) {
+    if (w.key == key) {
+      ++w.repeats;
+      return false;
+    }
   }
-  return inserted;
+  s.warned.push_back(ErrorState::Warned{std::string(key), 0, std::string(repeat_note)});
+  return true;
 }
 
 /// Prints "laptime: warning: <message>" to stderr the first time `key` is seen in this process.
-inline void warn_once(std::string_view key, std::string_view message,
-                      std::string_view repeat_note = {}) {
+template <int = 0>
+void warn_once(std::string_view key, std::string_view message, std::string_view repeat_note = {}) {
 #if LAPTIME_ENABLED
   if (!first_time(key, repeat_note)) return;
   std::fprintf(stderr, "laptime: warning: %.*s\n", static_cast<int>(message.size()),
@@ -115,16 +141,20 @@ inline void warn_once(std::string_view key, std::string_view message,
 }
 
 /// "<count> more <note>" for each cause warned about once and then repeated (reports show it).
-inline std::vector<std::string> repeated_warnings() {
+template <int = 0>
+std::vector<std::string> repeated_warnings() {
   std::vector<std::string> out;
 #if LAPTIME_ENABLED
   ErrorState& s = error_state();
   std::lock_guard<std::mutex> lock(s.warned_mutex);
-  for (const auto& [key, w] : s.warned) {
+  for (const ErrorState::Warned& w : s.warned) {
     if (w.repeats == 0 || w.repeat_note.empty()) continue;
     out.push_back(std::to_string(w.repeats) + " more " + w.repeat_note);
   }
-  std::sort(out.begin(), out.end());  // the map's order is not stable across runs
+  // Sorted (an insertion sort: a few lines, and no <algorithm> for every file that includes this).
+  for (std::size_t i = 1; i < out.size(); ++i) {
+    for (std::size_t j = i; j > 0 && out[j] < out[j - 1]; --j) out[j].swap(out[j - 1]);
+  }
 #endif
   return out;
 }
@@ -133,9 +163,9 @@ inline std::vector<std::string> repeated_warnings() {
 /// Returns normally only under ErrorPolicy::Warn; callers then leave their state unchanged.
 /// A misuse that a program can repeat without bound (names past LAPTIME_MAX_NAMES) passes a
 /// `once_key`: under Warn it prints once and is counted after that (see first_time).
-[[gnu::cold]] inline void usage_error(std::string_view call, std::string_view what,
-                                      std::string_view once_key = {},
-                                      std::string_view repeat_note = {}) {
+template <int = 0>
+[[gnu::cold]] void usage_error(std::string_view call, std::string_view what,
+                               std::string_view once_key = {}, std::string_view repeat_note = {}) {
   const auto policy =
       static_cast<ErrorPolicy>(error_state().policy.load(std::memory_order_relaxed));
   if (policy == ErrorPolicy::Warn && !once_key.empty() && !first_time(once_key, repeat_note)) {
@@ -161,19 +191,21 @@ inline std::vector<std::string> repeated_warnings() {
   throw UsageError(message);
 }
 
-/// "'name'" with control characters and invalid UTF-8 escaped as the JSON and the report do
-/// (a name in a message must not rewrite the terminal).
-inline std::string quoted(std::string_view name) {
-  std::string out = "'";
-  append_escaped(out, name, /*json=*/false);
-  out += "'";
-  return out;
+/// The rank of this process from its environment (detect_rank in detail/env.hpp, over getenv);
+/// a malformed variable is warned about once. Here rather than in env.hpp because it warns.
+template <int = 0>
+RankInfo detect_rank() {
+  std::vector<std::string> warnings;
+  const RankInfo info = detect_rank(env_raw, &warnings);
+  for (const std::string& w : warnings) warn_once("env:" + w.substr(0, w.find('=')), w);
+  return info;
 }
 
 }  // namespace detail
 
 /// Sets what a usage error does, for the whole process (every copy of laptime in it).
-inline void set_error_policy(ErrorPolicy policy) noexcept {
+template <int = 0>
+void set_error_policy(ErrorPolicy policy) noexcept {
 #if LAPTIME_ENABLED
   detail::error_state().policy.store(static_cast<int>(policy), std::memory_order_relaxed);
 #else
@@ -182,7 +214,8 @@ inline void set_error_policy(ErrorPolicy policy) noexcept {
 }
 
 /// The policy now in force.
-inline ErrorPolicy error_policy() noexcept {
+template <int = 0>
+ErrorPolicy error_policy() noexcept {
 #if LAPTIME_ENABLED
   return static_cast<ErrorPolicy>(detail::error_state().policy.load(std::memory_order_relaxed));
 #else

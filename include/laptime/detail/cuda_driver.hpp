@@ -20,6 +20,7 @@
 #include <string>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/env.hpp"
 #include "laptime/detail/process_singleton.hpp"
 
 // LAPTIME_CUDA_DRIVER_API: 1 where the driver layer is compiled in (enabled and cuda.h known).
@@ -95,7 +96,8 @@ inline const char* cuda_error_fallback_name(CUresult r) noexcept {
 }
 
 /// "CUDA_ERROR_NOT_READY (600)": the driver's name for `r` where it has one.
-inline std::string cuda_error_text(const CudaDriverApi& api, CUresult r) {
+template <int = 0>
+std::string cuda_error_text(const CudaDriverApi& api, CUresult r) {
   const char* name = nullptr;
   if (api.get_error_name == nullptr || api.get_error_name(r, &name) != CUDA_SUCCESS ||
       name == nullptr) {
@@ -121,7 +123,8 @@ struct CudaDriver {
 
 /// Opens the driver library at `path` and fills a CudaDriver. Never throws; on failure `status`
 /// says what went wrong. Public for tests (a missing library, the toolkit's stub library).
-inline CudaDriver load_cuda_driver(const char* path) {
+template <int = 0>
+CudaDriver load_cuda_driver(const char* path) {
   CudaDriver d;
   // RTLD_NODELETE: function pointers into the driver must stay valid for the whole process.
   void* lib = ::dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
@@ -240,12 +243,15 @@ inline CudaDriver load_cuda_driver(const char* path) {
 
 #endif  // LAPTIME_CUDA_DRIVER_API
 
-struct CudaDriverHolder {
-  CudaDriverHolder() {
+// A template, like the functions here, so that a file that never touches CUDA does not compile
+// the loader (the NVTX wrapper's files: issue 22's compile-cost goal).
+template <int = 0>
+struct BasicCudaDriverHolder {
+  BasicCudaDriverHolder() {
 #if LAPTIME_CUDA_DRIVER_API
     // LAPTIME_CUDA_DRIVER: another driver library (a non-standard install, a test double).
-    const char* path = std::getenv("LAPTIME_CUDA_DRIVER");
-    driver = load_cuda_driver(path != nullptr && *path != '\0' ? path : "libcuda.so.1");
+    const auto path = env_value("LAPTIME_CUDA_DRIVER");
+    driver = load_cuda_driver(path ? path->data() : "libcuda.so.1");
 #elif LAPTIME_ENABLED
     driver.status =
         "unavailable: laptime was built without the CUDA headers (LAPTIME_HAVE_CUDA_HEADERS)";
@@ -255,9 +261,11 @@ struct CudaDriverHolder {
   }
   CudaDriver driver;
 };
+using CudaDriverHolder = BasicCudaDriverHolder<>;
 
 /// The process's CUDA driver, loaded on first use (thread-safe; one load per process).
-inline const CudaDriver& cuda_driver() {
+template <int = 0>
+const CudaDriver& cuda_driver() {
   return process_singleton<CudaDriverHolder>("cuda_driver").driver;
 }
 

@@ -1,21 +1,20 @@
 // laptime internals: reading the environment (SPEC §7 rank labels, §8 configuration).
 // The parsers take the variable's text, so they are tested without touching the environment.
+// Below error.hpp (which reads LAPTIME_ON_ERROR through env_value); the warning form of
+// detect_rank() is there.
 #pragma once
 
 #include <unistd.h>
 
-#include <charconv>
 #include <climits>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/format.hpp"
-#include "laptime/error.hpp"
+#include "laptime/detail/names.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
@@ -34,16 +33,36 @@ inline std::optional<bool> parse_bool(std::string_view text) {
 inline std::optional<int> parse_int(std::string_view text) {
   while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
   while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  const bool negative = !text.empty() && text.front() == '-';
+  if (negative) text.remove_prefix(1);
   if (text.empty()) return std::nullopt;
-  int v = 0;
-  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (r.ec != std::errc() || r.ptr != text.data() + text.size()) return std::nullopt;
-  return v;
+  // Accumulated as a negative number, whose range holds INT_MIN. (A loop rather than
+  // std::from_chars: <charconv> costs every file that reads the environment a parse.)
+  long long v = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 - (c - '0');
+    if (v < static_cast<long long>(INT_MIN)) return std::nullopt;
+  }
+  if (!negative) {
+    if (-v > static_cast<long long>(INT_MAX)) return std::nullopt;
+    v = -v;
+  }
+  return static_cast<int>(v);
 }
 
-/// The value of an environment variable, nullopt when unset or empty.
+/// getenv(name), for the parsers that take a getenv-like function (settings_from_env, detect_rank):
+/// `settings_from_env(detail::env_raw)`. Every read of the environment goes through here.
+inline const char* env_raw(const char* name) noexcept {
+  return std::getenv(name);
+}
+
+/// The one entry for laptime's environment (LAPTIME_* and the launchers' variables): the value of
+/// `name`, nullopt when unset or empty. Everything laptime reads from the environment goes
+/// through here or through a getenv-like function handed to a parser (settings_from_env,
+/// detect_rank), so tests can feed it.
 inline std::optional<std::string_view> env_value(const char* name) {
-  const char* v = std::getenv(name);
+  const char* v = env_raw(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string_view(v);
 }
@@ -103,15 +122,6 @@ RankInfo detect_rank(Getenv&& getenv_fn, std::vector<std::string>* warnings = nu
     }
     return info;
   }
-  return info;
-}
-
-/// The rank of this process from its environment; a malformed variable is warned about once.
-inline RankInfo detect_rank() {
-  std::vector<std::string> warnings;
-  const RankInfo info =
-      detect_rank([](const char* name) -> const char* { return std::getenv(name); }, &warnings);
-  for (const std::string& w : warnings) warn_once("env:" + w.substr(0, w.find('=')), w);
   return info;
 }
 

@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/names.hpp"  // append_escaped, escaped
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
@@ -117,73 +118,6 @@ inline std::string format_optional(std::optional<double> v, const char* suffix) 
   std::string out;
   append_fixed(out, *v, 1);
   out += suffix;
-  return out;
-}
-
-/// Appends the escape of code point `c` (< 0x100): "\u001b".
-inline void append_u_escape(std::string& out, unsigned c) {
-  const char* hex = "0123456789abcdef";
-  out += "\\u00";
-  out += hex[(c >> 4) & 0xf];
-  out += hex[c & 0xf];
-}
-
-/// Appends `s` so that it can neither rewrite a terminal nor break a JSON string: control
-/// characters (C0, DEL, and C1 such as U+009B, which terminals take as an escape sequence) become
-/// \u00XX, and bytes that are not valid UTF-8 become U+FFFD in JSON and "\xe9" in a report (as
-/// `ls -b` shows a file name's byte). With `json`, '"' and '\' are
-/// escaped too; without, a '\' is doubled (so that "\u001b" in a report is never a real name's
-/// text). Names are arbitrary bytes: the JSON and the text report escape them alike.
-inline void append_escaped(std::string& out, std::string_view s, bool json) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const auto* end = p + s.size();
-  while (p < end) {
-    const unsigned char c = *p;
-    if ((c == '"' && json) || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-      ++p;
-    } else if (c < 0x20 || c == 0x7f) {
-      append_u_escape(out, c);
-      ++p;
-    } else if (c < 0x80) {
-      out += static_cast<char>(c);
-      ++p;
-    } else {
-      // validate one UTF-8 sequence
-      int len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-      bool ok = len != 0 && p + len <= end;
-      for (int i = 1; ok && i < len; ++i) ok = (p[i] & 0xc0) == 0x80;
-      if (ok && len == 2 && c < 0xc2) ok = false;                   // overlong
-      if (ok && len == 3 && c == 0xe0 && p[1] < 0xa0) ok = false;   // overlong
-      if (ok && len == 3 && c == 0xed && p[1] >= 0xa0) ok = false;  // surrogate
-      if (ok && len == 4 && c == 0xf0 && p[1] < 0x90) ok = false;   // overlong
-      if (ok && len == 4 && (c > 0xf4 || (c == 0xf4 && p[1] >= 0x90))) ok = false;
-      if (ok && len == 2 && c == 0xc2 && p[1] < 0xa0) {
-        append_u_escape(out, p[1]);  // C1 control, U+0080..U+009F
-        p += len;
-      } else if (ok) {
-        out.append(reinterpret_cast<const char*>(p), static_cast<std::size_t>(len));
-        p += len;
-      } else if (json) {
-        out += "\xEF\xBF\xBD";  // JSON strings are Unicode: U+FFFD
-        ++p;
-      } else {
-        // The report shows the byte as `ls -b` does (a file name's original byte): "\xe9".
-        static constexpr char kHex[] = "0123456789abcdef";
-        out += "\\x";
-        out += kHex[c >> 4];
-        out += kHex[c & 0xf];
-        ++p;
-      }
-    }
-  }
-}
-
-/// `s` escaped for a terminal (append_escaped without JSON quoting).
-inline std::string escaped(std::string_view s) {
-  std::string out;
-  append_escaped(out, s, /*json=*/false);
   return out;
 }
 

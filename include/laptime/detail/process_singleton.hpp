@@ -24,6 +24,7 @@
 // use them. docs/design.md describes this with its limits.
 #pragma once
 
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -40,9 +41,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <string>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/env.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
@@ -124,7 +125,7 @@ inline void anchor_parse(const char* text, std::uintptr_t& addr, std::uint64_t& 
 inline ProcessAnchor* anchor_from_env() noexcept {
   std::uintptr_t addr;
   std::uint64_t nonce;
-  anchor_parse(std::getenv(LAPTIME_ANCHOR_ENV), addr, nonce);
+  anchor_parse(env_raw(LAPTIME_ANCHOR_ENV), addr, nonce);
   return anchor_is_valid(addr, nonce) ? reinterpret_cast<ProcessAnchor*>(addr) : nullptr;
 }
 
@@ -245,53 +246,184 @@ class AnchorLock {
 };
 
 /// The address the anchor holds for `key`, or 0.
-inline std::uintptr_t anchor_find(ProcessAnchor* a, const std::string& key) noexcept {
+inline std::uintptr_t anchor_find(ProcessAnchor* a, const char* key) noexcept {
   const std::uint32_t n = a->count.load(std::memory_order_acquire);
   for (std::uint32_t i = 0; i < n && i < ProcessAnchor::kEntries; ++i) {
-    if (key == a->entries[i].key) return a->entries[i].address.load(std::memory_order_acquire);
+    if (std::strcmp(key, a->entries[i].key) == 0)
+      return a->entries[i].address.load(std::memory_order_acquire);
   }
   return 0;
+}
+
+/// Finds or creates the process-wide object named `key` of `size` bytes, made by `make` (and
+/// given to `discard` if another copy of the code made one meanwhile). Not a template, so the
+/// anchor code is compiled once per file however many singletons it uses; cold: called once per
+/// copy of the code and singleton.
+LAPTIME_COLD inline void* find_or_create_process_object(const char* key, std::size_t size,
+                                                        void* (*make)(), void (*discard)(void*)) {
+  // The key names the version and the size: two laptime versions in one process never share
+  // an object whose layout they disagree on.
+  char name[sizeof(ProcessAnchor::Entry::key)];
+  std::snprintf(name, sizeof name, "%s_" LAPTIME_VERSION_STRING "_%zu", key, size);
+  ProcessAnchor* const anchor = process_anchor();
+  if (anchor == nullptr) return make();  // no memory to map at all
+  {
+    AnchorLock lock(anchor);
+    if (const std::uintptr_t found = anchor_find(anchor, name)) {
+      return reinterpret_cast<void*>(found);
+    }
+  }
+  // Made outside the lock: its constructor may look up other singletons.
+  void* const mine = make();
+  AnchorLock lock(anchor);
+  if (const std::uintptr_t found = anchor_find(anchor, name)) {
+    discard(mine);  // another copy made one meanwhile; nobody has seen ours
+    return reinterpret_cast<void*>(found);
+  }
+  const std::uint32_t n = anchor->count.load(std::memory_order_relaxed);
+  if (n >= ProcessAnchor::kEntries) return mine;  // cannot happen: laptime has ~10 keys
+  ProcessAnchor::Entry& e = anchor->entries[n];
+  std::memcpy(e.key, name, sizeof name);
+  e.address.store(reinterpret_cast<std::uintptr_t>(mine), std::memory_order_release);
+  anchor->count.store(n + 1, std::memory_order_release);
+  return mine;
 }
 
 /// Finds or creates the process-wide T named `key`. Slow path: call once per copy and cache.
 template <class T>
 T& find_or_create_process_singleton(const char* key) {
-  // The key names the version and the size: two laptime versions in one process never share
-  // an object whose layout they disagree on.
-  std::string name = key;
-  name += "_" LAPTIME_VERSION_STRING "_";
-  name += std::to_string(sizeof(SingletonHolder<T>));
-  if (name.size() >= sizeof(ProcessAnchor::Entry::key))
-    name.resize(sizeof(ProcessAnchor::Entry::key) - 1);
-  ProcessAnchor* const anchor = process_anchor();
-  if (anchor == nullptr) return (new SingletonHolder<T>())->value;  // no memory to map at all
-  {
-    AnchorLock lock(anchor);
-    if (const std::uintptr_t found = anchor_find(anchor, name)) {
-      return reinterpret_cast<SingletonHolder<T>*>(found)->value;
-    }
-  }
-  // Made outside the lock: T's constructor may look up other singletons.
-  auto* mine = new SingletonHolder<T>();
-  AnchorLock lock(anchor);
-  if (const std::uintptr_t found = anchor_find(anchor, name)) {
-    delete mine;  // another copy made one meanwhile; nobody has seen ours
-    return reinterpret_cast<SingletonHolder<T>*>(found)->value;
-  }
-  const std::uint32_t n = anchor->count.load(std::memory_order_relaxed);
-  if (n >= ProcessAnchor::kEntries) return mine->value;  // cannot happen: laptime has ~10 keys
-  ProcessAnchor::Entry& e = anchor->entries[n];
-  std::memcpy(e.key, name.c_str(), name.size() + 1);
-  e.address.store(reinterpret_cast<std::uintptr_t>(mine), std::memory_order_release);
-  anchor->count.store(n + 1, std::memory_order_release);
-  return mine->value;
+  void* const p = find_or_create_process_object(
+      key, sizeof(SingletonHolder<T>), []() -> void* { return new SingletonHolder<T>(); },
+      [](void* q) { delete static_cast<SingletonHolder<T>*>(q); });
+  return static_cast<SingletonHolder<T>*>(p)->value;
 }
 
-/// The process-wide T named `key`, cached per copy of the code after the first call.
 template <class T>
-T& process_singleton(const char* key) {
-  static T& instance = find_or_create_process_singleton<T>(key);
-  return instance;
+LAPTIME_NOINLINE T& process_singleton_slow(const char* key, std::atomic<T*>& cached,
+                                           void (*on_first_use)(T&)) {
+  T& t = find_or_create_process_singleton<T>(key);
+  if (on_first_use != nullptr) on_first_use(t);
+  cached.store(&t, std::memory_order_release);
+  return t;
+}
+
+/// The one way to reach a process-wide object (every singleton of laptime goes through it): the
+/// process-wide T named `key` (one key per T), found once per copy of the code. After that it is
+/// one load and a branch: the cache is a constant-initialised pointer, so there is no guard
+/// variable to check, and it inlines into hot paths. `on_first_use` (optional) runs once per copy
+/// of the code, before the object is handed out, e.g. to join the fork plan (fork_participate).
+///
+///   ErrorState& s = process_singleton<ErrorState>("errors");
+template <class T>
+LAPTIME_ALWAYS_INLINE T& process_singleton(const char* key, void (*on_first_use)(T&) = nullptr) {
+  static std::atomic<T*> cached{nullptr};
+  T* const p = cached.load(std::memory_order_acquire);
+  if (LAPTIME_LIKELY(p != nullptr)) return *p;
+  return process_singleton_slow<T>(key, cached, on_first_use);
+}
+
+// ---- fork(): one pthread_atfork registration for the whole library ----------------------------
+//
+// fork() (a DataLoader worker) may come while another thread holds one of laptime's locks; the
+// child would inherit it held by a thread that does not exist there. So every lock that a thread
+// may hold for more than a few instructions is taken before fork and released after it, in both
+// processes. ONE handler does it for the library, registered once per process (the first copy of
+// the code registers it; every copy's objects join it through fork_participate). The lock order,
+// here and nowhere else — prepare takes them from the top, parent and child release from the
+// bottom; code that holds one of these locks may take only those below it:
+//
+//   kForkStopwatch  StopwatchState: config_mutex, names_mutex, gpu_mutex, one_time_mutex
+//                   (enable() warns and reads NVTX state while holding config_mutex)
+//   kForkNvtx       NVTX: the wrapper's config mutex, then each session's name-table mutex
+//                   (enable() warns while holding the config mutex)
+//   kForkErrors     the warning table's lock (warn_once, first_time): taken last, since every
+//                   holder above may warn
+//
+// Thread registries and per-thread locks (a record's label, a record's mutex) are not held
+// across fork: each participant re-arms them in the child, where the threads that may have held
+// them do not exist.
+enum ForkRank : int { kForkStopwatch = 10, kForkNvtx = 20, kForkErrors = 90 };
+
+struct ForkPlan {
+  struct Participant {
+    int rank = 0;
+    void (*prepare)() = nullptr;
+    void (*parent)() = nullptr;
+    void (*child)() = nullptr;
+  };
+  static constexpr int kMax = 8;
+  std::atomic<long> lock{0};  // held from prepare to parent/child, and to add a participant
+  std::atomic<bool> registered{false};
+  std::atomic<int> count{0};       // published after its entry is written
+  Participant participants[kMax];  // in the order they joined; never changed once published
+  int order[kMax] = {};            // by rank, computed under the lock in prepare
+};
+
+inline ForkPlan& fork_plan() {
+  return process_singleton<ForkPlan>("fork");
+}
+
+inline void fork_plan_lock(ForkPlan& f) noexcept {
+  long expected = 0;
+  while (!f.lock.compare_exchange_weak(expected, 1, std::memory_order_acquire)) {
+    expected = 0;
+    ::sched_yield();
+  }
+}
+
+inline void fork_prepare() noexcept {
+  ForkPlan& f = fork_plan();
+  fork_plan_lock(f);
+  const int n = f.count.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) {  // ranks ascending (a handful of entries: an insertion sort)
+    int at = i;
+    for (; at > 0 && f.participants[f.order[at - 1]].rank > f.participants[i].rank; --at) {
+      f.order[at] = f.order[at - 1];
+    }
+    f.order[at] = i;
+  }
+  for (int i = 0; i < n; ++i) f.participants[f.order[i]].prepare();
+}
+
+inline void fork_parent() noexcept {
+  ForkPlan& f = fork_plan();
+  for (int i = f.count.load(std::memory_order_relaxed) - 1; i >= 0; --i) {
+    f.participants[f.order[i]].parent();
+  }
+  f.lock.store(0, std::memory_order_release);
+}
+
+inline void fork_child() noexcept {
+  ForkPlan& f = fork_plan();
+  for (int i = f.count.load(std::memory_order_relaxed) - 1; i >= 0; --i) {
+    f.participants[f.order[i]].child();
+  }
+  f.lock.store(0, std::memory_order_release);
+}
+
+/// Joins the fork plan above with the handlers of the object of `rank`, once per process (a rank
+/// already in the plan returns at once, without the plan's lock). Cold: call where the object's
+/// locks first matter, and while holding none of the plan's locks (a fork in progress holds the
+/// plan's lock until it has every participant's).
+LAPTIME_NOINLINE inline void fork_participate(ForkRank rank, void (*prepare)(), void (*parent)(),
+                                              void (*child)()) noexcept {
+  ForkPlan& f = fork_plan();
+  auto present = [&f, rank] {
+    const int n = f.count.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) {
+      if (f.participants[i].rank == rank) return true;
+    }
+    return false;
+  };
+  if (present()) return;
+  fork_plan_lock(f);
+  const int n = f.count.load(std::memory_order_relaxed);
+  if (!present() && n < ForkPlan::kMax) {
+    f.participants[n] = ForkPlan::Participant{rank, prepare, parent, child};
+    f.count.store(n + 1, std::memory_order_release);
+  }
+  f.lock.store(0, std::memory_order_release);
+  if (!f.registered.exchange(true)) ::pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 }  // namespace detail

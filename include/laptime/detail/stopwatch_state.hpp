@@ -6,9 +6,9 @@
 //     the running interval and the statistics this thread accumulated for the name. A start/end
 //     pair touches only the calling thread's record: no lock, no shared cache line written;
 //   - a report merges the slots of all threads (threads alive or gone).
-// Name lookup on the hot path: a direct-mapped cache keyed by the caller's pointer and length,
-// verified against the interned bytes; then the thread's own hash map; only a name new to this
-// thread takes the process-wide lock.
+// Name lookup on the hot path: the thread's NameCache (detail/names.hpp) keyed by the caller's
+// pointer and length, verified against the interned bytes; then the thread's own hash map; only a
+// name new to this thread takes the process-wide lock.
 #pragma once
 
 #include <pthread.h>
@@ -33,6 +33,7 @@
 #include "laptime/detail/clock.hpp"
 #include "laptime/detail/env.hpp"
 #include "laptime/detail/histogram.hpp"
+#include "laptime/detail/names.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/thread_registry.hpp"
 #include "laptime/error.hpp"
@@ -81,20 +82,15 @@ struct Slot {
   std::atomic<bool> measuring{false};  // started after warm-up (decides the CUDA sync at the end)
   std::atomic<std::uint32_t> gpu_token{cuda::GpuEventTimer::kInvalid};
   bool prepared = false;                     // owner only
+  std::uint32_t id = kNoName;                // the name's (set when the chunk is made)
   std::atomic<std::uint32_t> generation{0};  // StopwatchState::generation of the statistics
   IntervalStats stats;                       // written by the owner only
   std::atomic<ResourceSlot*> resources{nullptr};
 };
 
-/// A name the calling thread used, keyed by the caller's pointer and length: its id and the
-/// thread's slot for it (slots never move), so a hit needs no further lookup.
-struct NameCacheEntry {
-  const char* ptr = nullptr;
-  std::size_t len = 0;
-  const char* interned = nullptr;
-  Slot* slot = nullptr;
-  std::uint32_t id = kNoName;
-};
+/// What a thread's name cache keeps for a name: the thread's slot for it (slots never move, and
+/// know their name's id), so a hit needs no further lookup.
+using NameCacheEntry = NameCache<Slot*>::Entry;
 
 /// One recorded interval. Fields are relaxed atomics (plain movs on x86) so that a report may read
 /// a slot while its thread overwrites it; IntervalRing::read discards such a slot.
@@ -174,7 +170,7 @@ struct alignas(kCacheLine) SlotChunk {
 
 struct alignas(kCacheLine) ThreadRecord {
   std::array<std::atomic<Slot*>, kChunks> chunks{};
-  std::array<NameCacheEntry, 64> cache{};
+  NameCache<Slot*> cache;
   std::unordered_map<std::string_view, std::uint32_t> known;  // keys view interned names
   // Intervals this thread started and may not have ended: an upper bound (another thread may
   // end one, an epoch may drop one); finish_iter() counts exactly when it is not 0.
@@ -218,6 +214,8 @@ struct alignas(kCacheLine) ThreadRecord {
 
   LAPTIME_NOINLINE Slot* add_chunk(std::size_t index) {
     Slot* c = (new SlotChunk)->slots;  // never freed: reports may read it at any time
+    for (std::size_t i = 0; i < kChunk; ++i)
+      c[i].id = static_cast<std::uint32_t>(index * kChunk + i);
     chunks[index].store(c, std::memory_order_release);
     return c;
   }
@@ -312,8 +310,7 @@ struct StopwatchState {
   // --- operations ---
   std::uint32_t intern(std::string_view name);
   LAPTIME_ALWAYS_INLINE const NameCacheEntry* lookup(ThreadRecord& rec, std::string_view name);
-  const NameCacheEntry* lookup_slow(ThreadRecord& rec, std::string_view name,
-                                    NameCacheEntry& entry);
+  const NameCacheEntry* lookup_slow(ThreadRecord& rec, std::string_view name);
   void prepare(Slot& s);
   void start(std::string_view name);
   void end(std::string_view name);
@@ -432,22 +429,16 @@ inline std::uint32_t StopwatchState::intern(std::string_view name) {
 }
 
 /// The calling thread's cache entry for `name` (its id and slot); nullptr when the name table is
-/// full. A hit compares the text inline: a call to memcmp would cost more than the rest.
+/// full.
 LAPTIME_ALWAYS_INLINE const NameCacheEntry* StopwatchState::lookup(ThreadRecord& rec,
                                                                    std::string_view name) {
-  const auto key = reinterpret_cast<std::uintptr_t>(name.data());
-  NameCacheEntry& e = rec.cache[((key >> 3) ^ (key >> 9) ^ name.size()) & 63];
-  if (LAPTIME_LIKELY(e.ptr == name.data() && e.len == name.size() &&
-                     nvtx_same_text(std::string_view(e.interned, e.len), name))) {
-    return &e;
-  }
-  return lookup_slow(rec, name, e);
+  if (const NameCacheEntry* e = rec.cache.find(name); LAPTIME_LIKELY(e != nullptr)) return e;
+  return lookup_slow(rec, name);
 }
 
 // Out of line on purpose: keeps the hot path small.
 LAPTIME_NOINLINE inline const NameCacheEntry* StopwatchState::lookup_slow(ThreadRecord& rec,
-                                                                          std::string_view name,
-                                                                          NameCacheEntry& entry) {
+                                                                          std::string_view name) {
   std::uint32_t id;
   if (auto it = rec.known.find(name); it != rec.known.end()) {
     id = it->second;
@@ -465,12 +456,7 @@ LAPTIME_NOINLINE inline const NameCacheEntry* StopwatchState::lookup_slow(Thread
   }
   Slot& slot = rec.slot(id);
   const std::string* interned = names[id].load(std::memory_order_acquire);
-  entry.ptr = name.data();
-  entry.len = name.size();
-  entry.interned = interned->data();
-  entry.slot = &slot;
-  entry.id = id;
-  return &entry;
+  return &rec.cache.insert(name, interned->data(), &slot);
 }
 
 LAPTIME_NOINLINE inline void StopwatchState::prepare(Slot& s) {
@@ -485,8 +471,8 @@ inline void StopwatchState::start(std::string_view name) {
   ThreadRecord& rec = threads.local();
   const NameCacheEntry* e = lookup(rec, name);
   if (LAPTIME_UNLIKELY(e == nullptr)) return;
-  const std::uint32_t id = e->id;
-  Slot& s = *e->slot;
+  const std::uint32_t id = e->value->id;
+  Slot& s = *e->value;
   if (LAPTIME_UNLIKELY(!s.prepared)) prepare(s);
   const std::uint32_t ep = epoch.load(std::memory_order_relaxed);
   if (const std::uint32_t r = s.run.load(std::memory_order_relaxed); LAPTIME_UNLIKELY(r != 0)) {
@@ -557,15 +543,15 @@ inline void StopwatchState::end(std::string_view name) {
   ThreadRecord& rec = threads.local();
   const NameCacheEntry* e = lookup(rec, name);
   if (LAPTIME_UNLIKELY(e == nullptr)) return;
-  Slot& s = *e->slot;
+  Slot& s = *e->value;
   if (LAPTIME_UNLIKELY(s.run.load(std::memory_order_relaxed) !=
                        epoch.load(std::memory_order_relaxed))) {
-    end_elsewhere(rec, s, e->id, name, t, feats);  // not running here, or from an old epoch
+    end_elsewhere(rec, s, e->value->id, name, t, feats);  // not running here, or from an old epoch
     return;
   }
   s.run.store(0, std::memory_order_relaxed);
   --rec.running;
-  add_interval(rec, s, s, e->id, t, feats);
+  add_interval(rec, s, s, e->value->id, t, feats);
 }
 
 /// Adds the interval that ran on `run_slot` (of thread `owner`) and ended at `t` to `stats_slot`
@@ -598,8 +584,8 @@ LAPTIME_ALWAYS_INLINE void StopwatchState::add_interval(ThreadRecord& owner, Slo
 LAPTIME_NOINLINE inline void StopwatchState::sync_before_end(std::string_view name) {
   ThreadRecord& rec = threads.local();
   if (const NameCacheEntry* e = lookup(rec, name)) {
-    if (e->slot->run.load(std::memory_order_relaxed) == epoch.load(std::memory_order_relaxed) &&
-        e->slot->measuring.load(std::memory_order_relaxed)) {
+    if (e->value->run.load(std::memory_order_relaxed) == epoch.load(std::memory_order_relaxed) &&
+        e->value->measuring.load(std::memory_order_relaxed)) {
       cuda::synchronize();
     }
   }

@@ -50,6 +50,13 @@ class ThreadRegistry {
     return attach();
   }
 
+  /// The calling thread's record if it has attached through this copy of the code, else nullptr:
+  /// the fast path of local() alone, for hot paths that keep attach() out of line elsewhere.
+  LAPTIME_ALWAYS_INLINE Record* find_local() noexcept {
+    const Fast& f = fast();
+    return LAPTIME_LIKELY(f.owner == this) ? &f.node->record : nullptr;
+  }
+
   /// Visits every record (threads alive or exited) under the registry lock: f(Record&, long tid,
   /// bool alive). Records keep their accumulated data after their thread exits.
   template <class F>

@@ -1,0 +1,207 @@
+// laptime internals: names. The one home for comparing, hashing and quoting a measurement or range
+// name, and for the per-thread cache that maps a caller's name to what a component keeps for it.
+//
+// A name is arbitrary bytes given as std::string_view (a literal, a std::string, a Python str).
+// Components intern each distinct text once (process-wide, under a lock) and keep, per thread, a
+// NameCache keyed by the caller's pointer and length: a hit costs a multiply, a few compares and
+// an inline byte compare against the interned text, no lock and no allocation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "laptime/config.hpp"
+
+LAPTIME_BEGIN_NAMESPACE
+namespace detail {
+
+/// a == b, inlined for the short texts names are: libc's memcmp is a call through the PLT, which
+/// costs as much as the rest of a cache hit. Overlapping word loads, no byte loop above 3 bytes.
+LAPTIME_ALWAYS_INLINE bool same_text(std::string_view a, std::string_view b) noexcept {
+  const std::size_t n = a.size();
+  if (n != b.size()) return false;
+  const char* x = a.data();
+  const char* y = b.data();
+  if (n >= 8) {
+    if (n > 64) return std::memcmp(x, y, n) == 0;
+    std::uint64_t u = 0;
+    std::uint64_t v = 0;
+    std::uint64_t diff = 0;
+    for (std::size_t i = 0; i + 8 < n; i += 8) {
+      std::memcpy(&u, x + i, 8);
+      std::memcpy(&v, y + i, 8);
+      diff |= u ^ v;
+    }
+    std::memcpy(&u, x + n - 8, 8);
+    std::memcpy(&v, y + n - 8, 8);
+    return (diff | (u ^ v)) == 0;
+  }
+  if (n >= 4) {
+    std::uint32_t u1 = 0, v1 = 0, u2 = 0, v2 = 0;
+    std::memcpy(&u1, x, 4);
+    std::memcpy(&v1, y, 4);
+    std::memcpy(&u2, x + n - 4, 4);
+    std::memcpy(&v2, y + n - 4, 4);
+    return ((u1 ^ v1) | (u2 ^ v2)) == 0;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (x[i] != y[i]) return false;
+  }
+  return true;
+}
+
+/// FNV-1a's steps over the text (with the offset NVTX's colours have always used, not FNV's
+/// published one): stable across runs and processes, so a name keeps its colour.
+inline std::uint64_t name_hash(std::string_view text) noexcept {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  return h;
+}
+
+/// Appends the escape of code point `c` (< 0x100): "\u001b".
+inline void append_u_escape(std::string& out, unsigned c) {
+  const char* hex = "0123456789abcdef";
+  out += "\\u00";
+  out += hex[(c >> 4) & 0xf];
+  out += hex[c & 0xf];
+}
+
+/// Appends `s` so that it can neither rewrite a terminal nor break a JSON string: control
+/// characters (C0, DEL, and C1 such as U+009B, which terminals take as an escape sequence) become
+/// \u00XX, and bytes that are not valid UTF-8 become U+FFFD in JSON and "\xe9" in a report (as
+/// `ls -b` shows a file name's byte). With `json`, '"' and '\' are escaped too; without, a '\' is
+/// doubled (so that "\u001b" in a report is never a real name's text). Names are arbitrary bytes:
+/// the JSON and the text report escape them alike.
+inline void append_escaped(std::string& out, std::string_view s, bool json) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* end = p + s.size();
+  while (p < end) {
+    const unsigned char c = *p;
+    if ((c == '"' && json) || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+      ++p;
+    } else if (c < 0x20 || c == 0x7f) {
+      append_u_escape(out, c);
+      ++p;
+    } else if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++p;
+    } else {
+      // validate one UTF-8 sequence
+      int len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+      bool ok = len != 0 && p + len <= end;
+      for (int i = 1; ok && i < len; ++i) ok = (p[i] & 0xc0) == 0x80;
+      if (ok && len == 2 && c < 0xc2) ok = false;                   // overlong
+      if (ok && len == 3 && c == 0xe0 && p[1] < 0xa0) ok = false;   // overlong
+      if (ok && len == 3 && c == 0xed && p[1] >= 0xa0) ok = false;  // surrogate
+      if (ok && len == 4 && c == 0xf0 && p[1] < 0x90) ok = false;   // overlong
+      if (ok && len == 4 && (c > 0xf4 || (c == 0xf4 && p[1] >= 0x90))) ok = false;
+      if (ok && len == 2 && c == 0xc2 && p[1] < 0xa0) {
+        append_u_escape(out, p[1]);  // C1 control, U+0080..U+009F
+        p += len;
+      } else if (ok) {
+        out.append(reinterpret_cast<const char*>(p), static_cast<std::size_t>(len));
+        p += len;
+      } else if (json) {
+        out += "\xEF\xBF\xBD";  // JSON strings are Unicode: U+FFFD
+        ++p;
+      } else {
+        // The report shows the byte as `ls -b` does (a file name's original byte): "\xe9".
+        static constexpr char kHex[] = "0123456789abcdef";
+        out += "\\x";
+        out += kHex[c >> 4];
+        out += kHex[c & 0xf];
+        ++p;
+      }
+    }
+  }
+}
+
+/// `s` escaped for a terminal (append_escaped without JSON quoting).
+inline std::string escaped(std::string_view s) {
+  std::string out;
+  append_escaped(out, s, /*json=*/false);
+  return out;
+}
+
+/// "'name'" escaped as the JSON and the report do (a name in a message must not rewrite the
+/// terminal). Always called qualified (detail::quoted): <iomanip>'s std::quoted is found by
+/// argument-dependent lookup otherwise.
+inline std::string quoted(std::string_view name) {
+  std::string out = "'";
+  append_escaped(out, name, /*json=*/false);
+  out += "'";
+  return out;
+}
+
+/// A thread's cache from the caller's name (pointer and length) to `Value`, what a component keeps
+/// for the name (the Stopwatch: the thread's slot for it). Set-associative, 128 sets of 4 ways
+/// (32 bytes an entry, 16 KiB a thread): the set is a multiplicative hash of the pointer with its
+/// bits above 7 folded in, so that names side by side in memory (string literals, 64 one-word
+/// names in a row, at any stride) spread over the sets instead of colliding as they did in the
+/// direct-mapped table of 64 entries this replaces (issue 16). A hit is verified against the
+/// interned text: a caller's buffer may hold another name later. One owner thread; no locks.
+template <class Value>
+class NameCache {
+ public:
+  static constexpr unsigned kSetBits = 7;
+  static constexpr std::size_t kSets = std::size_t{1} << kSetBits;
+  static constexpr std::size_t kWays = 4;
+
+  struct Entry {
+    const char* ptr = nullptr;       // the caller's text
+    const char* interned = nullptr;  // the interned copy of the same text (never moves)
+    std::uint32_t len = 0;           // its length (a longer name is never cached)
+    Value value{};
+  };
+
+  /// The entry for `name`, or nullptr on a miss (the caller then interns the name and insert()s).
+  LAPTIME_ALWAYS_INLINE const Entry* find(std::string_view name) const noexcept {
+    const Entry* set = &entries_[set_of(name) * kWays];
+    for (std::size_t w = 0; w < kWays; ++w) {
+      const Entry& e = set[w];
+      if (e.ptr == name.data() && e.len == name.size()) {
+        return LAPTIME_LIKELY(same_text(std::string_view(e.interned, e.len), name)) ? &e : nullptr;
+      }
+    }
+    return nullptr;
+  }
+
+  /// Caches `name` (whose interned copy is `interned`) as the first way of its set: an entry for
+  /// the same pointer and length (another text now) is replaced, else the set's oldest goes.
+  /// Returns the entry (its value is `value`, also when `name` is too long to be cached).
+  const Entry& insert(std::string_view name, const char* interned, Value value) noexcept {
+    if (name.size() > UINT32_MAX) {
+      overflow_ = Entry{nullptr, interned, 0, value};
+      return overflow_;
+    }
+    Entry* set = &entries_[set_of(name) * kWays];
+    std::size_t w = 0;
+    while (w + 1 < kWays && !(set[w].ptr == name.data() && set[w].len == name.size())) ++w;
+    for (; w > 0; --w) set[w] = set[w - 1];
+    set[0] = Entry{name.data(), interned, static_cast<std::uint32_t>(name.size()), value};
+    return set[0];
+  }
+
+  /// Forgets every entry.
+  void clear() noexcept {
+    for (Entry& e : entries_) e = Entry{};
+  }
+
+  static std::size_t set_of(std::string_view name) noexcept {
+    const auto p = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(name.data()));
+    const std::uint64_t key = p ^ (p >> 7) ^ (static_cast<std::uint64_t>(name.size()) << 48);
+    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ULL) >> (64 - kSetBits));
+  }
+
+ private:
+  Entry entries_[kSets * kWays];
+  Entry overflow_;  // what insert() returns for a name of 4 GiB or more
+};
+
+}  // namespace detail
+LAPTIME_END_NAMESPACE

@@ -1,0 +1,116 @@
+// laptime internals: the NVTX C API, the only place that calls it (SPEC §2).
+//
+// Only the C header nvtx3/nvToolsExt.h is used (nvtx3.hpp costs several times more to compile),
+// and only where it is found. Domain and string handles travel as void* (NVTX's handles are opaque
+// pointers) so that nothing else depends on the NVTX headers being present.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "laptime/config.hpp"
+
+// LAPTIME_HAVE_NVTX: whether the NVTX3 headers are used. Detected with __has_include (the CMake
+// target puts the toolkit's include directory on the path where it finds one; a plain `nvcc`
+// build has it); the caller's definition wins. Without them the wrapper still tracks and checks
+// ranges but sends nothing to a profiler, and enable() warns once. Cost: none either way.
+#ifndef LAPTIME_HAVE_NVTX
+#if LAPTIME_ENABLED && defined(__has_include)
+#if __has_include(<nvtx3/nvToolsExt.h>)
+#define LAPTIME_HAVE_NVTX 1
+#endif
+#endif
+#endif
+#ifndef LAPTIME_HAVE_NVTX
+#define LAPTIME_HAVE_NVTX 0
+#endif
+
+#if LAPTIME_ENABLED && LAPTIME_HAVE_NVTX
+#include <nvtx3/nvToolsExt.h>
+#endif
+
+LAPTIME_BEGIN_NAMESPACE
+namespace detail {
+
+#if LAPTIME_ENABLED
+
+// The layout of NVTX's nvtxEventAttributes_t (version 3), kept here so that the process-wide tables
+// have one layout in every copy of the code, also in one compiled without the NVTX headers.
+struct NvtxEventAttributes {
+  std::uint16_t version = 3;
+  std::uint16_t size = 48;
+  std::uint32_t category = 0;
+  std::int32_t color_type = 0;  // NVTX_COLOR_UNKNOWN / NVTX_COLOR_ARGB
+  std::uint32_t color = 0;
+  std::int32_t payload_type = 0;
+  std::int32_t reserved0 = 0;
+  std::uint64_t payload = 0;
+  std::int32_t message_type = 0;  // NVTX_MESSAGE_TYPE_ASCII / NVTX_MESSAGE_TYPE_REGISTERED
+  const void* message = nullptr;
+};
+static_assert(sizeof(NvtxEventAttributes) == 48, "nvtxEventAttributes_t v3 is 48 bytes");
+
+inline constexpr std::int32_t kNvtxColorArgb = 1;
+inline constexpr std::int32_t kNvtxMessageAscii = 1;
+inline constexpr std::int32_t kNvtxMessageRegistered = 3;
+
+#if LAPTIME_HAVE_NVTX
+static_assert(
+    sizeof(nvtxEventAttributes_t) == sizeof(NvtxEventAttributes) &&
+        offsetof(nvtxEventAttributes_t, colorType) == offsetof(NvtxEventAttributes, color_type) &&
+        offsetof(nvtxEventAttributes_t, payload) == offsetof(NvtxEventAttributes, payload) &&
+        offsetof(nvtxEventAttributes_t, messageType) ==
+            offsetof(NvtxEventAttributes, message_type) &&
+        offsetof(nvtxEventAttributes_t, message) == offsetof(NvtxEventAttributes, message),
+    "NvtxEventAttributes must mirror nvtxEventAttributes_t");
+static_assert(NVTX_COLOR_ARGB == kNvtxColorArgb && NVTX_MESSAGE_TYPE_ASCII == kNvtxMessageAscii &&
+                  NVTX_MESSAGE_TYPE_REGISTERED == kNvtxMessageRegistered,
+              "NVTX enum values changed");
+#endif
+
+namespace nvtx_api {
+#if LAPTIME_HAVE_NVTX
+inline const nvtxEventAttributes_t* native(const NvtxEventAttributes* a) noexcept {
+  return reinterpret_cast<const nvtxEventAttributes_t*>(a);
+}
+inline void push(void* domain, const NvtxEventAttributes* a) noexcept {
+  nvtxDomainRangePushEx(static_cast<nvtxDomainHandle_t>(domain), native(a));
+}
+inline void pop(void* domain) noexcept {
+  nvtxDomainRangePop(static_cast<nvtxDomainHandle_t>(domain));
+}
+inline void mark(void* domain, const NvtxEventAttributes* a) noexcept {
+  nvtxDomainMarkEx(static_cast<nvtxDomainHandle_t>(domain), native(a));
+}
+inline void* register_string(void* domain, const char* text) noexcept {
+  return nvtxDomainRegisterStringA(static_cast<nvtxDomainHandle_t>(domain), text);
+}
+inline void* create_domain(const char* name) noexcept {
+  return nvtxDomainCreateA(name);
+}
+// Loads the injection library (the profiler) now, not in the first push of the loop.
+inline void initialize() noexcept {
+  nvtxInitialize(nullptr);
+}
+inline void name_os_thread(long tid, const char* name) noexcept {
+  nvtxNameOsThreadA(static_cast<std::uint32_t>(tid), name);
+}
+#else
+inline void push(void*, const NvtxEventAttributes*) noexcept {}
+inline void pop(void*) noexcept {}
+inline void mark(void*, const NvtxEventAttributes*) noexcept {}
+inline void* register_string(void*, const char*) noexcept {
+  return nullptr;
+}
+inline void* create_domain(const char*) noexcept {
+  return nullptr;
+}
+inline void initialize() noexcept {}
+inline void name_os_thread(long, const char*) noexcept {}
+#endif
+}  // namespace nvtx_api
+
+#endif  // LAPTIME_ENABLED
+
+}  // namespace detail
+LAPTIME_END_NAMESPACE
