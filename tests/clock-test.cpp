@@ -179,7 +179,7 @@ TEST_CASE("intervals that start on one core and end on the other are never negat
     }
   }
 
-  SUBCASE("a timestamp handed to the other core: at most the out-of-order window later") {
+  SUBCASE("a timestamp handed to the other core: at most a cache miss's time later") {
     // Ping-pong: each side, pinned to its core, reads the clock after seeing the other's
     // timestamp, then publishes its own. The counter is read unordered (clock.hpp says why), so
     // the receiver's read may run a little ahead of the load that sees the timestamp; what
@@ -205,7 +205,7 @@ TEST_CASE("intervals that start on one core and end on the other are never negat
     a.join();
     b.join();
     MESSAGE("largest inversion after a hand-off: " << worst.load() << " ns");
-    CHECK(worst.load() < 1000);
+    CHECK(worst.load() < 2000);
   }
 
   SUBCASE("Stopwatch intervals started on one core and ended on the other") {

@@ -17,10 +17,10 @@
 //   - Plain rdtsc (and a plain mrs), not rdtscp or lfence+rdtsc: those wait for earlier
 //     instructions to complete, and a Stopwatch pair with them costs as much as with steady_clock
 //     (whose vDSO reads the TSC ordered): 1.05-1.07x two steady_clock::now() against 0.58-0.67x
-//     unordered (docs/performance.md). The price: the read may execute up to the out-of-order
-//     window early (measured <= ~110 ns here). A timestamp read right after seeing another
-//     core's may then be that much earlier than it (tests/clock-test.cpp bounds it); the
-//     Stopwatch clamps an interval at 0, so one ended on another thread just after a hand-off
+//     unordered (docs/performance.md). The price: the read may execute before earlier loads
+//     complete. A timestamp read right after seeing another core's may then be earlier than it
+//     by up to that load's cache miss (85-273 ns measured here; tests/clock-test.cpp bounds it);
+//     the Stopwatch clamps an interval at 0, so one ended on another thread just after a hand-off
 //     may lose that much but is never negative. Intervals on one thread, and a thread that
 //     migrates (a context switch serialises), are unaffected.
 //   - fork: the child inherits the scale with its memory; TSC and CLOCK_MONOTONIC are the
@@ -360,11 +360,18 @@ inline ClockInfo clock_info() {
   (void)now_ns();  // decides the clock if nothing has yet
   clock_check_drift();
   ClockState& c = clock_state();
-  std::lock_guard<std::mutex> lock(c.mutex);
   ClockInfo info;
   const int phase = c.phase.load();
   info.counter = phase == ClockState::kCounter || phase == ClockState::kCalibrating;
-  info.hz = phase == ClockState::kCounter ? c.hz : 0.0;
+  // try_lock: a fork may have left the mutex held by a thread that does not exist in the child
+  // (the line then lacks the rate and the reason, never blocks).
+  std::unique_lock<std::mutex> lock(c.mutex, std::try_to_lock);
+  for (int i = 0; i < 100 && !lock.owns_lock(); ++i) {
+    ::usleep(100);
+    lock.try_lock();
+  }
+  if (!lock.owns_lock()) return info;
+  info.hz = c.phase.load() == ClockState::kCounter ? c.hz : 0.0;
   info.reason = c.reason;
   return info;
 }
