@@ -16,7 +16,7 @@
 //     past kMaxDrift the process falls back to steady_clock for good and says so.
 //   - Plain rdtsc (and a plain mrs), not rdtscp or lfence+rdtsc: those wait for earlier
 //     instructions to complete, and a Stopwatch pair with them costs as much as with steady_clock
-//     (whose vDSO reads the TSC ordered): 1.05-1.07x two steady_clock::now() against 0.58-0.67x
+//     (whose vDSO reads the TSC ordered): 1.04-1.11x two steady_clock::now() against 0.58-0.69x
 //     unordered (docs/performance.md). The price: the read may execute before earlier loads
 //     complete. A timestamp read right after seeing another core's may then be earlier than it
 //     by up to that load's cache miss (85-273 ns measured here; tests/clock-test.cpp bounds it);
