@@ -94,6 +94,7 @@ LAPTIME_ALWAYS_INLINE std::uint64_t cycle_counter() noexcept {
 struct ClockScale {
   std::atomic<std::uint64_t> mult{0};
   std::int64_t offset = 0;
+  std::atomic<bool> steady{false};  // decided: steady_clock for good (read inline, no call)
 };
 
 __extension__ typedef unsigned __int128 uint128_for_clock;  // GCC/Clang; one mul on x86-64
@@ -286,6 +287,7 @@ LAPTIME_COLD inline std::int64_t now_ns_cold() noexcept {
       c.reason = choice.reason;
       if (!choice.counter) {
         c.phase.store(ClockState::kSteady, std::memory_order_release);
+        c.scale.steady.store(true, std::memory_order_relaxed);
         return steady_ns();
       }
       c.first = ClockState::anchor();
@@ -299,6 +301,7 @@ LAPTIME_COLD inline std::int64_t now_ns_cold() noexcept {
     if (second.cycles <= c.first.cycles) {  // the counter went backwards: not usable
       c.reason = "the cycle counter went backwards during calibration";
       c.phase.store(ClockState::kSteady, std::memory_order_release);
+      c.scale.steady.store(true, std::memory_order_relaxed);
       return steady_ns();
     }
     const double ns_per_cycle = static_cast<double>(second.ns - c.first.ns) /
@@ -307,6 +310,7 @@ LAPTIME_COLD inline std::int64_t now_ns_cold() noexcept {
     if (mult == 0) {
       c.reason = "the cycle counter is too fast to scale";
       c.phase.store(ClockState::kSteady, std::memory_order_release);
+      c.scale.steady.store(true, std::memory_order_relaxed);
       return steady_ns();
     }
     c.hz = 1e9 / ns_per_cycle;
@@ -327,6 +331,7 @@ LAPTIME_ALWAYS_INLINE std::int64_t now_ns() noexcept {
   const ClockScale& s = *clock_scale_pointer().load(std::memory_order_acquire);
   const std::uint64_t mult = s.mult.load(std::memory_order_acquire);
   if (LAPTIME_LIKELY(mult != 0)) return scale_cycles(cycle_counter(), mult, s.offset);
+  if (s.steady.load(std::memory_order_relaxed)) return steady_ns();
   return now_ns_cold();
 }
 
@@ -350,6 +355,7 @@ LAPTIME_COLD inline void clock_check_drift() noexcept {
     c.reason = buf;
     c.scale.mult.store(0, std::memory_order_release);
     c.phase.store(ClockState::kSteady, std::memory_order_release);
+    c.scale.steady.store(true, std::memory_order_relaxed);
     warn_once("clock-drift", c.reason);
   } catch (...) {
   }
