@@ -7,6 +7,7 @@
 // bench_disabled.cpp, compiled with that definition into this same binary.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -15,7 +16,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -396,6 +399,114 @@ void BM_CpuSample_Tree8(benchmark::State& state) {
   ::close(fds[1]);
 }
 BENCHMARK(BM_CpuSample_Tree8);
+
+// ---- Issue 16: the histogram's insert and memory per (thread, name) --------------------------
+
+// The percentile histogram's insert (detail::Histogram::add, on every end_meas), values spread
+// over 1 µs .. 16 ms; next to it the layout it replaced (a dense array of 2752 64-bit counts,
+// 22 KiB), inserting the same values.
+constexpr std::size_t kHistValues = 4096;
+std::array<std::uint64_t, kHistValues> histogram_values() {
+  std::array<std::uint64_t, kHistValues> v{};
+  std::uint64_t x = 88172645463325252ull;
+  for (auto& e : v) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    e = (std::uint64_t{1000} << (x % 14)) + (x >> 40) % 1000;  // 1 µs .. 16 ms, 14 octaves
+  }
+  return v;
+}
+
+void BM_HistogramAdd(benchmark::State& state) {
+  static const auto values = histogram_values();
+  laptime::detail::Histogram h;
+  std::size_t i = 0;
+  for (auto _ : state) {
+    h.add(values[i]);
+    i = (i + 1) % kHistValues;
+  }
+  benchmark::DoNotOptimize(h.total_count());
+}
+BENCHMARK(BM_HistogramAdd);
+
+void BM_HistogramAdd_Dense(benchmark::State& state) {
+  using H = laptime::detail::Histogram;
+  static const auto values = histogram_values();
+  auto counts = std::make_unique<std::array<std::atomic<std::uint64_t>, H::kBuckets>>();
+  for (auto& c : *counts) c.store(0);
+  std::size_t i = 0;
+  for (auto _ : state) {
+    laptime::detail::single_writer_add<std::uint64_t>((*counts)[H::bucket_of(values[i])], 1);
+    i = (i + 1) % kHistValues;
+  }
+  benchmark::DoNotOptimize((*counts)[0].load());
+}
+BENCHMARK(BM_HistogramAdd_Dense);
+
+// Resident memory per (thread, name): 64 threads each time 256 names (a few intervals each), and
+// the growth of RSS (/proc/self/statm) and of malloc'd bytes between each thread's first name and
+// its 256th is divided by 64 x 255 (the threads stay alive in between). Counters:
+// rss_bytes_per_pair (SPEC §5: <= 2048), malloc_bytes_per_pair.
+long statm_rss_bytes() {
+  long size = 0, rss = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &size, &rss) != 2) rss = 0;
+    std::fclose(f);
+  }
+  return rss * ::sysconf(_SC_PAGESIZE);
+}
+
+void BM_MemoryPerThreadName(benchmark::State& state) {
+  constexpr int kThreads = 64, kNames = 256;
+  // New names each run (repetitions): names are never forgotten, and a name's slots and
+  // histograms, once allocated, are reused by later runs.
+  static int run = 0;
+  std::vector<std::string> names;
+  for (int n = 0; n < kNames; ++n) {
+    names.push_back("memory " + std::to_string(run) + " name " + std::to_string(n));
+  }
+  ++run;
+  for (auto _ : state) {
+    enable_stopwatch();
+    std::atomic<int> arrived{0}, phase{0};
+    auto wait_phase = [&](int p) {
+      arrived.fetch_add(1);
+      while (phase.load() < p) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    };
+    auto time_names = [&](int from, int to) {
+      for (int n = from; n < to; ++n) {
+        for (int k = 0; k < 4; ++k) {
+          Stopwatch::instance().start_meas(names[static_cast<std::size_t>(n)]);
+          Stopwatch::instance().end_meas(names[static_cast<std::size_t>(n)]);
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        time_names(0, 1);
+        wait_phase(1);
+        time_names(1, kNames);
+        wait_phase(2);
+      });
+    }
+    while (arrived.load() < kThreads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const long rss0 = statm_rss_bytes();
+    const std::size_t heap0 = ::mallinfo2().uordblks;
+    phase.store(1);
+    while (arrived.load() < 2 * kThreads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const long rss1 = statm_rss_bytes();
+    const std::size_t heap1 = ::mallinfo2().uordblks;
+    phase.store(2);
+    for (auto& t : threads) t.join();
+    const double pairs = double{kThreads} * (kNames - 1);
+    state.counters["rss_bytes_per_pair"] = static_cast<double>(rss1 - rss0) / pairs;
+    state.counters["malloc_bytes_per_pair"] = static_cast<double>(heap1 - heap0) / pairs;
+  }
+  laptime::detail::testing_reset_stopwatch();
+}
+BENCHMARK(BM_MemoryPerThreadName)->Iterations(1)->UseRealTime();
 
 }  // namespace
 

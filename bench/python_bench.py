@@ -17,6 +17,9 @@ Stopwatch and NVTX wrapper enabled (no order tracking); NVTX order tracking on. 
     itself, which torch.cuda.nvtx adds on top).
 
 No tool is attached to NVTX here, so a push or pop reaches NVTX's no-op stub.
+
+The last table holds issue 16's goal-5 ratios beside their goals (docs/performance.md); the
+script exits 1 when one is missed (bench/goals.sh runs it).
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ seed_sw = SeedStopwatch()
 seed_nvtx = SeedNVTX()
 empty = Empty()
 noop = stopwatch._noop
+scope_x = stopwatch.measure("x")  # one scope object entered again and again (no creation)
 perf_counter_ns = time.perf_counter_ns
 
 # name -> the statement timed (one "pair")
@@ -107,6 +111,7 @@ CASES = {
     "seed-like start/end": 'seed_sw.start_meas("x"); seed_sw.end_meas("x")',
     "start/end": 'stopwatch.start_meas("x"); stopwatch.end_meas("x")',
     "with measure()": 'with stopwatch.measure("x"): pass',
+    "with measure(), reused": "with scope_x: pass",
     "finish_iter": "stopwatch.finish_iter()",
     "seed-like push/pop": 'seed_nvtx.range_push("x"); seed_nvtx.range_pop("x")',
     "push/pop": 'nvtx.range_push("x"); nvtx.range_pop()',
@@ -215,7 +220,40 @@ def main() -> int:
         value = off["torch.cuda.nvtx push/pop"]
         print(f"| torch.cuda.nvtx range_push + range_pop (the seed's NVTX call) | {fmt(value)} | "
               f"push/pop enabled: {ratio(on['push/pop'], value)} |")
-    return 0
+    return print_goals(off, on, tracking)
+
+
+# Issue 16, goal 5 (docs/performance.md): (label, measured, baseline, limit), from this one run.
+def goal_rows(off: dict, on: dict, tracking: dict) -> list:
+    return [
+        ("start/end enabled / two perf_counter_ns()", on["start/end"], on["clock pair"], 0.5),
+        ("`with measure()` / explicit start/end, enabled", on["with measure()"], on["start/end"],
+         1.3),
+        ("start/end not enabled / two C no-op calls", off["start/end"], off["C no-op pair"], 1.2),
+        ("push/pop not enabled / two C no-op calls", off["push/pop"], off["C no-op pair"], 1.2),
+        ("`with nvtx.range()` / explicit push/pop(name), tracking", tracking["with nvtx.range()"],
+         tracking['push/pop("x")'], 1.3),
+    ]
+
+
+def print_goals(off: dict, on: dict, tracking: dict) -> int:
+    """Prints issue 16's Python ratios beside their goals; 1 when one is missed."""
+    print()
+    print("| issue 16, goal 5 (Python) | ns | baseline ns | ratio | goal | |")
+    print("|---|---:|---:|---:|---|---|")
+    missed = 0
+    for label, value, base, limit in goal_rows(off, on, tracking):
+        r = value / base if base > 0 else float("inf")
+        ok = r <= limit
+        missed += 0 if ok else 1
+        print(f"| {label} | {value:.1f} | {base:.1f} | {r:.2f}× | ≤ {limit:g}× | "
+              f"{'PASS' if ok else 'MISS'} |")
+    print("| (info) `with` on a reused scope object / explicit start/end, enabled | "
+          f"{on['with measure(), reused']:.1f} | {on['start/end']:.1f} | "
+          f"{on['with measure(), reused'] / on['start/end']:.2f}× | | |")
+    print(f"\nlaptime python bench: "
+          f"{'all goals met' if missed == 0 else f'{missed} goal(s) missed'}")
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,11 @@ import json
 import sys
 
 
+# Google Benchmark's own fields of a result; any other number is a user counter.
+STANDARD_KEYS = {"family_index", "per_family_instance_index", "repetitions", "repetition_index",
+                 "threads", "iterations", "real_time", "cpu_time"}
+
+
 def load(path):
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
@@ -27,6 +32,10 @@ def load(path):
         # iteration itself (UseManualTime) reports that part as its real time.
         manual = b["run_name"].endswith("/manual_time")
         medians[b["run_name"]] = b["real_time"] if manual else b["cpu_time"]
+        # User counters (state.counters) as "<run_name>:<counter>", for rows of kind "max".
+        for key, value in b.items():
+            if key not in STANDARD_KEYS and isinstance(value, (int, float)):
+                medians[f'{b["run_name"]}:{key}'] = value
     return data["context"], medians, errors
 
 
@@ -35,6 +44,7 @@ def load(path):
 #   kind "diff":     median - baseline <= limit (ns)
 #   kind "per_call": median / 2 <= limit (ns); the benchmark times a pair of calls
 #   kind "info":     reported, no goal
+#   kind "max":      a user counter ("<benchmark>:<counter>") <= limit, in its own unit
 ROWS = [
     ("Stopwatch pair, not enabled", "BM_StopwatchPair_NotEnabled", None, "per_call", 1.0),
     ("NVTX push+pop, not enabled", "BM_NvtxWrapperPushPop_NotEnabled", None, "per_call", 1.0),
@@ -78,6 +88,15 @@ ROWS = [
     ("LAPTIME_RANGE, tracked", "BM_NvtxScopedRange_Tracked", "BM_NvtxRawPushPop", "info", None),
     ("/proc sample, self", "BM_CpuSample_Self", "BM_ProcessCpuClock", "info", None),
     ("/proc sample, 8 children", "BM_CpuSample_Tree8", "BM_CpuSample_Self", "info", None),
+    # Issue 16 (docs/performance.md): the cycle-counter clock, memory per (thread, name).
+    ("Stopwatch pair, cycle-counter clock (#16.1)", "BM_StopwatchPair_Enabled/threads:1",
+     "BM_SteadyClockPair/threads:1", "ratio", 0.75),
+    ("bytes of RSS per (thread, name) (#16.4)",
+     "BM_MemoryPerThreadName/iterations:1/real_time:rss_bytes_per_pair", None, "max", 2048),
+    ("malloc'd bytes per (thread, name)",
+     "BM_MemoryPerThreadName/iterations:1/real_time:malloc_bytes_per_pair", None, "info", None),
+    ("histogram insert (sparse blocks vs the dense 22 KiB array)", "BM_HistogramAdd",
+     "BM_HistogramAdd_Dense", "info", None),
 ]
 
 
@@ -89,6 +108,11 @@ def fmt_ns(v):
     if v >= 10:
         return f"{v:.1f} ns"
     return f"{v:.2f} ns"
+
+
+def is_counter(name):
+    """A user counter's key, "<run_name>:<counter>" (a run name may end in "threads:2")."""
+    return ":" in name and not name.rsplit(":", 1)[1].isdigit()
 
 
 def short(name):
@@ -114,7 +138,11 @@ def main(argv):
             continue
         v = medians[name]
         b = medians.get(base) if base else None
-        if kind == "per_call":
+        if kind == "max" or (kind == "info" and is_counter(name)):
+            measured, ok = v, kind == "info" or v <= limit
+            shown = f"{v:.0f}"
+            goal = f"≤ {limit:g}" if kind == "max" else "(info)"
+        elif kind == "per_call":
             measured, ok = v / 2, v / 2 <= limit
             shown = f"{v / 2:.2f} ns/call"
             goal = f"≤ {limit:g} ns per call"
@@ -131,7 +159,8 @@ def main(argv):
         verdict = "" if kind == "info" else ("PASS" if ok else "MISS")
         missed += 0 if ok else 1
         lines.append(
-            f"| {label} | {short(name)} | {fmt_ns(v)} | {short(base) if base else '—'} | "
+            f"| {label} | {short(name)} | {f'{v:.0f}' if is_counter(name) else fmt_ns(v)} | "
+            f"{short(base) if base else '—'} | "
             f"{fmt_ns(b) if b is not None else '—'} | {shown} | {goal} | {verdict} |")
     print("\n".join(lines))
     print(f"\nMedian CPU time per iteration and thread; load average at start "

@@ -25,14 +25,24 @@ LAPTIME_ALWAYS_INLINE void single_writer_add(std::atomic<T>& a, T delta) noexcep
 
 /// A log-linear histogram of nanosecond values (the HDR histogram layout): values below 64 have a
 /// bucket each; above, every power of two is split into 64 equal buckets. Reporting a bucket's
-/// midpoint is then within 1/128 (0.8 %) of any value in it. Fixed size: 22 KiB, whatever the
-/// number of values. Values from 2^47 ns (39 h) up share the last bucket.
+/// midpoint is then within 1/128 (0.8 %) of any value in it. Values from 2^47 ns (39 h) up share
+/// the last bucket.
+///
+/// Small: the 64 buckets of a power of two (a block: 64 32-bit counts, 256 B) are allocated the
+/// first time a value falls in it, so a name whose intervals span a few powers of two costs the
+/// 352 B table plus 256 B per power of two touched (tests/histogram-test.cpp,
+/// BM_MemoryPerThreadName), not 22 KiB. That allocation is the only one, and it happens once per
+/// block: the writer's add() of a value in a new power of two allocates (off the steady state).
+/// A count passing 2^32 carries into a high word table allocated on the first carry (after 4
+/// billion values in one bucket of one thread); a live report that reads a count at that very
+/// moment may see it 2^32 low, a final one is exact.
 class Histogram {
  public:
   static constexpr int kSubBits = 6;
   static constexpr std::uint64_t kSub = 1u << kSubBits;  // 64
   static constexpr int kMaxExponent = 47;
   static constexpr std::size_t kBuckets = kSub + (kMaxExponent - kSubBits + 1) * kSub;
+  static constexpr std::size_t kBlocks = kBuckets / kSub;  // 43: values < 64, then 2^6 .. 2^47
 
   static constexpr std::size_t bucket_of(std::uint64_t v) noexcept {
     if (v < kSub) return static_cast<std::size_t>(v);
@@ -54,21 +64,62 @@ class Histogram {
     return std::uint64_t{1} << (e - kSubBits);
   }
 
-  LAPTIME_ALWAYS_INLINE void add(std::uint64_t v) noexcept {
-    single_writer_add<std::uint64_t>(counts_[bucket_of(v)], 1);
+  Histogram() = default;
+  Histogram(const Histogram&) = delete;
+  Histogram& operator=(const Histogram&) = delete;
+  ~Histogram() {
+    for (auto& b : blocks_) delete b.load(std::memory_order_relaxed);
+    delete[] high_.load(std::memory_order_relaxed);
   }
+
+  /// One value. The writer only (see the class comment for the one allocation).
+  LAPTIME_ALWAYS_INLINE void add(std::uint64_t v) {
+    const std::size_t b = bucket_of(v);
+    Block* blk = blocks_[b / kSub].load(std::memory_order_relaxed);
+    if (LAPTIME_UNLIKELY(blk == nullptr)) blk = add_block(b / kSub);
+    std::atomic<std::uint32_t>& c = blk->counts[b % kSub];
+    const std::uint32_t n = c.load(std::memory_order_relaxed) + 1;
+    c.store(n, std::memory_order_relaxed);
+    if (LAPTIME_UNLIKELY(n == 0)) carry(b, 1);
+  }
+  /// Zeroes every count; the blocks stay allocated for reuse (the writer calls this).
   void clear() noexcept {
-    for (auto& c : counts_) c.store(0, std::memory_order_relaxed);
-  }
-  void merge_from(const Histogram& other) noexcept {
-    for (std::size_t b = 0; b < kBuckets; ++b) {
-      const std::uint64_t n = other.counts_[b].load(std::memory_order_relaxed);
-      if (n != 0) counts_[b].fetch_add(n, std::memory_order_relaxed);
+    for (auto& b : blocks_) {
+      if (Block* blk = b.load(std::memory_order_relaxed)) {
+        for (auto& c : blk->counts) c.store(0, std::memory_order_relaxed);
+      }
     }
+    if (auto* h = high_.load(std::memory_order_relaxed)) {
+      for (std::size_t i = 0; i < kBuckets; ++i) h[i].store(0, std::memory_order_relaxed);
+    }
+  }
+  /// Adds other's counts into this one, whose only writer is the caller (a report merging the
+  /// threads' statistics into its own copy).
+  void merge_from(const Histogram& other) {
+    for (std::size_t k = 0; k < kBlocks; ++k) {
+      if (other.blocks_[k].load(std::memory_order_acquire) == nullptr) continue;
+      for (std::size_t i = 0; i < kSub; ++i) {
+        const std::size_t b = k * kSub + i;
+        if (const std::uint64_t n = other.count(b)) add_count(b, n);
+      }
+    }
+  }
+  /// The number of values in bucket b.
+  std::uint64_t count(std::size_t b) const noexcept {
+    const Block* blk = blocks_[b / kSub].load(std::memory_order_acquire);
+    if (blk == nullptr) return 0;
+    std::uint64_t n = blk->counts[b % kSub].load(std::memory_order_relaxed);
+    if (const auto* h = high_.load(std::memory_order_acquire)) {
+      n += std::uint64_t{h[b].load(std::memory_order_relaxed)} << 32;
+    }
+    return n;
   }
   std::uint64_t total_count() const noexcept {
     std::uint64_t n = 0;
-    for (const auto& c : counts_) n += c.load(std::memory_order_relaxed);
+    for_each_bucket([&n](std::size_t, std::uint64_t c) {
+      n += c;
+      return false;
+    });
     return n;
   }
   /// The q-quantile (0 <= q <= 1) by the nearest-rank rule, as the midpoint of its bucket
@@ -81,22 +132,74 @@ class Histogram {
     std::uint64_t rank = static_cast<std::uint64_t>(q * static_cast<double>(n) + 0.999999999);
     rank = std::clamp<std::uint64_t>(rank, 1, n);
     std::uint64_t seen = 0;
-    for (std::size_t b = 0; b < kBuckets; ++b) {
-      seen += counts_[b].load(std::memory_order_relaxed);
-      if (seen >= rank) {
-        const double width = static_cast<double>(bucket_width(b));
-        return static_cast<double>(bucket_low(b)) + (width - 1.0) / 2.0;
-      }
-    }
-    return static_cast<double>(bucket_low(kBuckets - 1));
+    std::size_t found = kBuckets - 1;
+    for_each_bucket([&](std::size_t b, std::uint64_t c) {
+      seen += c;
+      if (seen < rank) return false;
+      found = b;
+      return true;
+    });
+    const double width = static_cast<double>(bucket_width(found));
+    return static_cast<double>(bucket_low(found)) + (width - 1.0) / 2.0;
+  }
+  /// Bytes allocated for this histogram (the object and its blocks).
+  std::size_t memory_bytes() const noexcept {
+    std::size_t bytes = sizeof(*this);
+    for (const auto& b : blocks_) bytes += b.load(std::memory_order_relaxed) ? sizeof(Block) : 0;
+    if (high_.load(std::memory_order_relaxed)) bytes += kBuckets * sizeof(std::uint32_t);
+    return bytes;
   }
 
  private:
-  std::array<std::atomic<std::uint64_t>, kBuckets> counts_{};
+  struct Block {
+    std::atomic<std::uint32_t> counts[kSub] = {};
+  };
+
+  // f(bucket, count) for every allocated block's buckets in order, until f returns true.
+  template <class F>
+  void for_each_bucket(F&& f) const noexcept {
+    const auto* h = high_.load(std::memory_order_acquire);
+    for (std::size_t k = 0; k < kBlocks; ++k) {
+      const Block* blk = blocks_[k].load(std::memory_order_acquire);
+      if (blk == nullptr) continue;
+      for (std::size_t i = 0; i < kSub; ++i) {
+        std::uint64_t c = blk->counts[i].load(std::memory_order_relaxed);
+        if (h != nullptr) c += std::uint64_t{h[k * kSub + i].load(std::memory_order_relaxed)} << 32;
+        if (c != 0 && f(k * kSub + i, c)) return;
+      }
+    }
+  }
+  LAPTIME_NOINLINE Block* add_block(std::size_t k) {
+    auto* blk = new Block();
+    blocks_[k].store(blk, std::memory_order_release);
+    return blk;
+  }
+  // The low word of bucket b wrapped (or a merge overflowed it): `n` more in its high word.
+  LAPTIME_NOINLINE void carry(std::size_t b, std::uint64_t n) {
+    auto* h = high_.load(std::memory_order_relaxed);
+    if (h == nullptr) {
+      h = new std::atomic<std::uint32_t>[kBuckets]();
+      high_.store(h, std::memory_order_release);
+    }
+    h[b].store(h[b].load(std::memory_order_relaxed) + static_cast<std::uint32_t>(n),
+               std::memory_order_relaxed);
+  }
+  void add_count(std::size_t b, std::uint64_t n) {
+    Block* blk = blocks_[b / kSub].load(std::memory_order_relaxed);
+    if (blk == nullptr) blk = add_block(b / kSub);
+    std::atomic<std::uint32_t>& c = blk->counts[b % kSub];
+    const std::uint64_t sum = std::uint64_t{c.load(std::memory_order_relaxed)} + (n & 0xffffffffu);
+    c.store(static_cast<std::uint32_t>(sum), std::memory_order_relaxed);
+    if (const std::uint64_t hi = (sum >> 32) + (n >> 32)) carry(b, hi);
+  }
+
+  std::atomic<Block*> blocks_[kBlocks] = {};
+  std::atomic<std::atomic<std::uint32_t>*> high_{nullptr};
 };
 
 /// Exact count, total, min and max, plus a Histogram for the percentiles.
-/// Single writer; the histogram is allocated on the first value (22 KiB per name and thread).
+/// Single writer; the histogram is allocated on the first value (352 B, and 256 B per power of
+/// two its values touch).
 class IntervalStats {
  public:
   IntervalStats() = default;
