@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "laptime/error.hpp"
 #include "laptime/stopwatch.hpp"
 #include "test_support.hpp"
 
