@@ -6,6 +6,7 @@
 #include <string>
 
 #include "laptime/error.hpp"
+#include "laptime/results.hpp"
 #include "laptime/stopwatch.hpp"
 #include "test_support.hpp"
 

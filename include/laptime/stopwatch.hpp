@@ -31,12 +31,25 @@
 #include <string_view>
 
 #include "laptime/config.hpp"
-#include "laptime/results.hpp"
 #if LAPTIME_ENABLED
 #include "laptime/detail/stopwatch_hot.hpp"
 #endif
 
 LAPTIME_BEGIN_NAMESPACE
+
+struct Results;  // laptime/results.hpp: include it to call Stopwatch::results()
+
+namespace detail {
+/// Results{}.to_json() and .to_text(): what the compiled-out Stopwatch (LAPTIME_DISABLE) returns
+/// from to_json() and report(), with no renderer to link. tests/results-test.cpp checks that they
+/// are the renderings.
+inline constexpr const char* kEmptyResultsJson =
+    "{\"schema\": 1, \"rank\": 0, \"world_size\": 1, \"pid\": 0, \"host\": \"\", "
+    "\"num_warmup_iters\": 0, \"iterations_measured\": 0, \"iterations_finished\": 0, "
+    "\"measurements\": [], \"one_time\": []}";
+inline constexpr const char* kEmptyResultsText =
+    "laptime stopwatch: 0 measured iterations (0 warm-up); rank 0/1, pid 0, host \n";
+}  // namespace detail
 
 /// Where periodic and at-exit reports are printed: fn(text, size, user_data). The Python module
 /// installs one that writes to sys.stdout.
@@ -144,7 +157,7 @@ class Stopwatch {
 
   /// Iterations finished after warm-up.
   int get_num_nonwarmup_iters_measured() const;
-  /// Everything measured so far.
+  /// Everything measured so far (laptime/results.hpp has the type).
   Results results() const;
   /// Prints the report to stdout (allowed while measurements run: they are marked [running]).
   /// Prints nothing when not enabled and nothing was measured, as the seed printed nothing
@@ -265,9 +278,6 @@ inline void Stopwatch::start_one_time_measurement(std::string_view) {}
 inline void Stopwatch::end_one_time_measurement(std::string_view) {}
 inline int Stopwatch::get_num_nonwarmup_iters_measured() const {
   return 0;
-}
-inline Results Stopwatch::results() const {
-  return Results{};
 }
 inline void Stopwatch::print_eval_times() const {}
 inline void Stopwatch::print_eval_times(std::ostream&) const {}
