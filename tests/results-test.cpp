@@ -169,7 +169,7 @@ TEST_CASE("numbers are written with a '.' whatever the program's locale") {
   std::setlocale(LC_NUMERIC, "C");
   if (!dir.empty()) {
     ::unsetenv("LOCPATH");
-    std::system(("rm -rf " + dir).c_str());
+    if (std::system(("rm -rf " + dir).c_str()) != 0) MESSAGE("could not remove " << dir);
   }
 }
 
@@ -218,5 +218,15 @@ TEST_CASE(
   CHECK(json.find("\"warnings\": [\"") != std::string::npos);
   CHECK(count(report, "warning:") == 1);
   laptime::detail::testing_reset_stopwatch();
+#endif
+}
+
+TEST_CASE("the compiled-out Stopwatch's JSON and report are those of empty results") {
+  // What LAPTIME_DISABLE's to_json() and report() return without linking the renderer.
+  CHECK(laptime::Results{}.to_json() == laptime::detail::kEmptyResultsJson);
+  CHECK(laptime::Results{}.to_text() == laptime::detail::kEmptyResultsText);
+#if !LAPTIME_ENABLED
+  CHECK(laptime::Stopwatch::instance().to_json() == laptime::Results{}.to_json());
+  CHECK(laptime::Stopwatch::instance().report() == laptime::Results{}.to_text());
 #endif
 }

@@ -9,6 +9,7 @@
 #include "laptime/detail/env.hpp"
 #include "laptime/detail/format.hpp"
 #include "laptime/detail/histogram.hpp"
+#include "laptime/detail/stopwatch_figures.hpp"
 #include "test_support.hpp"
 
 using laptime::detail::Histogram;
@@ -255,4 +256,46 @@ TEST_CASE("integers in the environment are parsed whole, without a sign but '-' 
     CAPTURE(bad);
     CHECK_FALSE(parse_int(bad).has_value());
   }
+}
+
+TEST_CASE("a report's figures of a name come from its statistics: known data, known figures") {
+  IntervalStats st;
+  for (std::uint64_t v = 1; v <= 100; ++v) st.add(v * 1000);  // 1 µs .. 100 µs
+  laptime::MeasurementResult m;
+  laptime::detail::set_host_figures(m, st, /*iterations_measured=*/10);
+  CHECK(m.count == 100);
+  CHECK(m.total_ns == 5050000.0);
+  CHECK(m.mean_per_iter_ns == 505000.0);  // the total over the 10 measured iterations
+  CHECK(m.mean_per_interval_ns == 50500.0);
+  CHECK(m.min_ns == 1000.0);
+  CHECK(m.max_ns == 100000.0);
+  CHECK(m.median_ns == doctest::Approx(50000.0).epsilon(0.01));
+  CHECK(m.p90_ns == doctest::Approx(90000.0).epsilon(0.01));
+  CHECK(m.p99_ns == doctest::Approx(99000.0).epsilon(0.01));
+
+  // No measured iteration yet (all in warm-up): no division by zero, 0 per iteration.
+  laptime::detail::set_host_figures(m, st, 0);
+  CHECK(m.mean_per_iter_ns == 0.0);
+  CHECK(m.total_ns == 5050000.0);
+
+  const laptime::GpuFigures g = laptime::detail::gpu_figures(&st, 4, /*pending=*/3);
+  CHECK(g.count == 100);
+  CHECK(g.total_ns == 5050000.0);
+  CHECK(g.mean_per_iter_ns == 5050000.0 / 4);
+  CHECK(g.mean_per_interval_ns == 50500.0);
+  CHECK(g.min_ns == 1000.0);
+  CHECK(g.max_ns == 100000.0);
+  CHECK(g.median_ns == doctest::Approx(50000.0).epsilon(0.01));
+  CHECK(g.pending == 3);
+
+  // GPU timing asked for a name whose event pairs have not resolved yet: zeros and the pending.
+  const laptime::GpuFigures none = laptime::detail::gpu_figures(nullptr, 4, 2);
+  CHECK(none.count == 0);
+  CHECK(none.total_ns == 0.0);
+  CHECK(none.pending == 2);
+
+  // A tracked name never sampled: every resource figure absent, none made up.
+  const laptime::ResourceFigures r = laptime::detail::resource_figures(nullptr);
+  CHECK_FALSE(r.process_cores.has_value());
+  CHECK_FALSE(r.read_mb_per_s.has_value());
 }

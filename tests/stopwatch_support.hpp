@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include "laptime/error.hpp"
+#include "laptime/results.hpp"
 #include "laptime/stopwatch.hpp"
 #include "test_support.hpp"
 

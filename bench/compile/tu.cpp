@@ -1,8 +1,14 @@
 // One small training-loop file, compiled in several variants by bench/compile/run.sh to measure
 // what each instrumentation adds to its compile time (SPEC §5). VARIANT picks what is included:
-//   0 plain, 1 nvtx3::scoped_range, 2 laptime Stopwatch (start/end/finish_iter),
-//   3 the same plus print_eval_times and to_json, 4 the NVTX wrapper alone.
-// LAPTIME_DISABLE on top of 3 is the compiled-out variant.
+//   0 plain
+//   1 nvtx3::scoped_range, five names
+//   2 the Stopwatch as a file of a multi-file program includes it: <laptime/stopwatch.hpp> (the
+//     API and the inline hot path; the implementation comes from the CMake target's library or
+//     laptime/src/laptime.cpp): five names start/end, finish_iter, print_eval_times, write_json
+//   3 the same with <laptime/laptime.hpp>, the single-include way (the implementation compiled
+//     into this file)
+//   4 the NVTX wrapper alone (LAPTIME_RANGE)
+// LAPTIME_DISABLE on top of 2 is the compiled-out variant.
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -10,18 +16,22 @@
 
 #if VARIANT == 1
 #include <nvtx3/nvtx3.hpp>
-#elif VARIANT == 2 || VARIANT == 3
+#elif VARIANT == 2
 #include <laptime/stopwatch.hpp>
+#elif VARIANT == 3
+#include <laptime/laptime.hpp>
 #elif VARIANT == 4
 #include <laptime/nvtx.hpp>
 #endif
+
+#define STOPWATCH (VARIANT == 2 || VARIANT == 3)
 
 #if VARIANT == 1
 #define SECTION_BEGIN(name) \
   {                         \
     nvtx3::scoped_range range_(name);
 #define SECTION_END(name) }
-#elif VARIANT == 2 || VARIANT == 3
+#elif STOPWATCH
 #define SECTION_BEGIN(name) \
   {                         \
     laptime::Stopwatch::instance().start_meas(name);
@@ -44,7 +54,7 @@ static double step(std::vector<double>& v, double x) {
 }
 
 int main() {
-#if VARIANT == 2 || VARIANT == 3
+#if STOPWATCH
   laptime::Stopwatch::instance().enable(2, std::nullopt, false);
 #endif
   std::vector<double> data(1000, 1.0);
@@ -66,15 +76,15 @@ int main() {
     acc += step(data, 4.0);
     SECTION_END("optimizer step")
     SECTION_END("training loop")
-#if VARIANT == 2 || VARIANT == 3
+#if STOPWATCH
     laptime::Stopwatch::instance().finish_iter();
 #endif
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("%s: %g in %g s\n", label.c_str(), acc, s);
-#if VARIANT == 3
+#if STOPWATCH
   laptime::Stopwatch::instance().print_eval_times();
-  std::printf("%s\n", laptime::Stopwatch::instance().to_json().c_str());
+  laptime::Stopwatch::instance().write_json("tu-results.json");
 #endif
   return 0;
 }

@@ -65,5 +65,12 @@
 #define LAPTIME_ALWAYS_INLINE inline
 #endif
 
+// LAPTIME_IMPL: marks the functions of laptime's implementation part (the out-of-line half of a
+// component: reports, configuration, first use of a name, errors). They are defined weak, so that
+// every translation unit that includes <laptime/laptime.hpp> and the compiled library
+// (src/laptime.cpp, what the CMake target laptime::laptime links) may each carry a copy and the
+// program still links, to one of them (identical code).
+#define LAPTIME_IMPL __attribute__((weak))
+
 #define LAPTIME_CONCAT_IMPL(a, b) a##b
 #define LAPTIME_CONCAT(a, b) LAPTIME_CONCAT_IMPL(a, b)

@@ -1,4 +1,4 @@
-// laptime: everything in one include.
+// laptime: everything in one include, the implementation part with it.
 //
 //   #include <laptime/laptime.hpp>
 //
@@ -6,6 +6,12 @@
 // NVTXRangeWrapper (ranges for Nsight Systems with order checks), resources (/proc sampling),
 // cuda (run-time driver access: sync, events, profiler capture), settings (configure from the
 // environment). docs/ has the user guide.
+//
+// A single-file program needs nothing else: no library, no define. A program of several files
+// may include this in each of them (the implementation's functions are weak, linked once), or,
+// to compile faster, include only <laptime/stopwatch.hpp> where it measures and let the CMake
+// target laptime::laptime, or laptime/src/laptime.cpp on the command line, bring the
+// implementation (docs/build.md).
 #pragma once
 
 #include "laptime/config.hpp"
@@ -16,3 +22,7 @@
 #include "laptime/results.hpp"
 #include "laptime/settings.hpp"
 #include "laptime/stopwatch.hpp"
+
+// The implementation part (detail/*_impl.hpp and the machinery they include).
+#include "laptime/detail/results_impl.hpp"
+#include "laptime/detail/stopwatch_impl.hpp"

@@ -25,6 +25,9 @@
 #include "laptime/error.hpp"
 #include "laptime/nvtx.hpp"
 #include "laptime/stopwatch.hpp"
+#if LAPTIME_ENABLED
+#include "laptime/detail/stopwatch_config.hpp"
+#endif
 
 LAPTIME_BEGIN_NAMESPACE
 

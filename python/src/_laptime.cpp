@@ -566,8 +566,7 @@ PyObject* sw_end_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObje
 // Whether this finish_iter will print the periodic report (laptime's own test, read ahead).
 bool finish_iter_will_print() {
 #if LAPTIME_ENABLED
-  laptime::detail::StopwatchState& s = laptime::detail::stopwatch_state();
-  return s.prints_after(s.finished_iters.load(std::memory_order_relaxed) + 1);
+  return laptime::detail::finish_iter_will_print();  // the rule's one home: prints_after
 #else
   return false;  // compiled out (LAPTIME_DISABLE): nothing is ever printed
 #endif

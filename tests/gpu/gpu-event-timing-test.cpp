@@ -11,6 +11,7 @@
 
 #include "gpu_kernels.hpp"
 #include "laptime/cuda.hpp"
+#include "laptime/results.hpp"
 #include "laptime/stopwatch.hpp"
 
 namespace {

@@ -9,6 +9,7 @@
 
 #include "gpu_kernels.hpp"
 #include "laptime/cuda.hpp"
+#include "laptime/results.hpp"
 #include "laptime/stopwatch.hpp"
 
 int main(int argc, char** argv) {

@@ -1,14 +1,8 @@
-// laptime internals: the Stopwatch's process-wide state and its hot paths.
-//
-// Layout (see docs/design.md):
-//   - names are interned once into a process-wide table (id = first-seen order);
-//   - every OS thread has a ThreadRecord (ThreadRegistry) holding one Slot per name it used:
-//     the running interval and the statistics this thread accumulated for the name. A start/end
-//     pair touches only the calling thread's record: no lock, no shared cache line written;
-//   - a report merges the slots of all threads (threads alive or gone).
-// Name lookup on the hot path: the thread's NameCache (detail/names.hpp) keyed by the caller's
-// pointer and length, verified against the interned bytes; then the thread's own hash map; only a
-// name new to this thread takes the process-wide lock.
+// laptime internals: the Stopwatch's process-wide state, whole, and everything the hot path leaves
+// out of line: names, errors, features (resources, GPU events, recording), iteration ends, reports,
+// fork handling. The implementation part: compiled once by src/laptime.cpp (the CMake target) or
+// included by <laptime/laptime.hpp>; a translation unit that only times intervals includes
+// stopwatch_hot.hpp instead.
 #pragma once
 
 #include <pthread.h>
@@ -33,8 +27,9 @@
 #include "laptime/detail/clock.hpp"
 #include "laptime/detail/env.hpp"
 #include "laptime/detail/histogram.hpp"
-#include "laptime/detail/names.hpp"
 #include "laptime/detail/process_singleton.hpp"
+#include "laptime/detail/stopwatch_figures.hpp"
+#include "laptime/detail/stopwatch_hot.hpp"
 #include "laptime/detail/thread_registry.hpp"
 #include "laptime/error.hpp"
 #include "laptime/nvtx.hpp"
@@ -44,181 +39,10 @@
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
-inline constexpr std::uint32_t kNoName = 0xffffffffu;
-/// Slot::run of an interval of an older period that finish_iter dropped before its end_meas came.
-inline constexpr std::uint32_t kDroppedRun = 0xffffffffu;
-inline constexpr std::size_t kChunk = 64;
-inline constexpr std::size_t kChunks = (LAPTIME_MAX_NAMES + kChunk - 1) / kChunk;
-
-// Bits of StopwatchState::features: what the hot path must do beyond taking timestamps.
-inline constexpr unsigned kFeatCudaSync = 1;
-inline constexpr unsigned kFeatGpuTiming = 2;  // every name
-inline constexpr unsigned kFeatTracked = 4;
-inline constexpr unsigned kFeatGpuNames = 8;  // the names flagged kNameGpu only
-inline constexpr unsigned kFeatRecord = 16;   // keep each thread's last intervals (IntervalRing)
-
-// Bits of StopwatchState::name_flags.
-inline constexpr std::uint8_t kNameTracked = 1;
-inline constexpr std::uint8_t kNameSeen = 2;
-inline constexpr std::uint8_t kNameGpu = 4;
-
 /// Resource sampling state of one (thread, tracked name); guarded by ThreadRecord::mutex.
 struct ResourceSlot {
   resources::Sample start;
   resources::Usage usage;
-};
-
-/// One (thread, name): the running interval, and what this thread accumulated for the name.
-///
-/// The running interval's fields are written by the owning thread and read by reports and by a
-/// thread that ends the interval for it (end_meas on another thread): relaxed atomics, a plain mov
-/// on x86. `run` is stored last with release, so whoever sees it sees the interval whole.
-struct Slot {
-  // The epoch (StopwatchState::epoch) the running interval started in; 0: none runs. An interval
-  // of an older epoch (started before a disable(), reset() or enable()) is dropped, not ended.
-  std::atomic<std::uint32_t> run{0};
-  std::atomic<std::int64_t> start_ns{0};
-  std::atomic<bool> sampled{false};    // resources were sampled at start
-  std::atomic<bool> measuring{false};  // started after warm-up (decides the CUDA sync at the end)
-  std::atomic<std::uint32_t> gpu_token{cuda::GpuEventTimer::kInvalid};
-  bool prepared = false;                     // owner only
-  std::uint32_t id = kNoName;                // the name's (set when the chunk is made)
-  std::atomic<std::uint32_t> generation{0};  // StopwatchState::generation of the statistics
-  IntervalStats stats;                       // written by the owner only
-  std::atomic<ResourceSlot*> resources{nullptr};
-};
-
-/// What a thread's name cache keeps for a name: the thread's slot for it (slots never move, and
-/// know their name's id), so a hit needs no further lookup.
-using NameCacheEntry = NameCache<Slot*>::Entry;
-
-/// One recorded interval. Fields are relaxed atomics (plain movs on x86) so that a report may read
-/// a slot while its thread overwrites it; IntervalRing::read discards such a slot.
-struct RingEntry {
-  std::atomic<std::uint64_t> name_gen{0};  // name id | (generation << 32)
-  std::atomic<std::int64_t> start_ns{0};
-  std::atomic<std::int64_t> dur_ns{0};
-  std::atomic<std::int64_t> iter{0};
-};
-
-/// The last `capacity` intervals a thread ended (Stopwatch::enable_recording). One writer, the
-/// owning thread, which never allocates or locks here; readers (reports) run under the registry
-/// lock. Protocol: the writer announces index w in `claimed`, a release fence, writes the slot,
-/// then publishes w + 1 with release. A reader copies the published slots (acquire loads), then
-/// reads `claimed`: any slot it copied while the writer was overwriting it is older than
-/// claimed - capacity, and is discarded. A torn record is never emitted.
-struct IntervalRing {
-  explicit IntervalRing(std::size_t cap) : capacity(cap), entries(new RingEntry[cap]) {}
-  const std::size_t capacity;
-  std::unique_ptr<RingEntry[]> entries;
-  std::size_t next = 0;  // owner only: the slot of the next record (published % capacity)
-  std::atomic<std::uint64_t> claimed{0};
-  std::atomic<std::uint64_t> published{0};
-  std::string thread_name;  // read at allocation; reports refresh it from /proc
-  long tid = 0;             // of the thread that wrote it
-
-  LAPTIME_ALWAYS_INLINE void push(std::uint64_t name_gen, std::int64_t start, std::int64_t dur,
-                                  std::int64_t iteration) noexcept {
-    const std::uint64_t w = published.load(std::memory_order_relaxed);
-    claimed.store(w + 1, std::memory_order_relaxed);
-    // Release stores (a plain mov on x86): none of them is seen before `claimed` is. Not a fence,
-    // which ThreadSanitizer does not model.
-    RingEntry& e = entries[next];
-    e.name_gen.store(name_gen, std::memory_order_release);
-    e.start_ns.store(start, std::memory_order_release);
-    e.dur_ns.store(dur, std::memory_order_release);
-    e.iter.store(iteration, std::memory_order_release);
-    next = next + 1 == capacity ? 0 : next + 1;
-    published.store(w + 1, std::memory_order_release);
-  }
-
-  /// Calls f(name_gen, start, dur, iter) for each whole record, oldest first.
-  template <class F>
-  void read(F&& f) const {
-    const std::uint64_t h = published.load(std::memory_order_acquire);
-    const std::uint64_t lo = h > capacity ? h - capacity : 0;
-    struct Copy {
-      std::uint64_t name_gen;
-      std::int64_t start, dur, iter;
-    };
-    std::vector<Copy> copies;
-    copies.reserve(static_cast<std::size_t>(h - lo));
-    for (std::uint64_t i = lo; i < h; ++i) {
-      const RingEntry& e = entries[static_cast<std::size_t>(i % capacity)];
-      // Acquire loads: `claimed` below is read after every one of them.
-      copies.push_back(
-          {e.name_gen.load(std::memory_order_acquire), e.start_ns.load(std::memory_order_acquire),
-           e.dur_ns.load(std::memory_order_acquire), e.iter.load(std::memory_order_acquire)});
-    }
-    const std::uint64_t c = claimed.load(std::memory_order_relaxed);
-    const std::uint64_t valid_from = c > capacity ? c - capacity : 0;
-    for (std::uint64_t i = std::max(lo, valid_from); i < h; ++i) {
-      const Copy& r = copies[static_cast<std::size_t>(i - lo)];
-      f(r.name_gen, r.start, r.dur, r.iter);
-    }
-  }
-};
-
-// Threads write only their own record and slots. Both are aligned to (and padded to a multiple
-// of) a cache line, so that two threads never write one line: records and chunks are heap
-// blocks that the allocator may otherwise place side by side.
-inline constexpr std::size_t kCacheLine = 64;
-
-struct alignas(kCacheLine) SlotChunk {
-  Slot slots[kChunk];
-};
-
-struct alignas(kCacheLine) ThreadRecord {
-  std::array<std::atomic<Slot*>, kChunks> chunks{};
-  NameCache<Slot*> cache;
-  std::unordered_map<std::string_view, std::uint32_t> known;  // keys view interned names
-  // Intervals this thread started and may not have ended: an upper bound (another thread may
-  // end one, an epoch may drop one); finish_iter() counts exactly when it is not 0.
-  int running = 0;
-  long tid = 0;
-  std::mutex mutex;  // resource slots: written by the owner, read by reports
-  // Interval recording: the ring in use (owner writes; reports read under the registry lock);
-  // `rings` owns it, rings of an earlier capacity (a report may still read them) and the ring of
-  // the thread that had this record before (`retired`, still reported).
-  std::atomic<IntervalRing*> ring{nullptr};
-  IntervalRing* retired = nullptr;
-  std::vector<std::unique_ptr<IntervalRing>> rings;
-
-  /// A thread takes this record: what ran on the previous owner is dropped (it can never end),
-  /// what it accumulated stays.
-  void adopt(long new_tid) noexcept {
-    tid = new_tid;
-    running = 0;
-    // Under the registry lock: no report reads the rings now, and the old owner is gone. Its
-    // last ring stays readable; older ones go, so memory stays at two rings per record.
-    if (IntervalRing* r = ring.exchange(nullptr, std::memory_order_relaxed)) {
-      retired = r;
-      std::lock_guard<std::mutex> lock(mutex);
-      for (auto& owned : rings) {
-        if (owned.get() == r) owned.swap(rings.front());
-      }
-      rings.resize(1);
-    }
-    for (auto& c : chunks) {
-      if (Slot* s = c.load(std::memory_order_relaxed)) {
-        for (std::size_t i = 0; i < kChunk; ++i) s[i].run.store(0, std::memory_order_relaxed);
-      }
-    }
-  }
-
-  LAPTIME_ALWAYS_INLINE Slot& slot(std::uint32_t id) {
-    Slot* c = chunks[id / kChunk].load(std::memory_order_relaxed);
-    if (LAPTIME_UNLIKELY(c == nullptr)) c = add_chunk(id / kChunk);
-    return c[id % kChunk];
-  }
-
-  LAPTIME_NOINLINE Slot* add_chunk(std::size_t index) {
-    Slot* c = (new SlotChunk)->slots;  // never freed: reports may read it at any time
-    for (std::size_t i = 0; i < kChunk; ++i)
-      c[i].id = static_cast<std::uint32_t>(index * kChunk + i);
-    chunks[index].store(c, std::memory_order_release);
-    return c;
-  }
 };
 
 struct OneTime {
@@ -237,21 +61,19 @@ struct EnvOverrides {
   std::optional<bool> cuda_sync;
 };
 
+/// Where periodic and at-exit reports go: laptime::PrintFunction (stopwatch.hpp), spelled here.
+using PrintFn = void (*)(const char* text, std::size_t size, void* user_data);
+
 struct GpuAggregate {
   IntervalStats stats;
 };
 
-struct StopwatchState {
+/// The Stopwatch's whole process-wide state: the hot part (StopwatchCore) and what configuration,
+/// names, reports, GPU timing and recording keep. One per process (process_singleton).
+struct StopwatchState : StopwatchCore {
   StopwatchState();
 
-  // --- hot-path reads (relaxed) ---
-  std::atomic<bool> enabled{false};
-  std::atomic<unsigned> features{0};
-  std::atomic<std::int64_t> finished_iters{0};
-  std::atomic<int> warmup{0};
-  std::atomic<std::uint32_t> generation{1};  // of the statistics: reset() moves it on
-  std::atomic<std::uint32_t> epoch{1};  // of running intervals: disable/reset/enable move it on
-  std::array<std::atomic<std::uint8_t>, LAPTIME_MAX_NAMES> name_flags{};
+  // --- read by the rare branches of the hot path ---
   std::array<std::atomic<const std::string*>, LAPTIME_MAX_NAMES> names{};
   std::atomic<void*> gpu_stream{nullptr};
 
@@ -268,7 +90,7 @@ struct StopwatchState {
   bool cfg_cuda_sync = false;
   std::atomic<int> print_every{0};  // 0: never
   std::atomic<bool> print_rank0_only{false};
-  std::atomic<PrintFunction> print_fn{nullptr};
+  std::atomic<PrintFn> print_fn{nullptr};
   std::atomic<void*> print_user{nullptr};
 
   // --- names ---
@@ -279,8 +101,6 @@ struct StopwatchState {
   // LAPTIME_MAX_NAMES in the environment at first use, else Stopwatch::set_max_names.
   std::atomic<std::uint32_t> max_names{LAPTIME_MAX_NAMES};
   bool max_names_from_env = false;
-
-  ThreadRegistry<ThreadRecord> threads;
 
   std::mutex one_time_mutex;
   std::vector<OneTime> one_time;
@@ -308,12 +128,11 @@ struct StopwatchState {
   bool exit_print = false;
 
   // --- operations ---
+  // The rare branches of the hot path are declared again here: StopwatchCore's out-of-line
+  // functions forward to these (below), which see the whole state.
   std::uint32_t intern(std::string_view name);
-  LAPTIME_ALWAYS_INLINE const NameCacheEntry* lookup(ThreadRecord& rec, std::string_view name);
   const NameCacheEntry* lookup_slow(ThreadRecord& rec, std::string_view name);
   void prepare(Slot& s);
-  void start(std::string_view name);
-  void end(std::string_view name);
   // The rare branches of start/end (errors, CUDA sync, first use, after a reset, features), out
   // of line so that the hot functions keep a small frame.
   void start_running_error(std::string_view name);
@@ -322,8 +141,6 @@ struct StopwatchState {
   void drop_interval(Slot& s, std::uint32_t mark = 0) noexcept;
   void end_elsewhere(ThreadRecord& rec, Slot& mine, std::uint32_t id, std::string_view name,
                      std::int64_t t, unsigned feats);
-  void add_interval(ThreadRecord& owner, Slot& run_slot, Slot& stats_slot, std::uint32_t id,
-                    std::int64_t t, unsigned feats);
   void sync_before_end(std::string_view name);
   void drop_stale(ThreadRecord& rec, Slot& s, std::uint32_t gen);
   void start_features(Slot& s, std::uint32_t id, unsigned feats, bool measuring);
@@ -342,6 +159,12 @@ struct StopwatchState {
     }
   }
   void finish_iter();
+  /// Iterations finished after warm-up (0 during warm-up).
+  int iterations_measured() const {
+    const auto n =
+        finished_iters.load(std::memory_order_relaxed) - warmup.load(std::memory_order_relaxed);
+    return n > 0 ? static_cast<int>(n) : 0;
+  }
   std::size_t collect_gpu(bool wait);
   bool prints_after(std::int64_t finished);
   Results results(bool wait_for_gpu = true);
@@ -428,17 +251,8 @@ inline std::uint32_t StopwatchState::intern(std::string_view name) {
   return id;
 }
 
-/// The calling thread's cache entry for `name` (its id and slot); nullptr when the name table is
-/// full.
-LAPTIME_ALWAYS_INLINE const NameCacheEntry* StopwatchState::lookup(ThreadRecord& rec,
-                                                                   std::string_view name) {
-  if (const NameCacheEntry* e = rec.cache.find(name); LAPTIME_LIKELY(e != nullptr)) return e;
-  return lookup_slow(rec, name);
-}
-
 // Out of line on purpose: keeps the hot path small.
-LAPTIME_NOINLINE inline const NameCacheEntry* StopwatchState::lookup_slow(ThreadRecord& rec,
-                                                                          std::string_view name) {
+inline const NameCacheEntry* StopwatchState::lookup_slow(ThreadRecord& rec, std::string_view name) {
   std::uint32_t id;
   if (auto it = rec.known.find(name); it != rec.known.end()) {
     id = it->second;
@@ -459,7 +273,7 @@ LAPTIME_NOINLINE inline const NameCacheEntry* StopwatchState::lookup_slow(Thread
   return &rec.cache.insert(name, interned->data(), &slot);
 }
 
-LAPTIME_NOINLINE inline void StopwatchState::prepare(Slot& s) {
+inline void StopwatchState::prepare(Slot& s) {
   // The histogram is allocated here, on the first start on this thread, so end_meas never
   // allocates.
   s.stats.allocate();
@@ -467,36 +281,7 @@ LAPTIME_NOINLINE inline void StopwatchState::prepare(Slot& s) {
   s.prepared = true;
 }
 
-inline void StopwatchState::start(std::string_view name) {
-  ThreadRecord& rec = threads.local();
-  const NameCacheEntry* e = lookup(rec, name);
-  if (LAPTIME_UNLIKELY(e == nullptr)) return;
-  const std::uint32_t id = e->value->id;
-  Slot& s = *e->value;
-  if (LAPTIME_UNLIKELY(!s.prepared)) prepare(s);
-  const std::uint32_t ep = epoch.load(std::memory_order_relaxed);
-  if (const std::uint32_t r = s.run.load(std::memory_order_relaxed); LAPTIME_UNLIKELY(r != 0)) {
-    if (r == ep) {
-      start_running_error(name);
-      return;
-    }
-    drop_interval(s);  // started before a disable(), reset() or enable(): never ended
-  }
-  std::atomic<std::uint8_t>& flags = name_flags[id];
-  if (LAPTIME_UNLIKELY(!(flags.load(std::memory_order_relaxed) & kNameSeen))) {
-    flags.fetch_or(kNameSeen, std::memory_order_relaxed);
-  }
-  const bool measuring =
-      finished_iters.load(std::memory_order_relaxed) >= warmup.load(std::memory_order_relaxed);
-  s.measuring.store(measuring, std::memory_order_relaxed);
-  ++rec.running;
-  const unsigned feats = features.load(std::memory_order_relaxed);
-  if (LAPTIME_UNLIKELY(feats != 0)) start_features(s, id, feats, measuring);
-  s.start_ns.store(now_ns(), std::memory_order_relaxed);
-  s.run.store(ep, std::memory_order_release);
-}
-
-LAPTIME_COLD inline void StopwatchState::start_running_error(std::string_view name) {
+inline void StopwatchState::start_running_error(std::string_view name) {
   usage_error("start_meas(" + detail::quoted(name) + ")",
               detail::quoted(name) +
                   " is already running on this thread (end it with end_meas first; other "
@@ -504,7 +289,7 @@ LAPTIME_COLD inline void StopwatchState::start_running_error(std::string_view na
 }
 
 // An interval that will never be ended: its GPU events go back to the pool untimed.
-LAPTIME_COLD inline void StopwatchState::drop_interval(Slot& s, std::uint32_t mark) noexcept {
+inline void StopwatchState::drop_interval(Slot& s, std::uint32_t mark) noexcept {
   s.run.store(mark, std::memory_order_relaxed);
   s.sampled.store(false, std::memory_order_relaxed);
   const std::uint32_t token =
@@ -512,8 +297,8 @@ LAPTIME_COLD inline void StopwatchState::drop_interval(Slot& s, std::uint32_t ma
   if (token != cuda::GpuEventTimer::kInvalid) cuda::GpuEventTimer::instance().cancel(token);
 }
 
-LAPTIME_NOINLINE inline void StopwatchState::start_features(Slot& s, std::uint32_t id,
-                                                            unsigned feats, bool measuring) {
+inline void StopwatchState::start_features(Slot& s, std::uint32_t id, unsigned feats,
+                                           bool measuring) {
   if (feats & kFeatRecord) ensure_ring(threads.local());
   const std::uint8_t flags = name_flags[id].load(std::memory_order_relaxed);
   if ((feats & kFeatTracked) && (flags & kNameTracked)) {
@@ -536,52 +321,9 @@ LAPTIME_NOINLINE inline void StopwatchState::start_features(Slot& s, std::uint32
   if ((feats & kFeatCudaSync) && measuring) cuda::synchronize();
 }
 
-inline void StopwatchState::end(std::string_view name) {
-  const unsigned feats = features.load(std::memory_order_relaxed);
-  if (LAPTIME_UNLIKELY(feats & kFeatCudaSync)) sync_before_end(name);
-  const std::int64_t t = now_ns();
-  ThreadRecord& rec = threads.local();
-  const NameCacheEntry* e = lookup(rec, name);
-  if (LAPTIME_UNLIKELY(e == nullptr)) return;
-  Slot& s = *e->value;
-  if (LAPTIME_UNLIKELY(s.run.load(std::memory_order_relaxed) !=
-                       epoch.load(std::memory_order_relaxed))) {
-    end_elsewhere(rec, s, e->value->id, name, t, feats);  // not running here, or from an old epoch
-    return;
-  }
-  s.run.store(0, std::memory_order_relaxed);
-  --rec.running;
-  add_interval(rec, s, s, e->value->id, t, feats);
-}
-
-/// Adds the interval that ran on `run_slot` (of thread `owner`) and ended at `t` to `stats_slot`
-/// (the ending thread's slot for the name: statistics are written by one thread only).
-LAPTIME_ALWAYS_INLINE void StopwatchState::add_interval(ThreadRecord& owner, Slot& run_slot,
-                                                        Slot& stats_slot, std::uint32_t id,
-                                                        std::int64_t t, unsigned feats) {
-  const std::int64_t t0 = run_slot.start_ns.load(std::memory_order_relaxed);
-  const std::int64_t dt = t > t0 ? t - t0 : 0;
-  const std::uint32_t gen = generation.load(std::memory_order_relaxed);
-  if (LAPTIME_UNLIKELY(stats_slot.generation.load(std::memory_order_relaxed) != gen)) {
-    drop_stale(owner, stats_slot, gen);
-  }
-  // An interval belongs to the iteration in which it ends: warm-up is decided now.
-  const bool measuring =
-      finished_iters.load(std::memory_order_relaxed) >= warmup.load(std::memory_order_relaxed);
-  if (LAPTIME_LIKELY(measuring)) stats_slot.stats.add(static_cast<std::uint64_t>(dt));
-  std::atomic<std::uint8_t>& flags = name_flags[id];
-  if (LAPTIME_UNLIKELY(!(flags.load(std::memory_order_relaxed) & kNameSeen))) {
-    flags.fetch_or(kNameSeen, std::memory_order_relaxed);
-  }
-  if (LAPTIME_UNLIKELY(feats != 0)) {
-    if (feats & kFeatRecord) record_interval(id, t0, dt);
-    if (feats & ~kFeatRecord) end_features(owner, run_slot, id, measuring, dt);
-  }
-}
-
 // Sync before the end timestamp, for intervals that synced at their start (after warm-up).
 // Decided per interval; end() only knows whether syncing is configured at all.
-LAPTIME_NOINLINE inline void StopwatchState::sync_before_end(std::string_view name) {
+inline void StopwatchState::sync_before_end(std::string_view name) {
   ThreadRecord& rec = threads.local();
   if (const NameCacheEntry* e = lookup(rec, name)) {
     if (e->value->run.load(std::memory_order_relaxed) == epoch.load(std::memory_order_relaxed) &&
@@ -599,9 +341,8 @@ LAPTIME_NOINLINE inline void StopwatchState::sync_before_end(std::string_view na
 //   - none or several: a usage error.
 // The owner's own end_meas does not compare-exchange (it would cost a locked instruction on every
 // pair): two threads that end one interval at the same moment may both count it.
-LAPTIME_NOINLINE inline void StopwatchState::end_elsewhere(ThreadRecord& rec, Slot& mine,
-                                                           std::uint32_t id, std::string_view name,
-                                                           std::int64_t t, unsigned feats) {
+inline void StopwatchState::end_elsewhere(ThreadRecord& rec, Slot& mine, std::uint32_t id,
+                                          std::string_view name, std::int64_t t, unsigned feats) {
   const std::uint32_t ep = epoch.load(std::memory_order_relaxed);
   if (mine.run.load(std::memory_order_relaxed) != 0) {
     drop_interval(mine);
@@ -636,7 +377,7 @@ LAPTIME_NOINLINE inline void StopwatchState::end_elsewhere(ThreadRecord& rec, Sl
 }
 
 // reset() since this thread last wrote to the slot: its statistics belong to the old generation.
-LAPTIME_COLD inline void StopwatchState::drop_stale(ThreadRecord& rec, Slot& s, std::uint32_t gen) {
+inline void StopwatchState::drop_stale(ThreadRecord& rec, Slot& s, std::uint32_t gen) {
   s.stats.clear();
   if (ResourceSlot* r = s.resources.load(std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lock(rec.mutex);
@@ -645,9 +386,8 @@ LAPTIME_COLD inline void StopwatchState::drop_stale(ThreadRecord& rec, Slot& s, 
   s.generation.store(gen, std::memory_order_release);  // after the clear, for reports
 }
 
-LAPTIME_NOINLINE inline void StopwatchState::end_features(ThreadRecord& owner, Slot& run_slot,
-                                                          std::uint32_t id, bool measuring,
-                                                          std::int64_t dt) {
+inline void StopwatchState::end_features(ThreadRecord& owner, Slot& run_slot, std::uint32_t id,
+                                         bool measuring, std::int64_t dt) {
   if (run_slot.sampled.exchange(false, std::memory_order_relaxed)) {
     const resources::Sample end_sample = resources::sample();
     if (measuring) {
@@ -709,8 +449,7 @@ LAPTIME_NOINLINE inline void StopwatchState::ensure_ring(ThreadRecord& rec) {
 
 // Out of line: the recording cost stays off the plain pair. The interval goes to the ring of the
 // thread that ends it (each ring has one writer); it belongs to the iteration in which it ends.
-LAPTIME_NOINLINE inline void StopwatchState::record_interval(std::uint32_t id, std::int64_t t0,
-                                                             std::int64_t dt) {
+inline void StopwatchState::record_interval(std::uint32_t id, std::int64_t t0, std::int64_t dt) {
   IntervalRing* r = threads.local().ring.load(std::memory_order_relaxed);
   if (LAPTIME_UNLIKELY(r == nullptr)) {  // this thread started nothing since recording began
     unrecorded.fetch_add(1, std::memory_order_relaxed);
@@ -853,7 +592,7 @@ inline std::size_t StopwatchState::collect_gpu(bool wait) {
 
 inline void StopwatchState::print(const std::string& text) {
   std::lock_guard<std::mutex> lock(report_mutex);
-  if (PrintFunction fn = print_fn.load()) {
+  if (PrintFn fn = print_fn.load()) {
     fn(text.data(), text.size(), print_user.load());
   } else {
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -934,50 +673,16 @@ inline Results StopwatchState::results(bool wait_for_gpu) {
     const Merged& m = *merged[id];
     MeasurementResult out;
     out.name = *names[id].load(std::memory_order_acquire);
-    out.count = m.stats.count();
-    out.total_ns = static_cast<double>(m.stats.total_ns());
-    out.mean_per_iter_ns =
-        r.iterations_measured > 0 ? out.total_ns / static_cast<double>(r.iterations_measured) : 0.0;
-    out.mean_per_interval_ns = m.stats.mean_ns();
-    out.min_ns = static_cast<double>(m.stats.min_ns());
-    out.median_ns = m.stats.quantile_ns(0.5);
-    out.p90_ns = m.stats.quantile_ns(0.9);
-    out.p99_ns = m.stats.quantile_ns(0.99);
-    out.max_ns = static_cast<double>(m.stats.max_ns());
+    set_host_figures(out, m.stats, r.iterations_measured);
     out.running = m.running;
-    if (flags & kNameTracked) {
-      ResourceFigures f;
-      if (m.usage) {
-        f.process_percent = m.usage->process_percent();
-        f.process_cores = m.usage->process_cores();
-        f.system_percent = m.usage->system_percent();
-        f.read_mb_per_s = m.usage->read_mb_per_s();
-        f.write_mb_per_s = m.usage->write_mb_per_s();
-        f.rchar_mb_per_s = m.usage->rchar_mb_per_s();
-        f.wchar_mb_per_s = m.usage->wchar_mb_per_s();
-      }
-      out.resources = f;
-    }
+    if (flags & kNameTracked) out.resources = resource_figures(m.usage ? &*m.usage : nullptr);
     const bool gpu_name =
         (feats & kFeatGpuTiming) || ((feats & kFeatGpuNames) && (flags & kNameGpu));
     if (gpu_name && !gpu_runs) {
       out.gpu_unavailable = true;  // said once, at the top: no made-up zeros per name
     } else if (auto it = gpu.find(id); it != gpu.end() || gpu_name) {
-      GpuFigures g;
-      if (it != gpu.end()) {
-        const IntervalStats& st = it->second->stats;
-        g.count = st.count();
-        g.total_ns = static_cast<double>(st.total_ns());
-        g.mean_per_interval_ns = st.mean_ns();
-        g.mean_per_iter_ns = r.iterations_measured > 0
-                                 ? g.total_ns / static_cast<double>(r.iterations_measured)
-                                 : 0.0;
-        g.min_ns = static_cast<double>(st.min_ns());
-        g.median_ns = st.quantile_ns(0.5);
-        g.max_ns = static_cast<double>(st.max_ns());
-      }
-      g.pending = id < pending.size() ? pending[id] : 0;
-      out.gpu = g;
+      out.gpu = gpu_figures(it != gpu.end() ? &it->second->stats : nullptr, r.iterations_measured,
+                            id < pending.size() ? pending[id] : 0);
     }
     r.measurements.push_back(std::move(out));
   }
@@ -1016,38 +721,12 @@ inline void StopwatchState::reset() {
   gpu.clear();
 }
 
-// This copy of the code's pointer to the process-wide state, set at its first use. Constant-
-// initialised (no guard variable), so the hot path below inlines to one load and a branch, where
-// process_singleton's guarded static is an out-of-line call on every start_meas and end_meas.
-inline std::atomic<StopwatchState*>& stopwatch_state_pointer() noexcept {
-  static std::atomic<StopwatchState*> p{nullptr};
-  return p;
+/// The process-wide state, whole (the implementation part's view of stopwatch_core()).
+inline StopwatchState& stopwatch_state() {
+  return static_cast<StopwatchState&>(stopwatch_core());
 }
 
-LAPTIME_ALWAYS_INLINE StopwatchState& stopwatch_state();
-
-LAPTIME_NOINLINE inline StopwatchState& stopwatch_state_slow() {
-  StopwatchState& s = process_singleton<StopwatchState>("stopwatch");
-  if (!s.fork_handlers.exchange(true)) {
-    // Registered after error_state()'s, so that this prepare handler runs before that one
-    // (reverse order): enable() may warn while it holds config_mutex.
-    (void)error_state();
-    ::pthread_atfork([] { stopwatch_state().before_fork(); },
-                     [] { stopwatch_state().after_fork_in_parent(); },
-                     [] { stopwatch_state().after_fork_in_child(); });
-  }
-  stopwatch_state_pointer().store(&s, std::memory_order_release);
-  return s;
-}
-
-LAPTIME_ALWAYS_INLINE StopwatchState& stopwatch_state() {
-  StopwatchState* s = stopwatch_state_pointer().load(std::memory_order_acquire);
-  if (LAPTIME_LIKELY(s != nullptr)) return *s;
-  return stopwatch_state_slow();
-}
-
-/// Tests only: back to the state before the first enable() (names stay interned).
-inline void testing_reset_stopwatch() {
+inline void testing_reset_stopwatch_impl() {
   StopwatchState& s = stopwatch_state();
   {
     std::lock_guard<std::mutex> lock(s.config_mutex);
@@ -1069,6 +748,113 @@ inline void testing_reset_stopwatch() {
   ThreadRecord& rec = s.threads.local();
   rec.adopt(rec.tid);  // drop what a failed test left running on this thread
   s.reset();
+}
+
+// ---- the out-of-line half of the hot part (declared in stopwatch_hot.hpp) ----------------------
+// LAPTIME_IMPL (weak): defined in every translation unit that includes the implementation part,
+// linked once. StopwatchCore's rare branches forward to StopwatchState's, which see the state.
+
+LAPTIME_IMPL void ThreadRecord::adopt(long new_tid) noexcept {
+  tid = new_tid;
+  running = 0;
+  // Under the registry lock: no report reads the rings now, and the old owner is gone. Its
+  // last ring stays readable; older ones go, so memory stays at two rings per record.
+  if (IntervalRing* r = ring.exchange(nullptr, std::memory_order_relaxed)) {
+    retired = r;
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto& owned : rings) {
+      if (owned.get() == r) owned.swap(rings.front());
+    }
+    rings.resize(1);
+  }
+  for (auto& c : chunks) {
+    if (Slot* s = c.load(std::memory_order_relaxed)) {
+      for (std::size_t i = 0; i < kChunk; ++i) s[i].run.store(0, std::memory_order_relaxed);
+    }
+  }
+}
+
+LAPTIME_IMPL Slot* ThreadRecord::add_chunk(std::size_t index) {
+  Slot* c = (new SlotChunk)->slots;  // never freed: reports may read it at any time
+  for (std::size_t i = 0; i < kChunk; ++i) c[i].id = static_cast<std::uint32_t>(index * kChunk + i);
+  chunks[index].store(c, std::memory_order_release);
+  return c;
+}
+
+static_assert(kNoGpuToken == cuda::GpuEventTimer::kInvalid, "Slot::gpu_token's 'none'");
+
+LAPTIME_IMPL const NameCacheEntry* StopwatchCore::lookup_slow(ThreadRecord& rec,
+                                                              std::string_view name) {
+  return static_cast<StopwatchState&>(*this).lookup_slow(rec, name);
+}
+LAPTIME_IMPL void StopwatchCore::prepare(Slot& s) {
+  static_cast<StopwatchState&>(*this).prepare(s);
+}
+LAPTIME_IMPL LAPTIME_COLD void StopwatchCore::start_running_error(std::string_view name) {
+  static_cast<StopwatchState&>(*this).start_running_error(name);
+}
+LAPTIME_IMPL LAPTIME_COLD void StopwatchCore::drop_interval(Slot& s, std::uint32_t mark) noexcept {
+  static_cast<StopwatchState&>(*this).drop_interval(s, mark);
+}
+LAPTIME_IMPL void StopwatchCore::end_elsewhere(ThreadRecord& rec, Slot& mine, std::uint32_t id,
+                                               std::string_view name, std::int64_t t,
+                                               unsigned feats) {
+  static_cast<StopwatchState&>(*this).end_elsewhere(rec, mine, id, name, t, feats);
+}
+LAPTIME_IMPL void StopwatchCore::sync_before_end(std::string_view name) {
+  static_cast<StopwatchState&>(*this).sync_before_end(name);
+}
+LAPTIME_IMPL LAPTIME_COLD void StopwatchCore::drop_stale(ThreadRecord& rec, Slot& s,
+                                                         std::uint32_t gen) {
+  static_cast<StopwatchState&>(*this).drop_stale(rec, s, gen);
+}
+LAPTIME_IMPL void StopwatchCore::start_features(Slot& s, std::uint32_t id, unsigned feats,
+                                                bool measuring) {
+  static_cast<StopwatchState&>(*this).start_features(s, id, feats, measuring);
+}
+LAPTIME_IMPL void StopwatchCore::end_features(ThreadRecord& owner, Slot& run_slot, std::uint32_t id,
+                                              bool measuring, std::int64_t dt) {
+  static_cast<StopwatchState&>(*this).end_features(owner, run_slot, id, measuring, dt);
+}
+LAPTIME_IMPL void StopwatchCore::record_interval(std::uint32_t id, std::int64_t t0,
+                                                 std::int64_t dt) {
+  static_cast<StopwatchState&>(*this).record_interval(id, t0, dt);
+}
+LAPTIME_IMPL void StopwatchCore::finish_iter() {
+  static_cast<StopwatchState&>(*this).finish_iter();
+}
+
+LAPTIME_IMPL StopwatchCore& stopwatch_core_slow() {
+  StopwatchState& s = process_singleton<StopwatchState>("stopwatch");
+  if (!s.fork_handlers.exchange(true)) {
+    // Registered after error_state()'s, so that this prepare handler runs before that one
+    // (reverse order): enable() may warn while it holds config_mutex.
+    (void)error_state();
+    ::pthread_atfork([] { stopwatch_state().before_fork(); },
+                     [] { stopwatch_state().after_fork_in_parent(); },
+                     [] { stopwatch_state().after_fork_in_child(); });
+  }
+  stopwatch_core_pointer().store(&s, std::memory_order_release);
+  return s;
+}
+
+LAPTIME_IMPL LAPTIME_COLD void scoped_end_failed() noexcept {
+  try {
+    throw;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+  } catch (...) {
+    std::terminate();
+  }
+}
+
+LAPTIME_IMPL bool finish_iter_will_print() {
+  StopwatchState& s = stopwatch_state();
+  return s.prints_after(s.finished_iters.load(std::memory_order_relaxed) + 1);
+}
+
+LAPTIME_IMPL void testing_reset_stopwatch() {
+  testing_reset_stopwatch_impl();
 }
 
 }  // namespace detail

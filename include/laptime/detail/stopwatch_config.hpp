@@ -1,0 +1,250 @@
+// laptime internals: the Stopwatch's rules of configuration, each in one place: enable() and the
+// user's environment over it (SPEC §8), disable, the name limit, the names selected for CPU
+// tracking and GPU timing, the rank, and the one-time measurement table. The facade
+// (stopwatch.hpp, its out-of-line half stopwatch_impl.hpp) only forwards here. Implementation part.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "laptime/config.hpp"
+#include "laptime/cuda.hpp"
+#include "laptime/detail/exit_output.hpp"
+#include "laptime/detail/stopwatch_state.hpp"
+#include "laptime/error.hpp"
+#include "laptime/resources.hpp"
+
+LAPTIME_BEGIN_NAMESPACE
+namespace detail {
+
+// Puts the settings in force: `configured` and cfg_*, what the hot path reads. Under config_mutex.
+inline void apply_stopwatch_config(StopwatchState& s, int warmup, std::optional<int> every,
+                                   bool cuda_sync) {
+  if (s.configured && s.cfg_warmup == warmup && s.cfg_print_every == every &&
+      s.cfg_cuda_sync == cuda_sync) {
+    return;
+  }
+  s.configured = true;
+  s.next_epoch();
+  s.cfg_warmup = warmup;
+  s.cfg_print_every = every;
+  s.cfg_cuda_sync = cuda_sync;
+  s.warmup.store(warmup, std::memory_order_relaxed);
+  s.print_every.store(every.value_or(0), std::memory_order_relaxed);
+  if (cuda_sync) {
+    // Load the driver now (milliseconds), not inside the first measured interval.
+    (void)cuda::driver_available();
+    s.features.fetch_or(kFeatCudaSync, std::memory_order_relaxed);
+  } else {
+    s.features.fetch_and(~kFeatCudaSync, std::memory_order_relaxed);
+  }
+  arm_exit_output(s);
+  s.enabled.store(true, std::memory_order_release);
+}
+
+// The code's arguments (or, before the code has called enable, the built-in defaults the
+// environment's profile brought) with the user's environment on top (SPEC §8).
+inline void apply_with_overrides(StopwatchState& s, int warmup, std::optional<int> every,
+                                 bool cuda_sync) {
+  if (s.code_configured) {
+    warmup = s.code_warmup;
+    every = s.code_print_every;
+    cuda_sync = s.code_cuda_sync;
+  }
+  if (s.env.warmup) warmup = *s.env.warmup;
+  if (s.env.print_every) every = *s.env.print_every;
+  if (s.env.cuda_sync) cuda_sync = *s.env.cuda_sync;
+  apply_stopwatch_config(s, warmup, every, cuda_sync);
+}
+
+/// configure_from_env: what the user's environment set, from now on over the code's calls.
+inline void set_env_overrides(const EnvOverrides& overrides) {
+  StopwatchState& s = stopwatch_state();
+  std::lock_guard<std::mutex> lock(s.config_mutex);
+  s.env = overrides;
+  if (overrides.off) {
+    if (s.configured) s.next_epoch();
+    s.enabled.store(false);
+    s.configured = false;
+    return;
+  }
+  if (s.configured) apply_with_overrides(s, s.cfg_warmup, s.cfg_print_every, s.cfg_cuda_sync);
+}
+
+/// Stopwatch::enable, with the spelling of "no value" in the caller's language for messages
+/// ("std::nullopt" in C++, "None" from Python). `from_env`: configure_from_env's call, whose
+/// arguments (built-in defaults where the user set no variable) yield to the code's.
+inline void enable_stopwatch(int num_warmup_iters, std::optional<int> print_every_n_iters,
+                             bool do_cuda_sync, const char* none, bool from_env = false) {
+  auto args = [&] {
+    return "(num_warmup_iters=" + std::to_string(num_warmup_iters) + ", print_every_n_iters=" +
+           (print_every_n_iters ? std::to_string(*print_every_n_iters) : std::string(none)) +
+           ", do_cuda_sync=" + (do_cuda_sync ? "true" : "false") + ")";
+  };
+  if (num_warmup_iters < 0) {
+    usage_error("Stopwatch.enable" + args(), "num_warmup_iters must be >= 0");
+    return;
+  }
+  if (print_every_n_iters && *print_every_n_iters < 0) {
+    usage_error("Stopwatch.enable" + args(),
+                std::string("print_every_n_iters must be a number of iterations >= 0 (0 "
+                            "or ") +
+                    none + ": never print periodically)");
+    return;
+  }
+  if (print_every_n_iters && *print_every_n_iters == 0) print_every_n_iters.reset();
+  StopwatchState& s = stopwatch_state();
+  std::lock_guard<std::mutex> lock(s.config_mutex);
+  if (!from_env) {
+    if (s.env.off) return;  // the user's environment turned the Stopwatch off (SPEC §8)
+    if (s.code_configured) {
+      if (s.code_warmup != num_warmup_iters || s.code_print_every != print_every_n_iters ||
+          s.code_cuda_sync != do_cuda_sync) {
+        const std::string before =
+            "(num_warmup_iters=" + std::to_string(s.code_warmup) + ", print_every_n_iters=" +
+            (s.code_print_every ? std::to_string(*s.code_print_every) : std::string(none)) +
+            ", do_cuda_sync=" + (s.code_cuda_sync ? "true" : "false") + ")";
+        usage_error("Stopwatch.enable" + args(), "already enabled with different settings " +
+                                                     before +
+                                                     "; call disable() first to change them");
+        return;
+      }
+    }
+    s.code_configured = true;
+    s.code_warmup = num_warmup_iters;
+    s.code_print_every = print_every_n_iters;
+    s.code_cuda_sync = do_cuda_sync;
+  }
+  apply_with_overrides(s, num_warmup_iters, print_every_n_iters, do_cuda_sync);
+}
+
+/// Stopwatch::disable: measuring off, results kept; intervals running now are dropped.
+inline void disable_stopwatch() noexcept {
+  StopwatchState& s = stopwatch_state();
+  std::lock_guard<std::mutex> lock(s.config_mutex);
+  s.enabled.store(false);
+  s.configured = false;
+  s.code_configured = false;
+  s.next_epoch();  // intervals running now are dropped, never left running
+}
+
+/// Stopwatch::set_max_names: the limit in force after the call (the environment's wins).
+inline std::size_t set_max_names(std::size_t n) {
+  StopwatchState& s = stopwatch_state();
+  if (n > LAPTIME_MAX_NAMES) {
+    warn_once("set_max_names", "set_max_names(" + std::to_string(n) +
+                                   ") is above the compile-time capacity; " +
+                                   std::to_string(LAPTIME_MAX_NAMES) + " are allowed");
+    n = LAPTIME_MAX_NAMES;
+  }
+  std::lock_guard<std::mutex> lock(s.config_mutex);
+  if (!s.max_names_from_env && n > 0) {
+    s.max_names.store(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
+  }
+  return s.max_names.load(std::memory_order_relaxed);
+}
+
+inline void track_cpu_usage(std::string_view name) {
+  StopwatchState& s = stopwatch_state();
+  const std::uint32_t id = s.intern(name);
+  if (id == kNoName) {
+    usage_error("track_cpu_usage(" + detail::quoted(name) + ")",
+                "too many distinct measurement names (LAPTIME_MAX_NAMES)", "max-names",
+                "calls with names past LAPTIME_MAX_NAMES were not measured");
+    return;
+  }
+  // The sampler's lazily made statics are made here, before any interval is sampled: a fork()
+  // (a DataLoader worker) while another thread is making one would leave the child waiting for
+  // that static forever.
+  (void)resources::clock_ticks();
+  (void)resources::detail::sampler_bytes_read();
+  s.name_flags[id].fetch_or(kNameTracked, std::memory_order_relaxed);
+  s.features.fetch_or(kFeatTracked, std::memory_order_relaxed);
+}
+
+/// Stopwatch::enable_gpu_timing: every name, on `stream`.
+inline void enable_gpu_timing(void* stream) {
+  StopwatchState& s = stopwatch_state();
+  // Load the driver and create a first batch of events now, not inside the first interval.
+  if (cuda::driver_available()) cuda::GpuEventTimer::instance().reserve(64);
+  s.gpu_stream.store(stream, std::memory_order_relaxed);
+  s.features.fetch_or(kFeatGpuTiming, std::memory_order_relaxed);
+}
+
+inline void enable_gpu_timing_for(std::string_view name) {
+  StopwatchState& s = stopwatch_state();
+  const std::uint32_t id = s.intern(name);
+  if (id == kNoName) {
+    usage_error("enable_gpu_timing_for(" + detail::quoted(name) + ")",
+                "too many distinct measurement names (LAPTIME_MAX_NAMES)");
+    return;
+  }
+  // Load the driver and create a first batch of events now, not inside the first interval.
+  if (cuda::driver_available()) cuda::GpuEventTimer::instance().reserve(64);
+  s.name_flags[id].fetch_or(kNameGpu, std::memory_order_relaxed);
+  s.features.fetch_or(kFeatGpuNames, std::memory_order_relaxed);
+}
+
+/// Stopwatch::disable_gpu_timing: of every name and of selected ones.
+inline void disable_gpu_timing() noexcept {
+  stopwatch_state().features.fetch_and(~(kFeatGpuTiming | kFeatGpuNames),
+                                       std::memory_order_relaxed);
+}
+
+/// Stopwatch::set_rank.
+inline void set_rank(int rank, int world_size) {
+  if (rank < 0 || world_size < 0) {
+    usage_error("set_rank(" + std::to_string(rank) + ", " + std::to_string(world_size) + ")",
+                "rank and world_size must be >= 0");
+    return;
+  }
+  StopwatchState& s = stopwatch_state();
+  s.set_rank(rank, world_size > 0 ? world_size : s.rank_info().world_size);
+}
+
+/// Stopwatch::set_print_function.
+inline void set_print_function(PrintFn fn, void* user_data) noexcept {
+  StopwatchState& s = stopwatch_state();
+  s.print_user.store(user_data);
+  s.print_fn.store(fn);
+}
+
+// The one-time measurement table (SPEC §1): a name is used once; no warm-up.
+inline void start_one_time(std::string_view name) {
+  StopwatchState& s = stopwatch_state();
+  if (!s.enabled.load(std::memory_order_relaxed)) return;
+  const std::int64_t t = now_ns();
+  std::lock_guard<std::mutex> lock(s.one_time_mutex);
+  for (const auto& o : s.one_time) {
+    if (o.name == name) {
+      usage_error("start_one_time_measurement(" + detail::quoted(name) + ")",
+                  detail::quoted(name) +
+                      (o.running ? " is already running" : " was already measured") +
+                      " (one-time measurement names are used once)");
+      return;
+    }
+  }
+  s.one_time.push_back({std::string(name), t, 0, true});
+}
+
+inline void end_one_time(std::string_view name) {
+  const std::int64_t t = now_ns();
+  StopwatchState& s = stopwatch_state();
+  if (!s.enabled.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(s.one_time_mutex);
+  for (auto& o : s.one_time) {
+    if (o.name == name && o.running) {
+      o.end_ns = t;
+      o.running = false;
+      return;
+    }
+  }
+  usage_error("end_one_time_measurement(" + detail::quoted(name) + ")",
+              "no one-time measurement " + detail::quoted(name) + " is running");
+}
+
+}  // namespace detail
+LAPTIME_END_NAMESPACE

@@ -1,0 +1,111 @@
+// laptime internals: the out-of-line half of the Stopwatch's facade (stopwatch.hpp). Each call
+// forwards to the machinery: the rules in stopwatch_config.hpp, the state and reports in
+// stopwatch_state.hpp, the files in exit_output.hpp. The implementation part (LAPTIME_IMPL):
+// compiled once by src/laptime.cpp (the CMake target), or carried by <laptime/laptime.hpp>.
+#pragma once
+
+#include <iostream>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "laptime/config.hpp"
+#include "laptime/stopwatch.hpp"
+#if LAPTIME_ENABLED
+#include "laptime/detail/exit_output.hpp"
+#include "laptime/detail/stopwatch_config.hpp"
+#include "laptime/detail/stopwatch_state.hpp"
+#endif
+
+LAPTIME_BEGIN_NAMESPACE
+
+#if LAPTIME_ENABLED
+
+LAPTIME_IMPL void Stopwatch::enable(int num_warmup_iters, std::optional<int> print_every_n_iters,
+                                    bool do_cuda_sync) {
+  detail::enable_stopwatch(num_warmup_iters, print_every_n_iters, do_cuda_sync, "std::nullopt");
+}
+LAPTIME_IMPL void Stopwatch::disable() noexcept {
+  detail::disable_stopwatch();
+}
+LAPTIME_IMPL void Stopwatch::reset() {
+  detail::stopwatch_state().reset();
+}
+LAPTIME_IMPL void Stopwatch::track_cpu_usage(std::string_view name) {
+  detail::track_cpu_usage(name);
+}
+LAPTIME_IMPL std::size_t Stopwatch::set_max_names(std::size_t n) {
+  return detail::set_max_names(n);
+}
+LAPTIME_IMPL void Stopwatch::enable_gpu_timing(void* stream) {
+  detail::enable_gpu_timing(stream);
+}
+LAPTIME_IMPL void Stopwatch::enable_gpu_timing_for(std::string_view name) {
+  detail::enable_gpu_timing_for(name);
+}
+LAPTIME_IMPL void Stopwatch::set_gpu_stream(void* stream) noexcept {
+  detail::stopwatch_state().gpu_stream.store(stream, std::memory_order_relaxed);
+}
+LAPTIME_IMPL void Stopwatch::disable_gpu_timing() {
+  detail::disable_gpu_timing();
+}
+LAPTIME_IMPL void Stopwatch::wait_for_gpu_timings() {
+  detail::stopwatch_state().collect_gpu(true);
+}
+LAPTIME_IMPL void Stopwatch::enable_recording(std::size_t max_intervals) {
+  detail::stopwatch_state().set_recording(max_intervals, false);
+}
+LAPTIME_IMPL void Stopwatch::set_rank(int rank, int world_size) {
+  detail::set_rank(rank, world_size);
+}
+LAPTIME_IMPL void Stopwatch::set_print_rank0_only(bool on) noexcept {
+  detail::stopwatch_state().print_rank0_only.store(on);
+}
+LAPTIME_IMPL void Stopwatch::set_print_function(PrintFunction fn, void* user_data) noexcept {
+  detail::set_print_function(fn, user_data);
+}
+LAPTIME_IMPL void Stopwatch::set_exit_signal_handlers(bool on) {
+  detail::choose_exit_signal_handlers(on);
+}
+LAPTIME_IMPL void Stopwatch::start_one_time_measurement(std::string_view name) {
+  detail::start_one_time(name);
+}
+LAPTIME_IMPL void Stopwatch::end_one_time_measurement(std::string_view name) {
+  detail::end_one_time(name);
+}
+LAPTIME_IMPL int Stopwatch::get_num_nonwarmup_iters_measured() const {
+  return detail::stopwatch_state().iterations_measured();
+}
+LAPTIME_IMPL Results Stopwatch::results() const {
+  return detail::stopwatch_state().results();
+}
+LAPTIME_IMPL void Stopwatch::print_eval_times() const {
+  print_eval_times(std::cout);
+}
+LAPTIME_IMPL void Stopwatch::print_eval_times(std::ostream& os) const {
+  const Results r = results();
+  // Nothing when not enabled and nothing was measured, as the seed printed nothing before enable.
+  if (!is_enabled() && r.measurements.empty() && r.one_time.empty() && r.iterations_finished == 0) {
+    return;
+  }
+  os << r.to_text() << std::flush;
+}
+LAPTIME_IMPL std::string Stopwatch::report() const {
+  return results().to_text();
+}
+LAPTIME_IMPL std::string Stopwatch::to_json() const {
+  return results().to_json();
+}
+LAPTIME_IMPL void Stopwatch::write_json(const std::string& path) const {
+  if (const detail::WriteFailure f = detail::write_file_atomically(path, to_json())) {
+    throw std::system_error(f.code, std::generic_category(),
+                            "laptime: could not write results to '" + path + "'" +
+                                (f.step != nullptr ? std::string(" (") + f.step + ")" : ""));
+  }
+}
+
+#endif
+
+LAPTIME_END_NAMESPACE
