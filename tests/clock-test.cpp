@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "laptime/detail/clock.hpp"
+#include "laptime/detail/clock_impl.hpp"
 #include "laptime/stopwatch.hpp"
 #include "stopwatch_support.hpp"
 
@@ -127,6 +127,21 @@ TEST_CASE("this process uses the clock its CPU flags and environment call for") 
     CHECK(lt::clock_description().find(" GHz") != std::string::npos);
   }
   MESSAGE(lt::clock_description());
+}
+
+TEST_CASE("the report and the JSON say which clock timed them" * LAPTIME_NEEDS_ENABLED) {
+  lt::clock_calibrate_now();
+  laptime_test::Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.start_meas("step");
+  sw.end_meas("step");
+  sw.finish_iter();
+  const laptime::Results r = sw.results();
+  const std::string expect = lt::clock_description().substr(7);  // without "clock: "
+  CHECK(r.clock == expect);
+  CHECK(r.to_text().find(", clock " + expect + "\n") != std::string::npos);
+  CHECK(r.to_json().find("\"clock\": \"" + expect + "\"") != std::string::npos);
 }
 
 TEST_CASE("intervals from 1 ms to 1 s agree with steady_clock within 0.1 %" *

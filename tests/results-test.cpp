@@ -187,6 +187,17 @@ TEST_CASE("the report keeps its layout: units, padding and columns") {
         "    pipe_create: 1.50 s\n");
 }
 
+TEST_CASE("quantiles are exported with the digits a histogram has, exact figures with all") {
+  laptime::Results r = sample_results();
+  r.measurements[0].median_ns = 3096575.5;  // a bucket midpoint, good to 1 %
+  r.measurements[0].min_ns = 3096575.5;     // an exact figure
+  const std::string json = r.to_json();
+  CAPTURE(json);
+  CHECK(json.find("\"median_s\": 0.0031,") != std::string::npos);
+  CHECK(json.find("\"p99_s\": 723,") != std::string::npos);
+  CHECK(json.find("\"min_s\": 0.0030965755,") != std::string::npos);
+}
+
 TEST_CASE(
     "names past LAPTIME_MAX_NAMES warn once under the Warn policy, and the report counts "
     "the rest" *

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "laptime/settings.hpp"
+#include "laptime/laptime.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -440,30 +440,36 @@ TEST_CASE("statistics: min, median, percentiles and max of known intervals" *
   CHECK(m->p99_ns <= m->max_ns);
 }
 
+// The histogram of a name allocates a 256 B block the first time one of its intervals lands in a
+// power of two it had not seen (detail/histogram.hpp, histogram-test): a warm-up loop meets the
+// durations this loop has; in the measured loop, only an interval longer or shorter than all
+// before it (a preemption) could add a block, at most one per name and power of two.
 TEST_CASE("the hot path allocates nothing once a name is known to the thread" *
           LAPTIME_NEEDS_ENABLED) {
   Fresh fresh;
   auto& sw = laptime::Stopwatch::instance();
   sw.enable(0, std::nullopt, false);
   const std::string dynamic = std::string("data fetch") + " and decode";  // not a literal
-  sw.start_meas("step");
-  sw.end_meas("step");
-  sw.start_meas(dynamic);
-  sw.end_meas(dynamic);
+  auto loop = [&] {
+    for (int i = 0; i < 100000; ++i) {
+      sw.start_meas("step");
+      sw.start_meas(dynamic);
+      sw.end_meas(dynamic);
+      sw.end_meas("step");
+    }
+  };
+  loop();
   const long before = g_allocations.load();
-  for (int i = 0; i < 100000; ++i) {
-    sw.start_meas("step");
-    sw.start_meas(dynamic);
-    sw.end_meas(dynamic);
-    sw.end_meas("step");
-  }
+  loop();
+  const long after_loop = g_allocations.load();
+  CHECK(after_loop - before <= 4);  // new powers of two only; a per-call allocation is 200000
   const std::string copy = dynamic;  // same text at another address: one allocation (the copy)
   const long mid = g_allocations.load();
+  CHECK(mid - after_loop == 1);
   sw.start_meas(copy);
   sw.end_meas(copy);
-  CHECK(mid - before == 1);
-  CHECK(g_allocations.load() == mid);
-  CHECK(find(sw.results(), "step")->count == 100001);
+  CHECK(g_allocations.load() - mid <= 1);  // at most a new power of two
+  CHECK(find(sw.results(), "step")->count == 200000);
 }
 
 TEST_CASE("LAPTIME_MEAS and ScopedMeasurement time their scope, also when it throws" *

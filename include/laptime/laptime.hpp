@@ -25,4 +25,5 @@
 
 // The implementation part (detail/*_impl.hpp and the machinery they include).
 #include "laptime/detail/results_impl.hpp"
+#include "laptime/detail/settings_impl.hpp"
 #include "laptime/detail/stopwatch_impl.hpp"

@@ -86,6 +86,9 @@ struct Results {
   int rank = 0, world_size = 1;
   long pid = 0;
   std::string host;
+  /// The clock timestamps came from: "tsc 2.60 GHz", "steady (no invariant TSC)"
+  /// (detail/clock.hpp).
+  std::string clock;
   int num_warmup_iters = 0;
   std::int64_t iterations_finished = 0;
   std::int64_t iterations_measured = 0;

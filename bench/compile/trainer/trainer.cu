@@ -47,7 +47,11 @@
 #include <vector>
 
 #ifdef TRAINER_LAPTIME
-#include <laptime/laptime.hpp>
+// The fast recipe (docs/build.md): the light headers here, laptime's implementation compiled
+// once beside this file (src/laptime.cpp, the Makefile's laptime.o).
+#include <laptime/nvtx.hpp>
+#include <laptime/settings.hpp>
+#include <laptime/stopwatch.hpp>
 // One name, three calls: the Stopwatch interval (host time, and GPU time from events on the
 // trainer's stream) and an NVTX range for Nsight Systems.
 #define TRAINER_BEGIN(name)                                 \

@@ -129,13 +129,15 @@ inline void json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
-/// Appends a JSON number, or null for a missing or non-finite value.
-inline void json_number(std::string& out, std::optional<double> v) {
+/// Appends a JSON number with `digits` significant digits, or null for a missing or non-finite
+/// value. Exact figures (totals, means, min, max) take 9; quantiles, which come from histogram
+/// buckets good to 1 %, take 3: the digits they have.
+inline void json_number(std::string& out, std::optional<double> v, int digits = 9) {
   if (!v || !std::isfinite(*v)) {
     out += "null";
     return;
   }
-  append_general(out, *v, 9);
+  append_general(out, *v, digits);
 }
 
 }  // namespace detail

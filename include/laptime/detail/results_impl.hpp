@@ -41,6 +41,10 @@ LAPTIME_IMPL std::string Results::to_text() const {
   append_int(out, pid);
   out += ", host ";
   out += detail::escaped(host);
+  if (!clock.empty()) {
+    out += ", clock ";
+    out += detail::escaped(clock);
+  }
   out += '\n';
   if (!gpu_timing_off.empty()) {
     out += "  gpu timing: off (";
@@ -224,6 +228,13 @@ LAPTIME_IMPL std::string Results::to_json() const {
     o += "\": ";
     json_number(o, v);
   };
+  // Appends `, "key": quantile` (3 significant digits: histogram buckets are good to 1 %).
+  auto quantile = [&o](const char* key, std::optional<double> v) {
+    o += ", \"";
+    o += key;
+    o += "\": ";
+    json_number(o, v, 3);
+  };
   // Appends `, "key": integer`.
   auto integer = [&o](const char* key, auto v) {
     o += ", \"";
@@ -243,6 +254,10 @@ LAPTIME_IMPL std::string Results::to_json() const {
   integer("pid", pid);
   o += ", \"host\": ";
   json_string(o, host);
+  if (!clock.empty()) {
+    o += ", \"clock\": ";
+    json_string(o, clock);
+  }
   integer("num_warmup_iters", num_warmup_iters);
   integer("iterations_measured", iterations_measured);
   integer("iterations_finished", iterations_finished);
@@ -264,9 +279,9 @@ LAPTIME_IMPL std::string Results::to_json() const {
     num("mean_per_iter_s", iterations_measured > 0 ? seconds(m.mean_per_iter_ns) : none);
     num("mean_per_interval_s", any ? seconds(m.mean_per_interval_ns) : none);
     num("min_s", any ? seconds(m.min_ns) : none);
-    num("median_s", any ? seconds(m.median_ns) : none);
-    num("p90_s", any ? seconds(m.p90_ns) : none);
-    num("p99_s", any ? seconds(m.p99_ns) : none);
+    quantile("median_s", any ? seconds(m.median_ns) : none);
+    quantile("p90_s", any ? seconds(m.p90_ns) : none);
+    quantile("p99_s", any ? seconds(m.p99_ns) : none);
     num("max_s", any ? seconds(m.max_ns) : none);
     boolean("running", m.running > 0);
     if (m.resources) {
@@ -294,7 +309,7 @@ LAPTIME_IMPL std::string Results::to_json() const {
       num("mean_per_iter_s", iterations_measured > 0 ? seconds(g.mean_per_iter_ns) : none);
       num("mean_per_interval_s", gany ? seconds(g.mean_per_interval_ns) : none);
       num("min_s", gany ? seconds(g.min_ns) : none);
-      num("median_s", gany ? seconds(g.median_ns) : none);
+      quantile("median_s", gany ? seconds(g.median_ns) : none);
       num("max_s", gany ? seconds(g.max_ns) : none);
       o += "}";
     }

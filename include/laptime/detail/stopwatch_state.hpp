@@ -24,7 +24,7 @@
 
 #include "laptime/config.hpp"
 #include "laptime/cuda.hpp"
-#include "laptime/detail/clock.hpp"
+#include "laptime/detail/clock_impl.hpp"
 #include "laptime/detail/env.hpp"
 #include "laptime/detail/histogram.hpp"
 #include "laptime/detail/process_singleton.hpp"
@@ -622,6 +622,10 @@ inline Results StopwatchState::results(bool wait_for_gpu) {
   r.world_size = ri.world_size;
   r.pid = static_cast<long>(::getpid());
   r.host = host;
+  {
+    std::string c = clock_description();  // "clock: tsc 2.60 GHz"
+    r.clock = c.rfind("clock: ", 0) == 0 ? c.substr(7) : c;
+  }
   r.warnings = repeated_warnings();
   r.num_warmup_iters = warmup.load(std::memory_order_relaxed);
   r.iterations_finished = finished_iters.load(std::memory_order_relaxed);
