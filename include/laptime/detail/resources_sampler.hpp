@@ -104,9 +104,11 @@ class SelfSampler {
  public:
   // Readings older than this are not extrapolated: the boundary walks the tree itself.
   static constexpr std::int64_t kMaxAge = 50'000'000;
-  // The sampler walks every kPeriod, or every 20 walks' time where walks are slower (≤ 5 % of a
-  // core), while a boundary came within kIdleAfter; then it sleeps until the next one.
-  static constexpr std::int64_t kPeriod = 5'000'000;
+  // The sampler walks every kPeriod, or every kSlowdown walks' time where walks are slower (so
+  // that it takes at most 1/kSlowdown of a core), while a boundary came within kIdleAfter; then
+  // it sleeps until the next boundary wakes it.
+  static constexpr std::int64_t kPeriod = 10'000'000;
+  static constexpr std::int64_t kSlowdown = 40;
   static constexpr std::int64_t kIdleAfter = 1'000'000'000;
 
   /// The descendants at `now`: the last reading extrapolated, when it may be; nullopt otherwise.
@@ -336,7 +338,7 @@ class SelfSampler {
       }
       const std::int64_t took = monotonic_ns() - now;
       if (d) publish(*d);
-      period = took * 20 > kPeriod ? took * 20 : kPeriod;
+      period = took * kSlowdown > kPeriod ? took * kSlowdown : kPeriod;
       const timespec pause{static_cast<time_t>(period / 1000000000),
                            static_cast<long>(period % 1000000000)};
       ::nanosleep(&pause, nullptr);
