@@ -274,12 +274,18 @@ class Usage {
     return cpu_s_ / (static_cast<double>(cpu_wall_ns_) * 1e-9);
   }
 
-  /// process_cores() as a percentage of the CPUs online now: 100 is the whole machine.
-  std::optional<double> process_percent() const {
+  /// process_cores() as a percentage of `cpus` CPUs: 100 is all of them. nullopt without a
+  /// valid interval or with `cpus` <= 0 (unknown).
+  ///
+  ///   u.process_percent(8);  // 2 cores busy: 25.0
+  std::optional<double> process_percent(int cpus) const {
     const auto cores = process_cores();
-    const int cpus = online_cpus();
     if (!cores || cpus <= 0) return std::nullopt;
     return *cores / cpus * 100.0;
+  }
+  /// process_percent(online_cpus()): a percentage of the CPUs online now.
+  std::optional<double> process_percent() const {
+    return process_percent(online_cpus());
   }
 
   /// Busy share of all CPU time of the machine, in percent. nullopt also when no clock tick

@@ -81,13 +81,17 @@ inline std::optional<Descendants> walk_descendants(int proc_fd) {
     TreeWalk walk(proc_fd, s, /*clocks=*/true);
     Totals t;
     s.pids.clear();
+    s.clocked.clear();
     if (!walk.walk_children(self, t)) return std::nullopt;
+    const std::int64_t clocks_from = monotonic_ns();
+    walk.read_clocks(t);
+    const std::int64_t clocks_to = monotonic_ns();
     const auto after = reaped_children();
     if (!after) return std::nullopt;
     // A child reaped during the walk may be in neither reading, or in both: walk again.
     if (after->fingerprint != before->fingerprint) continue;
     Descendants d;
-    d.taken_ns = monotonic_ns();
+    d.taken_ns = clocks_from + (clocks_to - clocks_from) / 2;
     d.cpu_s = t.cpu_s(hz);
     d.fingerprint = after->fingerprint;
     d.io = t.io;
@@ -103,8 +107,8 @@ inline std::optional<Descendants> walk_descendants(int proc_fd) {
 class SelfSampler {
  public:
   // Readings older than this are not extrapolated: the boundary walks the tree itself.
-  static constexpr std::int64_t kMaxAge = 50'000'000;
-  // The sampler walks every kPeriod, or every kSlowdown walks' time where walks are slower (so
+  static constexpr std::int64_t kMaxAge = 25'000'000;
+  // The sampler walks every kPeriod, or every kSlowdown walks' CPU time where walks are slower (so
   // that it takes at most 1/kSlowdown of a core), while a boundary came within kIdleAfter; then
   // it sleeps until the next boundary wakes it.
   static constexpr std::int64_t kPeriod = 10'000'000;
@@ -309,6 +313,12 @@ class SelfSampler {
     }
   }
 
+  static std::int64_t thread_cpu_ns() noexcept {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  }
+
   static void* thread_main(void* arg) {
     static_cast<SelfSampler*>(arg)->run();
     return nullptr;
@@ -330,13 +340,14 @@ class SelfSampler {
         sleeping_.store(0, std::memory_order_relaxed);
         continue;
       }
+      const std::int64_t cpu_before = thread_cpu_ns();
       const int proc = proc_dir();
       std::optional<Descendants> d;
       try {
         if (proc >= 0) d = walk_descendants(proc);
       } catch (...) {  // out of memory growing a buffer: no reading this time
       }
-      const std::int64_t took = monotonic_ns() - now;
+      const std::int64_t took = thread_cpu_ns() - cpu_before;
       if (d) publish(*d);
       period = took * kSlowdown > kPeriod ? took * kSlowdown : kPeriod;
       const timespec pause{static_cast<time_t>(period / 1000000000),

@@ -164,10 +164,11 @@ int for_each_pid_entry(int dir_fd, const char* rel, F&& f) {
 
 /// Per-thread buffers, so that a warm sampler allocates nothing.
 struct Scratch {
-  std::string root;                               // proc_root, NUL-terminated for open()
-  std::vector<pid_t> pids;                        // children still to visit, as a stack
-  std::vector<std::pair<pid_t, pid_t>> pid_ppid;  // fallback scan of /proc/*/stat
-  std::vector<char> text;                         // children files
+  std::string root;                                      // proc_root, NUL-terminated for open()
+  std::vector<pid_t> pids;                               // children still to visit, as a stack
+  std::vector<std::pair<pid_t, pid_t>> pid_ppid;         // fallback scan of /proc/*/stat
+  std::vector<char> text;                                // children files
+  std::vector<std::pair<pid_t, std::uint64_t>> clocked;  // TreeWalk::clocks: (pid, utime+stime)
 };
 
 inline Scratch& scratch() {
@@ -213,13 +214,14 @@ class TreeWalk {
   /// the root that makes the CPU and I/O figures unavailable).
   bool walk(pid_t pid, int depth, Totals& out) {
     namespace pf = laptime::detail::procfs;
+    const std::size_t clocked = s_.clocked.size();
     for (int attempt = 1;; ++attempt) {
+      s_.clocked.resize(clocked);  // a walk that is done again is clocked again
       const auto st = read_stat(pid, depth);
       if (!st) return false;
       Totals t;
-      const auto own_ns = clocks_ ? process_cpu_ns(pid) : std::nullopt;
-      if (own_ns) {
-        t.clock_ns = *own_ns;
+      if (clocks_) {  // its own CPU comes from its clock, read by read_clocks()
+        s_.clocked.emplace_back(pid, st->utime + st->stime);
         t.ticks = st->cutime + st->cstime;
       } else {
         t.ticks = st->cpu_ticks();
@@ -265,6 +267,20 @@ class TreeWalk {
     }
     s_.pids.resize(begin);
     return true;
+  }
+
+  /// With `clocks`: adds the CPU clocks of the processes walked so far to `out`, read one after
+  /// the other after the walk, so that they are nearly simultaneous however slow the walk was.
+  /// A process gone meanwhile counts with the utime and stime its stat file had.
+  void read_clocks(Totals& out) {
+    for (const auto& [pid, ticks] : s_.clocked) {
+      if (const auto ns = process_cpu_ns(pid)) {
+        out.clock_ns += *ns;
+      } else {
+        out.ticks += ticks;
+      }
+    }
+    s_.clocked.clear();
   }
 
   bool children_failed() const noexcept { return children_failed_; }
