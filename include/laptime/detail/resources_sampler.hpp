@@ -21,6 +21,7 @@
 // docs/resources.md gives the accuracy this has and the bench rows that show its cost.
 #pragma once
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
@@ -30,7 +31,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string_view>
 
@@ -75,6 +78,10 @@ inline std::optional<Descendants> walk_descendants(int proc_fd) {
   const pid_t self = ::getpid();
   const long hz = ticks_per_second();
   if (hz <= 0) return std::nullopt;
+  // Without its own directory the children could not be listed, only not found.
+  char own[32];
+  std::snprintf(own, sizeof own, "%d/stat", static_cast<int>(self));
+  if (::faccessat(proc_fd, own, F_OK, 0) != 0) return std::nullopt;
   for (int attempt = 0; attempt < TreeWalk::kAttempts; ++attempt) {
     const auto before = reaped_children();
     if (!before) return std::nullopt;
@@ -411,6 +418,19 @@ inline SelfReading read_self() noexcept {
   // The "cpu" line comes first; the kernel formats all of /proc/stat anyway, so read no more.
   char buf[4096];
   long n = read_kept(ss, 0, buf, sizeof buf);
+  if (n < 0) {
+    // Neither /proc/stat nor /proc/<pid>: no proc file system is mounted (an empty directory in
+    // a container). One warning for the one cause, not one per file.
+    char pid_dir[32];
+    std::snprintf(pid_dir, sizeof pid_dir, "/proc/%d", static_cast<int>(self));
+    if (::access(pid_dir, F_OK) != 0) {
+      laptime::detail::warn_once("resources.proc_root",
+                                 "resources: '/proc' has neither stat nor <pid>/ (no proc file "
+                                 "system mounted there?); CPU and I/O figures are reported as "
+                                 "unavailable");
+      return out;
+    }
+  }
   if (const auto ticks = n < 0 ? std::nullopt : pf::parse_system_cpu(std::string_view(buf, n))) {
     out.system_ok = true;
     out.system = *ticks;
@@ -431,7 +451,12 @@ inline SelfReading read_self() noexcept {
       n = read_kept(ss, 1, buf, sizeof buf);
       const std::uint64_t after = sampler_bytes_read().load(std::memory_order_relaxed);
       const auto io = n < 0 ? std::nullopt : pf::parse_io(std::string_view(buf, n));
-      if (!io) break;
+      if (!io) {
+        laptime::detail::warn_once("resources.process_io",
+                                   "resources: cannot read /proc/self/io; the figures that need "
+                                   "it are reported as unavailable");
+        break;
+      }
       if (after - before != static_cast<std::uint64_t>(n) && tries < 2) continue;
       out.io_ok = true;
       out.io = *io;
