@@ -57,6 +57,27 @@ struct Sample {
   std::int64_t taken_ns = 0;
 };
 
+namespace detail {
+/// A Sample of what a walk or the self sampler read.
+inline Sample to_sample(const Reading& r) noexcept {
+  Sample out;
+  out.system_ok = r.system_ok;
+  out.system_busy_ticks = r.system.busy;
+  out.system_total_ticks = r.system.total;
+  out.tree_cpu_ok = r.cpu_ok;
+  out.tree_cpu_s = r.cpu_s;
+  out.taken_ns = r.taken_ns;
+  out.processes = r.processes;
+  out.io_ok = r.io_ok;
+  out.read_bytes = r.io.read_bytes;
+  out.write_bytes = r.io.write_bytes;
+  out.rchar = r.io.rchar;
+  out.wchar = r.io.wchar;
+  out.sampler_bytes = r.sampler_bytes;
+  return out;
+}
+}  // namespace detail
+
 /// Clock ticks per second of every /proc time field (sysconf(_SC_CLK_TCK)); 0 if unknown.
 inline long clock_ticks() noexcept {
 #if LAPTIME_ENABLED
@@ -76,91 +97,14 @@ inline long clock_ticks() noexcept {
 ///
 ///   auto s = laptime::resources::sample_at("/proc", getpid());
 inline Sample sample_at(std::string_view proc_root, pid_t pid, bool precise_self = false) noexcept {
-  Sample out;
 #if LAPTIME_ENABLED
-  try {
-    detail::Scratch& s = detail::scratch();
-    s.root.assign(proc_root.data(), proc_root.size());
-    const detail::Fd root(::open(s.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (root.get() < 0) {
-      const std::string message = "resources: cannot open the proc file system at '" + s.root +
-                                  "': " + std::strerror(errno) +
-                                  "; CPU and I/O figures are reported as unavailable";
-      laptime::detail::warn_once("resources.proc_root", message);
-      return out;
-    }
-
-    // The "cpu" line comes first; the kernel formats all of /proc/stat anyway, so read no more.
-    char buf[4096];
-    const long n = detail::read_at(root.get(), "stat", buf, sizeof buf);
-    if (n < 0) {
-      // Neither <proc>/stat nor <proc>/<pid>: no proc file system is mounted there (an empty
-      // directory in a container). One warning for the one cause, not one per file.
-      char pid_dir[24];
-      std::snprintf(pid_dir, sizeof pid_dir, "%d", static_cast<int>(pid));
-      if (::faccessat(root.get(), pid_dir, F_OK, 0) != 0) {
-        const std::string message = "resources: '" + s.root + "' has neither stat nor " + pid_dir +
-                                    "/ (no proc file system mounted there?); CPU and I/O "
-                                    "figures are reported as unavailable";
-        laptime::detail::warn_once("resources.proc_root", message);
-        return out;
-      }
-    }
-    if (const auto ticks = n < 0 ? std::nullopt
-                                 : laptime::detail::procfs::parse_system_cpu(
-                                       std::string_view(buf, static_cast<std::size_t>(n)))) {
-      out.system_ok = true;
-      out.system_busy_ticks = ticks->busy;
-      out.system_total_ticks = ticks->total;
-    } else {
-      laptime::detail::warn_once("resources.system",
-                                 "resources: cannot read the cpu line of <proc>/stat; system CPU "
-                                 "is reported as unavailable");
-    }
-
-    detail::TreeWalk walk(root.get(), s);
-    detail::Totals t;
-    s.pids.clear();
-    if (walk.walk(pid, 0, t)) {
-      if (walk.children_failed()) {
-        laptime::detail::warn_once("resources.children",
-                                   "resources: cannot list the child processes; process-tree CPU "
-                                   "and I/O are reported as unavailable");
-      } else {
-        const long hz = clock_ticks();
-        if (hz > 0) {
-          out.tree_cpu_ok = true;
-          out.tree_cpu_s = static_cast<double>(t.ticks) / static_cast<double>(hz);
-          timespec self{};
-          timespec mono{};
-          if (precise_self && ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &self) == 0 &&
-              ::clock_gettime(CLOCK_MONOTONIC, &mono) == 0) {
-            out.taken_ns = static_cast<std::int64_t>(mono.tv_sec) * 1000000000 + mono.tv_nsec;
-            out.tree_cpu_s =
-                static_cast<double>(t.ticks - walk.root_own_ticks()) / static_cast<double>(hz) +
-                static_cast<double>(self.tv_sec) + self.tv_nsec * 1e-9;
-          }
-        }
-        if (!walk.root_io_failed()) {
-          out.io_ok = true;
-          out.read_bytes = t.io.read_bytes;
-          out.write_bytes = t.io.write_bytes;
-          out.rchar = t.io.rchar;
-          out.wchar = t.io.wchar;
-          out.sampler_bytes = walk.sampler_bytes();
-        }
-        out.processes = t.processes;
-      }
-    }
-  } catch (...) {  // out of memory while growing a buffer: report nothing rather than a part
-    return Sample{};
-  }
+  return detail::to_sample(detail::walk_at(proc_root, pid, precise_self));
 #else
   (void)proc_root;
   (void)pid;
   (void)precise_self;
+  return Sample{};
 #endif
-  return out;
 }
 
 /// The calling process now: sample_at("/proc", getpid(), /*precise_self=*/true).
@@ -168,22 +112,7 @@ inline Sample sample_at(std::string_view proc_root, pid_t pid, bool precise_self
 ///   const auto start = laptime::resources::sample();
 inline Sample sample() noexcept {
 #if LAPTIME_ENABLED
-  const detail::SelfReading r = detail::read_self();
-  Sample out;
-  out.system_ok = r.system_ok;
-  out.system_busy_ticks = r.system.busy;
-  out.system_total_ticks = r.system.total;
-  out.tree_cpu_ok = r.cpu_ok;
-  out.tree_cpu_s = r.cpu_s;
-  out.taken_ns = r.taken_ns;
-  out.processes = r.processes;
-  out.io_ok = r.io_ok;
-  out.read_bytes = r.io.read_bytes;
-  out.write_bytes = r.io.write_bytes;
-  out.rchar = r.io.rchar;
-  out.wchar = r.io.wchar;
-  out.sampler_bytes = r.sampler_bytes;
-  return out;
+  return detail::to_sample(detail::read_self());
 #else
   return Sample{};
 #endif

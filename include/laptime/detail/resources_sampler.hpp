@@ -380,19 +380,6 @@ inline SelfSampler& self_sampler() {
   return laptime::detail::process_singleton<SelfSampler>("self_sampler");
 }
 
-/// What resources::sample() reports for the calling process, each group with its flag.
-struct SelfReading {
-  bool system_ok = false;
-  laptime::detail::procfs::SystemTicks system;
-  bool io_ok = false;
-  laptime::detail::procfs::IoCounters io;
-  std::uint64_t sampler_bytes = 0;
-  bool cpu_ok = false;
-  double cpu_s = 0;
-  std::int64_t taken_ns = 0;
-  std::uint32_t processes = 0;
-};
-
 /// Reads a kept-open file of the sampler into `buf`; a descriptor that fails is dropped and the
 /// file opened once more (the program may have closed it). Returns the byte count or -errno.
 inline long read_kept(SelfSampler& ss, int slot, char* buf, std::size_t cap) noexcept {
@@ -408,9 +395,9 @@ inline long read_kept(SelfSampler& ss, int slot, char* buf, std::size_t cap) noe
 }
 
 /// The calling process and its descendants now (see the top of this file). Never throws.
-inline SelfReading read_self() noexcept {
+inline Reading read_self() noexcept {
   namespace pf = laptime::detail::procfs;
-  SelfReading out;
+  Reading out;
   SelfSampler& ss = self_sampler();
   const pid_t self = ::getpid();
   const bool sampler = ss.ensure_started(self);

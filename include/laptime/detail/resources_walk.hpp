@@ -404,6 +404,100 @@ class TreeWalk {
   std::uint64_t root_own_ticks_ = 0;
 };
 
+/// What a sample read, each group with its validity flag (resources::Sample, before the
+/// public header turns it into one).
+struct Reading {
+  bool system_ok = false;
+  laptime::detail::procfs::SystemTicks system;
+  bool io_ok = false;
+  laptime::detail::procfs::IoCounters io;
+  std::uint64_t sampler_bytes = 0;
+  bool cpu_ok = false;
+  double cpu_s = 0;
+  std::int64_t taken_ns = 0;
+  std::uint32_t processes = 0;
+};
+
+/// resources::sample_at: one walk of the tree of `pid` under `proc_root`, every process's CPU in
+/// clock ticks (with `precise_self`, the calling process's own from CLOCK_PROCESS_CPUTIME_ID).
+inline Reading walk_at(std::string_view proc_root, pid_t pid, bool precise_self) noexcept {
+  Reading out;
+  try {
+    Scratch& s = scratch();
+    s.root.assign(proc_root.data(), proc_root.size());
+    const Fd root(::open(s.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (root.get() < 0) {
+      const std::string message = "resources: cannot open the proc file system at '" + s.root +
+                                  "': " + std::strerror(errno) +
+                                  "; CPU and I/O figures are reported as unavailable";
+      laptime::detail::warn_once("resources.proc_root", message);
+      return out;
+    }
+
+    // The "cpu" line comes first; the kernel formats all of /proc/stat anyway, so read no more.
+    char buf[4096];
+    const long n = read_at(root.get(), "stat", buf, sizeof buf);
+    if (n < 0) {
+      // Neither <proc>/stat nor <proc>/<pid>: no proc file system is mounted there (an empty
+      // directory in a container). One warning for the one cause, not one per file.
+      char pid_dir[24];
+      std::snprintf(pid_dir, sizeof pid_dir, "%d", static_cast<int>(pid));
+      if (::faccessat(root.get(), pid_dir, F_OK, 0) != 0) {
+        const std::string message = "resources: '" + s.root + "' has neither stat nor " + pid_dir +
+                                    "/ (no proc file system mounted there?); CPU and I/O "
+                                    "figures are reported as unavailable";
+        laptime::detail::warn_once("resources.proc_root", message);
+        return out;
+      }
+    }
+    if (const auto ticks = n < 0 ? std::nullopt
+                                 : laptime::detail::procfs::parse_system_cpu(
+                                       std::string_view(buf, static_cast<std::size_t>(n)))) {
+      out.system_ok = true;
+      out.system = *ticks;
+    } else {
+      laptime::detail::warn_once("resources.system",
+                                 "resources: cannot read the cpu line of <proc>/stat; system CPU "
+                                 "is reported as unavailable");
+    }
+
+    TreeWalk walk(root.get(), s);
+    Totals t;
+    s.pids.clear();
+    if (walk.walk(pid, 0, t)) {
+      if (walk.children_failed()) {
+        laptime::detail::warn_once("resources.children",
+                                   "resources: cannot list the child processes; process-tree CPU "
+                                   "and I/O are reported as unavailable");
+      } else {
+        const long hz = ticks_per_second();
+        if (hz > 0) {
+          out.cpu_ok = true;
+          out.cpu_s = static_cast<double>(t.ticks) / static_cast<double>(hz);
+          timespec self{};
+          timespec mono{};
+          if (precise_self && ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &self) == 0 &&
+              ::clock_gettime(CLOCK_MONOTONIC, &mono) == 0) {
+            out.taken_ns = static_cast<std::int64_t>(mono.tv_sec) * 1000000000 + mono.tv_nsec;
+            out.cpu_s =
+                static_cast<double>(t.ticks - walk.root_own_ticks()) / static_cast<double>(hz) +
+                static_cast<double>(self.tv_sec) + self.tv_nsec * 1e-9;
+          }
+        }
+        if (!walk.root_io_failed()) {
+          out.io_ok = true;
+          out.io = t.io;
+          out.sampler_bytes = walk.sampler_bytes();
+        }
+        out.processes = t.processes;
+      }
+    }
+  } catch (...) {  // out of memory while growing a buffer: report nothing rather than a part
+    return Reading{};
+  }
+  return out;
+}
+
 }  // namespace detail
 }  // namespace resources
 LAPTIME_END_NAMESPACE
