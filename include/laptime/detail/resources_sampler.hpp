@@ -127,7 +127,7 @@ class SelfSampler {
     demand_ns_.store(now, std::memory_order_relaxed);
     if (thread_.load(std::memory_order_acquire) != kRunning) return std::nullopt;
     if (sleeping_.load(std::memory_order_seq_cst) != 0) wake();
-    Reading r;
+    Readings r;
     if (!load(r) || r.now.fingerprint != fingerprint || now - r.now.taken_ns > kMaxAge ||
         now < r.now.taken_ns) {
       return std::nullopt;
@@ -161,17 +161,17 @@ class SelfSampler {
   void publish(const Descendants& d) noexcept {
     bool expected = false;
     if (!writing_.compare_exchange_strong(expected, true, std::memory_order_acquire)) return;
-    Reading r;
+    Readings r;
     const bool had = load(r);
+    if (had && d.taken_ns <= r.now.taken_ns) {  // a newer reading came first: keep it
+      writing_.store(false, std::memory_order_release);
+      return;
+    }
     const std::uint64_t seq = seq_.load(std::memory_order_relaxed);
     seq_.store(seq + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
-    if (had && d.taken_ns > r.now.taken_ns) {
-      store(before_, r.now);
-      has_before_.store(true, std::memory_order_relaxed);
-    } else if (!had) {
-      has_before_.store(false, std::memory_order_relaxed);
-    }
+    if (had) store(before_, r.now);
+    has_before_.store(had, std::memory_order_relaxed);
     store(now_, d);
     valid_.store(true, std::memory_order_relaxed);
     seq_.store(seq + 2, std::memory_order_release);
@@ -183,10 +183,8 @@ class SelfSampler {
   bool ensure_started(pid_t self) noexcept {
     pid_t owner = owner_.load(std::memory_order_acquire);
     if (owner != self) {
-      if (!owner_.compare_exchange_strong(owner, self, std::memory_order_acq_rel)) {
-        return thread_.load(std::memory_order_acquire) == kRunning &&
-               owner_.load(std::memory_order_relaxed) == self;
-      }
+      // Another thread of a forked child resets the state now: walk at this boundary.
+      if (!owner_.compare_exchange_strong(owner, self, std::memory_order_acq_rel)) return false;
       reset_after_fork(owner != 0);
     }
     if (thread_.load(std::memory_order_acquire) != kNone) {
@@ -250,7 +248,7 @@ class SelfSampler {
  private:
   enum : int { kNone, kStarting, kRunning, kFailed };
 
-  struct Reading {
+  struct Readings {
     Descendants now, before;
     bool has_before = false;
   };
@@ -284,7 +282,7 @@ class SelfSampler {
   }
 
   /// A consistent copy of both readings; false when there is none (or a writer kept racing).
-  bool load(Reading& r) const noexcept {
+  bool load(Readings& r) const noexcept {
     for (int attempt = 0; attempt < 4; ++attempt) {
       const std::uint64_t seq = seq_.load(std::memory_order_acquire);
       if (seq & 1) continue;
