@@ -215,6 +215,9 @@ class SelfSampler {
     return ok;
   }
 
+  /// resources::detail::sampler_bytes_read().
+  std::atomic<std::uint64_t> bytes_read{0};
+
   /// A descriptor of `path` kept open for pread (slot 0: /proc/stat, 1: /proc/self/io); -errno.
   int file(int slot) noexcept {
     std::atomic<int>& fd = fds_[slot];
@@ -376,6 +379,10 @@ class SelfSampler {
 
 inline SelfSampler& self_sampler() {
   return laptime::detail::process_singleton<SelfSampler>("self_sampler");
+}
+
+inline std::atomic<std::uint64_t>& sampler_bytes_read() {
+  return self_sampler().bytes_read;
 }
 
 /// Reads a kept-open file of the sampler into `buf`; a descriptor that fails is dropped and the

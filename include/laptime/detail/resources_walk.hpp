@@ -60,13 +60,10 @@ inline std::optional<std::uint64_t> process_cpu_ns(pid_t pid) noexcept {
 }
 
 /// Bytes read from /proc by the sampler, process-wide (every copy of the header adds to one
-/// counter, as a start and an end sample may come from two different shared objects).
-struct SamplerCounters {
-  std::atomic<std::uint64_t> bytes_read{0};
-};
-inline std::atomic<std::uint64_t>& sampler_bytes_read() {
-  return laptime::detail::process_singleton<SamplerCounters>("sampler").bytes_read;
-}
+/// counter, as a start and an end sample may come from two different shared objects). Defined
+/// in detail/resources_sampler.hpp: the counter lives in the sampler's process-wide state, so
+/// that whoever makes one (the Stopwatch's track_cpu_usage, before any fork) makes both.
+inline std::atomic<std::uint64_t>& sampler_bytes_read();
 
 /// Closes a file descriptor on scope exit.
 class Fd {
@@ -501,3 +498,6 @@ inline Reading walk_at(std::string_view proc_root, pid_t pid, bool precise_self)
 }  // namespace detail
 }  // namespace resources
 LAPTIME_END_NAMESPACE
+
+// sampler_bytes_read() and the rest of the sampler.
+#include "laptime/detail/resources_sampler.hpp"
