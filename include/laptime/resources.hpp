@@ -7,20 +7,19 @@
 //
 // A Sample holds raw counters at one instant; a Usage turns pairs of them into interval-weighted
 // figures. Any figure /proc could not give is std::nullopt, never a guess. docs/resources.md
-// explains what each figure means and what one sample costs.
+// explains what each figure means, how accurate it is and what one sample costs.
+//
+// The machinery is in detail/: procfs.hpp (the parsers, pure functions), resources_walk.hpp (the
+// walk of a process tree under a proc root: sample_at) and resources_sampler.hpp (sample(): the
+// process's own counters plus the background children sampler, so that a sample costs the same
+// with 0 or 16 child processes).
 #pragma once
 
-#include <fcntl.h>
 #include <sys/types.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
 #include <optional>
-#include <string>
 #include <string_view>
 #include <vector>
 
@@ -28,7 +27,6 @@
 #include "laptime/detail/procfs.hpp"
 #include "laptime/detail/resources_sampler.hpp"
 #include "laptime/detail/resources_walk.hpp"
-#include "laptime/error.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace resources {
@@ -36,8 +34,8 @@ namespace resources {
 /// Raw counters at one instant, each group with its own validity flag. Only differences between
 /// two Samples of the same process mean anything; Usage::add takes them.
 struct Sample {
-  /// utime+stime+cutime+cstime of the process and of each live descendant, in seconds: the CPU
-  /// used by the whole tree, including children already reaped.
+  /// The CPU used by the whole tree, in seconds: the process and each live descendant (their
+  /// threads, live and exited) plus every descendant already reaped.
   bool tree_cpu_ok = false;
   double tree_cpu_s = 0;
   /// The "cpu" line of /proc/stat in clock ticks: busy = total - idle - iowait.
@@ -107,7 +105,10 @@ inline Sample sample_at(std::string_view proc_root, pid_t pid, bool precise_self
 #endif
 }
 
-/// The calling process now: sample_at("/proc", getpid(), /*precise_self=*/true).
+/// The calling process and its descendants now. The process's own counters are read at the
+/// call; its live descendants come from a background thread's readings (started by the first
+/// call, sleeping while no call comes), or from a walk of /proc where those could be off
+/// (docs/resources.md). Its cost does not grow with the number of child processes.
 ///
 ///   const auto start = laptime::resources::sample();
 inline Sample sample() noexcept {
