@@ -168,12 +168,13 @@ class SelfSampler {
       return;
     }
     const std::uint64_t seq = seq_.load(std::memory_order_relaxed);
+    // A seqlock without fences (ThreadSanitizer does not model them): every field is stored with
+    // release, so a reader that sees one of them also sees the odd sequence number before it.
     seq_.store(seq + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
     if (had) store(before_, r.now);
-    has_before_.store(had, std::memory_order_relaxed);
+    has_before_.store(had, std::memory_order_release);
     store(now_, d);
-    valid_.store(true, std::memory_order_relaxed);
+    valid_.store(true, std::memory_order_release);
     seq_.store(seq + 2, std::memory_order_release);
     writing_.store(false, std::memory_order_release);
   }
@@ -262,25 +263,25 @@ class SelfSampler {
     std::atomic<std::uint32_t> processes{0};
   };
   static void store(Slots& s, const Descendants& d) noexcept {
-    s.taken_ns.store(d.taken_ns, std::memory_order_relaxed);
-    s.cpu_s.store(d.cpu_s, std::memory_order_relaxed);
-    s.fingerprint.store(d.fingerprint, std::memory_order_relaxed);
-    s.rchar.store(d.io.rchar, std::memory_order_relaxed);
-    s.wchar.store(d.io.wchar, std::memory_order_relaxed);
-    s.read_bytes.store(d.io.read_bytes, std::memory_order_relaxed);
-    s.write_bytes.store(d.io.write_bytes, std::memory_order_relaxed);
-    s.processes.store(d.processes, std::memory_order_relaxed);
+    s.taken_ns.store(d.taken_ns, std::memory_order_release);
+    s.cpu_s.store(d.cpu_s, std::memory_order_release);
+    s.fingerprint.store(d.fingerprint, std::memory_order_release);
+    s.rchar.store(d.io.rchar, std::memory_order_release);
+    s.wchar.store(d.io.wchar, std::memory_order_release);
+    s.read_bytes.store(d.io.read_bytes, std::memory_order_release);
+    s.write_bytes.store(d.io.write_bytes, std::memory_order_release);
+    s.processes.store(d.processes, std::memory_order_release);
   }
   static Descendants loaded(const Slots& s) noexcept {
     Descendants d;
-    d.taken_ns = s.taken_ns.load(std::memory_order_relaxed);
-    d.cpu_s = s.cpu_s.load(std::memory_order_relaxed);
-    d.fingerprint = s.fingerprint.load(std::memory_order_relaxed);
-    d.io.rchar = s.rchar.load(std::memory_order_relaxed);
-    d.io.wchar = s.wchar.load(std::memory_order_relaxed);
-    d.io.read_bytes = s.read_bytes.load(std::memory_order_relaxed);
-    d.io.write_bytes = s.write_bytes.load(std::memory_order_relaxed);
-    d.processes = s.processes.load(std::memory_order_relaxed);
+    d.taken_ns = s.taken_ns.load(std::memory_order_acquire);
+    d.cpu_s = s.cpu_s.load(std::memory_order_acquire);
+    d.fingerprint = s.fingerprint.load(std::memory_order_acquire);
+    d.io.rchar = s.rchar.load(std::memory_order_acquire);
+    d.io.wchar = s.wchar.load(std::memory_order_acquire);
+    d.io.read_bytes = s.read_bytes.load(std::memory_order_acquire);
+    d.io.write_bytes = s.write_bytes.load(std::memory_order_acquire);
+    d.processes = s.processes.load(std::memory_order_acquire);
     return d;
   }
 
@@ -289,11 +290,10 @@ class SelfSampler {
     for (int attempt = 0; attempt < 4; ++attempt) {
       const std::uint64_t seq = seq_.load(std::memory_order_acquire);
       if (seq & 1) continue;
-      const bool valid = valid_.load(std::memory_order_relaxed);
+      const bool valid = valid_.load(std::memory_order_acquire);
       r.now = loaded(now_);
       r.before = loaded(before_);
-      r.has_before = has_before_.load(std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_acquire);
+      r.has_before = has_before_.load(std::memory_order_acquire);
       if (seq_.load(std::memory_order_relaxed) == seq) return valid;
     }
     return false;
