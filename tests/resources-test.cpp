@@ -3,6 +3,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "laptime/resources.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -708,6 +709,38 @@ TEST_CASE("grandchildren count: a live one by its clock, a reaped one in its par
   const double ticks = 2.0 / static_cast<double>(res::clock_ticks());
   INFO("sampled " << sampled << " s, by the clocks " << by_clocks << " s");
   CHECK(std::fabs(sampled - by_clocks) <= 0.01 * by_clocks + ticks);
+}
+
+// The CPU time (ns) of this process's thread named `name`, from its schedstat; -1 if none.
+long long thread_cpu_ns_named(const std::string& name) {
+  DIR* dir = ::opendir("/proc/self/task");
+  REQUIRE(dir != nullptr);
+  long long found = -1;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string task = std::string("/proc/self/task/") + entry->d_name;
+    std::ifstream comm(task + "/comm");
+    std::string line;
+    if (!std::getline(comm, line) || line != name) continue;
+    std::ifstream sched(task + "/schedstat");
+    sched >> found;
+  }
+  ::closedir(dir);
+  return found;
+}
+
+TEST_CASE("the children sampler is a thread named laptime-sampler that sleeps when samples stop" *
+          LAPTIME_NEEDS_ENABLED) {
+  for (int i = 0; i < 20; ++i) {
+    (void)res::sample();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  REQUIRE(thread_cpu_ns_named("laptime-sampler") >= 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // idle after 1 s
+  const long long before = thread_cpu_ns_named("laptime-sampler");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK(thread_cpu_ns_named("laptime-sampler") == before);
+  const res::Sample s = res::sample();  // wakes it
+  CHECK(s.tree_cpu_ok);
 }
 
 // Not a test: how far one boundary's tree CPU is from the clocks, with 16 busy children, for

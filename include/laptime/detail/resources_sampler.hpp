@@ -124,7 +124,9 @@ class SelfSampler {
 
   /// The descendants at `now`: the last reading extrapolated, when it may be; nullopt otherwise.
   std::optional<Descendants> estimate(std::int64_t now, std::uint64_t fingerprint) noexcept {
-    demand_ns_.store(now, std::memory_order_relaxed);
+    // seq_cst, with the load of sleeping_ below and the sampler's store of it and load of this:
+    // either the sampler sees this boundary, or this boundary sees it asleep and wakes it.
+    demand_ns_.store(now, std::memory_order_seq_cst);
     if (thread_.load(std::memory_order_acquire) != kRunning) return std::nullopt;
     if (sleeping_.load(std::memory_order_seq_cst) != 0) wake();
     Readings r;
@@ -333,16 +335,13 @@ class SelfSampler {
   }
 
   void run() noexcept {
-    const pid_t self = ::getpid();
     std::int64_t period = kPeriod;
     for (;;) {
-      if (owner_.load(std::memory_order_relaxed) != self)
-        return;  // cannot happen: no fork copies threads
       const std::int64_t now = monotonic_ns();
       if (now - demand_ns_.load(std::memory_order_relaxed) > kIdleAfter) {
         sleeping_.store(1, std::memory_order_seq_cst);
         if (monotonic_ns() - demand_ns_.load(std::memory_order_seq_cst) > kIdleAfter) {
-          const timespec timeout{1, 0};
+          const timespec timeout{60, 0};  // a boundary wakes it; the timeout only guards that
           ::syscall(SYS_futex, &sleeping_, FUTEX_WAIT_PRIVATE, 1, &timeout, nullptr, 0);
         }
         sleeping_.store(0, std::memory_order_relaxed);
