@@ -743,6 +743,30 @@ TEST_CASE("the children sampler is a thread named laptime-sampler that sleeps wh
   CHECK(s.tree_cpu_ok);
 }
 
+TEST_CASE("sample() survives the program closing its kept descriptors and reusing their numbers" *
+          LAPTIME_NEEDS_ENABLED) {
+  REQUIRE(res::sample().io_ok);
+  // Every descriptor above stderr is closed, as a daemonising program does, and the numbers are
+  // taken again by a file of the program's own.
+  const TempFile file(4096);
+  for (int fd = 3; fd < 64; ++fd) ::close(fd);
+  std::vector<int> reused;
+  for (int i = 0; i < 8; ++i) reused.push_back(::open(file.path.c_str(), O_RDONLY | O_CLOEXEC));
+  const res::Sample s = res::sample();
+  // A reap makes the next sample walk the tree itself, through its kept /proc descriptor.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) ::_exit(0);
+  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  const res::Sample walked = res::sample();
+  for (const int fd : reused) ::close(fd);
+  CHECK(s.system_ok);
+  CHECK(s.io_ok);
+  CHECK(s.tree_cpu_ok);
+  CHECK(walked.tree_cpu_ok);
+  CHECK(walked.processes == 1);
+}
+
 // Not a test: how far one boundary's tree CPU is from the clocks, with 16 busy children, for
 // sample() (the children sampler's readings, extrapolated) and for sample_at (a walk of /proc at
 // the boundary, children's CPU in clock ticks, as sample() did before). Run with

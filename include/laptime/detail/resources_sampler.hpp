@@ -239,6 +239,19 @@ class SelfSampler {
     fds_[slot].compare_exchange_strong(expected, -1, std::memory_order_acq_rel);
   }
 
+  /// walk_descendants under the kept /proc descriptor, opened once more if the walk fails (the
+  /// program may have closed it).
+  std::optional<Descendants> walk() {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const int proc = proc_dir();
+      if (proc < 0) return std::nullopt;
+      if (auto d = walk_descendants(proc)) return d;
+      int expected = proc;
+      proc_fd_.compare_exchange_strong(expected, -1, std::memory_order_acq_rel);
+    }
+    return std::nullopt;
+  }
+
   /// The descriptor of the proc root the walks use (kept open, like the files).
   int proc_dir() noexcept {
     int f = proc_fd_.load(std::memory_order_acquire);
@@ -348,10 +361,9 @@ class SelfSampler {
         continue;
       }
       const std::int64_t cpu_before = thread_cpu_ns();
-      const int proc = proc_dir();
       std::optional<Descendants> d;
       try {
-        if (proc >= 0) d = walk_descendants(proc);
+        d = walk();
       } catch (...) {  // out of memory growing a buffer: no reading this time
       }
       const std::int64_t took = thread_cpu_ns() - cpu_before;
@@ -384,15 +396,20 @@ inline std::atomic<std::uint64_t>& sampler_bytes_read() {
   return self_sampler().bytes_read;
 }
 
-/// Reads a kept-open file of the sampler into `buf`; a descriptor that fails is dropped and the
-/// file opened once more (the program may have closed it). Returns the byte count or -errno.
+/// Reads a kept-open file of the sampler into `buf`. A descriptor whose read fails or does not
+/// start as the file does is dropped and the file opened once more: the program may have closed
+/// the descriptor, and its number may name another file now. Returns the byte count or -errno.
 inline long read_kept(SelfSampler& ss, int slot, char* buf, std::size_t cap) noexcept {
+  const std::string_view head = slot == 0 ? "cpu " : "rchar:";
   long n = -EBADF;
   for (int attempt = 0; attempt < 2; ++attempt) {
     const int fd = ss.file(slot);
     if (fd < 0) return fd;
     n = pread_into(fd, buf, cap);
-    if (n > 0) return n;
+    if (n > 0 &&
+        std::string_view(buf, static_cast<std::size_t>(n)).substr(0, head.size()) == head) {
+      return n;
+    }
     ss.forget(slot, fd);
   }
   return n;
@@ -458,9 +475,8 @@ inline Reading read_self() noexcept {
     const std::int64_t now = monotonic_ns();
     std::optional<Descendants> d = sampler ? ss.estimate(now, reaped->fingerprint) : std::nullopt;
     if (!d) {
-      const int proc = ss.proc_dir();
       try {
-        if (proc >= 0) d = walk_descendants(proc);
+        d = ss.walk();
       } catch (...) {  // out of memory while growing a buffer: report nothing rather than a part
       }
       if (!d) {
