@@ -767,6 +767,39 @@ TEST_CASE("sample() survives the program closing its kept descriptors and reusin
   CHECK(walked.processes == 1);
 }
 
+TEST_CASE("a forked child samples its own tree, not its parent's readings" *
+          LAPTIME_NEEDS_ENABLED) {
+  std::vector<pid_t> busy;
+  for (int i = 0; i < 3; ++i) busy.push_back(fork_busy());
+  for (int i = 0; i < 10; ++i) {  // the parent's sampler has readings of 4 processes
+    (void)res::sample();
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  }
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::alarm(60);
+    const pid_t grandchild = ::fork();
+    if (grandchild == 0) {
+      for (;;) ::pause();
+    }
+    res::Sample s;
+    for (int i = 0; i < 20; ++i) {
+      s = res::sample();
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    }
+    ::kill(grandchild, SIGKILL);
+    ::waitpid(grandchild, nullptr, 0);
+    ::_exit(s.tree_cpu_ok && s.processes == 2 ? 0 : 1);
+  }
+  int status = -1;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  for (const pid_t pid : busy) kill_and_reap(pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(res::sample().processes == 1);
+}
+
 // Not a test: how far one boundary's tree CPU is from the clocks, with 16 busy children, for
 // sample() (the children sampler's readings, extrapolated) and for sample_at (a walk of /proc at
 // the boundary, children's CPU in clock ticks, as sample() did before). Run with

@@ -121,6 +121,7 @@ class SelfSampler {
   static constexpr std::int64_t kPeriod = 10'000'000;
   static constexpr std::int64_t kSlowdown = 40;
   static constexpr std::int64_t kIdleAfter = 1'000'000'000;
+  static constexpr std::int64_t kRateSpan = 5'000'000;
 
   /// The descendants at `now`: the last reading extrapolated, when it may be; nullopt otherwise.
   std::optional<Descendants> estimate(std::int64_t now, std::uint64_t fingerprint) noexcept {
@@ -173,8 +174,14 @@ class SelfSampler {
     // A seqlock without fences (ThreadSanitizer does not model them): every field is stored with
     // release, so a reader that sees one of them also sees the odd sequence number before it.
     seq_.store(seq + 1, std::memory_order_relaxed);
-    if (had) store(before_, r.now);
-    has_before_.store(had, std::memory_order_release);
+    // The rate is taken over at least kRateSpan: a walk at a boundary right after the sampler's
+    // would make it the quotient of two small and noisy differences.
+    if (had && d.taken_ns - r.now.taken_ns >= kRateSpan) {
+      store(before_, r.now);
+      has_before_.store(true, std::memory_order_release);
+    } else if (!had) {
+      has_before_.store(false, std::memory_order_release);
+    }
     store(now_, d);
     valid_.store(true, std::memory_order_release);
     seq_.store(seq + 2, std::memory_order_release);
