@@ -7,6 +7,7 @@
 // bench_disabled.cpp, compiled with that definition into this same binary.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -507,6 +508,90 @@ void BM_MemoryPerThreadName(benchmark::State& state) {
   laptime::detail::testing_reset_stopwatch();
 }
 BENCHMARK(BM_MemoryPerThreadName)->Iterations(1)->UseRealTime();
+// The raw reads a no-child sample() needs, for its ratio: /proc/stat (the machine's CPU) and
+// /proc/self/io, each a pread at offset 0 of a descriptor kept open, as the sampler does. (Its
+// CPU clocks come from clock_gettime and getrusage, not from files.)
+void BM_ProcFilesRaw(benchmark::State& state) {
+  const int stat = ::open("/proc/stat", O_RDONLY | O_CLOEXEC);
+  const int io = ::open("/proc/self/io", O_RDONLY | O_CLOEXEC);
+  if (stat < 0 || io < 0) state.SkipWithError("cannot open /proc/stat or /proc/self/io");
+  char buf[4096];
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(::pread(stat, buf, sizeof buf, 0));
+    benchmark::DoNotOptimize(::pread(io, buf, sizeof buf, 0));
+    benchmark::ClobberMemory();
+  }
+  if (stat >= 0) ::close(stat);
+  if (io >= 0) ::close(io);
+}
+BENCHMARK(BM_ProcFilesRaw);
+
+// The same files the way the sampler read them before (open, read, close each time), for scale.
+void BM_ProcFilesOpenRead(benchmark::State& state) {
+  char buf[4096];
+  for (auto _ : state) {
+    for (const char* path : {"/proc/stat", "/proc/self/io"}) {
+      const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+      benchmark::DoNotOptimize(::read(fd, buf, sizeof buf));
+      ::close(fd);
+    }
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_ProcFilesOpenRead);
+
+double process_cpu_s() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+double thread_cpu_s() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// A Stopwatch pair of a CPU-tracked name (track_cpu_usage: a resources::sample() at each end)
+// with state.range(0) live child processes that spin (DataLoader workers at work; at nice 19, so
+// that on a small machine the benchmark thread still gets a core). The counter sampler_us is the
+// CPU the children sampler thread used per pair (the process's CPU beyond this thread's):
+// cpu_time, like every row, is this thread's.
+void BM_CpuTrackedPair(benchmark::State& state) {
+  std::vector<pid_t> children;
+  for (int i = 0; i < state.range(0); ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      (void)::nice(19);
+      ::alarm(600);  // never outlives a crashed benchmark
+      volatile std::uint64_t sink = 0;
+      for (;;) sink = sink + 1;
+    }
+    if (pid > 0) children.push_back(pid);
+  }
+  if (children.size() != static_cast<std::size_t>(state.range(0))) {
+    state.SkipWithError("fork() failed");
+  }
+  enable_stopwatch();
+  Stopwatch::instance().track_cpu_usage("tracked");
+  for (int i = 0; i < 50; ++i) {  // the children sampler starts and takes its first readings
+    Stopwatch::instance().start_meas("tracked");
+    Stopwatch::instance().end_meas("tracked");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const double process0 = process_cpu_s(), thread0 = thread_cpu_s();
+  for (auto _ : state) {
+    Stopwatch::instance().start_meas("tracked");
+    Stopwatch::instance().end_meas("tracked");
+    benchmark::ClobberMemory();
+  }
+  const double others = (process_cpu_s() - process0) - (thread_cpu_s() - thread0);
+  state.counters["sampler_us"] = others * 1e6 / static_cast<double>(state.iterations());
+  state.counters["processes"] = static_cast<double>(laptime::resources::sample().processes);
+  for (const pid_t pid : children) ::kill(pid, SIGKILL);
+  for (const pid_t pid : children) ::waitpid(pid, nullptr, 0);
+  laptime::detail::testing_reset_stopwatch();
+}
+BENCHMARK(BM_CpuTrackedPair)->ArgName("children")->Arg(0)->Arg(16);
 
 }  // namespace
 

@@ -68,6 +68,9 @@ ROWS = [
     ("NVTX push+pop, enabled", "BM_NvtxWrapperPushPop", "BM_NvtxRawPushPop", "diff", 15.0),
     ("NVTX push+pop, tracked", "BM_NvtxWrapperPushPop_Tracked/threads:1", "BM_NvtxRawPushPop",
      "diff", 25.0),
+    ("CPU-tracked pair, 16 busy children", "BM_CpuTrackedPair/children:16",
+     "BM_CpuTrackedPair/children:0", "ratio", 1.5),
+    ("/proc sample, self, vs its raw reads", "BM_CpuSample_Self", "BM_ProcFilesRaw", "ratio", 1.5),
     ("NVTX push+pop, tracked, 2 threads", "BM_NvtxWrapperPushPop_Tracked/threads:2",
      "BM_NvtxWrapperPushPop_Tracked/threads:1", "ratio", 1.3),
     # Informative: no goal of their own in SPEC §5.
@@ -97,6 +100,9 @@ ROWS = [
      "BM_MemoryPerThreadName/iterations:1/real_time:malloc_bytes_per_pair", None, "info", None),
     ("histogram insert (sparse blocks vs the dense 22 KiB array)", "BM_HistogramAdd",
      "BM_HistogramAdd_Dense", "info", None),
+    ("CPU-tracked pair, no children", "BM_CpuTrackedPair/children:0",
+     "BM_SteadyClockPair/threads:1", "info", None),
+    ("/proc files by open+read+close", "BM_ProcFilesOpenRead", "BM_ProcFilesRaw", "info", None),
 ]
 
 

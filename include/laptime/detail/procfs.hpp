@@ -1,8 +1,8 @@
 // laptime internals: parsers for the /proc files the resource sampler reads.
 //
-// Pure functions over std::string_view, kept apart from the OS access in resources.hpp so that
-// every rule below is tested against fixture files (tests/fixtures/proc). Nothing here opens a
-// file.
+// Pure functions over std::string_view, kept apart from the OS access (resources_walk.hpp,
+// resources_sampler.hpp) so that every rule below is tested against fixture files
+// (tests/fixtures/proc). Nothing here opens a file.
 //
 // One rule runs through all of them: the kernel terminates every field it writes (with a space or
 // a newline), so text after the last separator is a truncated read and is never taken as a value.
