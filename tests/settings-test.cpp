@@ -17,7 +17,22 @@ auto env(std::map<std::string, std::string> vars) {
 }
 }  // namespace
 
-TEST_CASE("the four run types of the seed switch the tools as its config file did") {
+// Compiled out (LAPTIME_DISABLE) nothing reads the environment: settings_from_env returns the
+// defaults and configure_from_env does nothing, with nothing to link (the case right below); the
+// parsing is tested in the normal build.
+TEST_CASE("compiled out, the environment is not read and nothing is applied") {
+#if !LAPTIME_ENABLED
+  const auto s = laptime::settings_from_env(env({{"LAPTIME_PROFILE", "evaluation"}}));
+  CHECK_FALSE(s.stopwatch);
+  CHECK(s.warnings.empty());
+  laptime::apply_settings(s, 0);
+  CHECK_FALSE(laptime::configure_from_env().stopwatch);
+  CHECK_FALSE(laptime::Stopwatch::instance().is_enabled());
+#endif
+}
+
+TEST_CASE("the four run types of the seed switch the tools as its config file did" *
+          LAPTIME_NEEDS_ENABLED) {
   auto s = laptime::settings_from_env(env({{"LAPTIME_PROFILE", "training"}}));
   CHECK_FALSE(s.stopwatch);
   CHECK_FALSE(s.nvtx);
@@ -38,7 +53,8 @@ TEST_CASE("the four run types of the seed switch the tools as its config file di
   CHECK_FALSE(s.nvtx);
 }
 
-TEST_CASE("each setting has its own variable, applied on top of the profile") {
+TEST_CASE("each setting has its own variable, applied on top of the profile" *
+          LAPTIME_NEEDS_ENABLED) {
   const auto s = laptime::settings_from_env(env({{"LAPTIME_PROFILE", "profiling"},
                                                  {"LAPTIME_NVTX_CHECK_ORDER", "1"},
                                                  {"LAPTIME_WARMUP", "50"},
@@ -62,7 +78,7 @@ TEST_CASE("each setting has its own variable, applied on top of the profile") {
   CHECK(s.warnings.empty());
 }
 
-TEST_CASE("a malformed variable is ignored with one clear message") {
+TEST_CASE("a malformed variable is ignored with one clear message" * LAPTIME_NEEDS_ENABLED) {
   const auto s = laptime::settings_from_env(env({{"LAPTIME_PROFILE", "fast"},
                                                  {"LAPTIME_WARMUP", "-3"},
                                                  {"LAPTIME_PRINT_EVERY", "often"},
@@ -123,7 +139,8 @@ bool has_control(const std::string& text) {
 }
 }  // namespace
 
-TEST_CASE("hostile values in every LAPTIME_* variable keep the default, with one escaped warning") {
+TEST_CASE("hostile values in every LAPTIME_* variable keep the default, with one escaped warning" *
+          LAPTIME_NEEDS_ENABLED) {
   const laptime::Settings defaults = laptime::settings_from_env(env({}));
   for (const char* name :
        {"LAPTIME_PROFILE", "LAPTIME_STOPWATCH", "LAPTIME_WARMUP", "LAPTIME_PRINT_EVERY",
@@ -163,7 +180,8 @@ TEST_CASE("hostile values in every LAPTIME_* variable keep the default, with one
   CHECK(laptime::settings_from_env(env({{"LAPTIME_WARMUP", " 7 "}})).num_warmup_iters == 7);
 }
 
-TEST_CASE("LAPTIME_TRACK_CPU keeps at most LAPTIME_MAX_NAMES distinct names, with one warning") {
+TEST_CASE("LAPTIME_TRACK_CPU keeps at most LAPTIME_MAX_NAMES distinct names, with one warning" *
+          LAPTIME_NEEDS_ENABLED) {
   std::string list = "a,,a,b,";
   for (int i = 0; i < LAPTIME_MAX_NAMES + 100; ++i) list += "n" + std::to_string(i) + ",";
   const auto s = laptime::settings_from_env(env({{"LAPTIME_TRACK_CPU", list}}));
@@ -193,7 +211,8 @@ TEST_CASE(
 #endif
 }
 
-TEST_CASE("LAPTIME_GPU_TIMING takes a boolean, or the names to time on the GPU") {
+TEST_CASE("LAPTIME_GPU_TIMING takes a boolean, or the names to time on the GPU" *
+          LAPTIME_NEEDS_ENABLED) {
   laptime::Settings s = laptime::settings_from_env(env({{"LAPTIME_GPU_TIMING", "1"}}));
   CHECK(s.gpu_timing);
   CHECK(s.gpu_timing_names.empty());

@@ -1,25 +1,187 @@
 // laptime internals: apply_settings and configure_from_env (settings.hpp), the implementation
-// part: laptime.hpp and src/laptime.cpp carry it (weak), and settings.hpp itself when compiled out.
+// part: laptime.hpp and src/laptime.cpp carry it (weak). Compiled out, settings.hpp has no-ops.
 #pragma once
 
+#include "laptime/config.hpp"
+#if LAPTIME_ENABLED
+
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
+#include <string_view>
 
+#include "laptime/detail/env.hpp"
+#include "laptime/detail/stopwatch_config.hpp"
+#include "laptime/error.hpp"
 #include "laptime/nvtx.hpp"
 #include "laptime/settings.hpp"
 #include "laptime/stopwatch.hpp"
 
-#if LAPTIME_ENABLED
-#include "laptime/detail/stopwatch_config.hpp"
-#endif
-
 LAPTIME_BEGIN_NAMESPACE
+
+namespace detail {
+LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx) {
+  auto getenv_fn = [read, ctx](const char* name) { return read(ctx, name); };
+  Settings s;
+  auto get = [&](const char* name) -> std::optional<std::string_view> {
+    const char* v = getenv_fn(name);
+    if (v == nullptr || *v == '\0') return std::nullopt;
+    return std::string_view(v);
+  };
+  // "NAME='value' <why>; ignored", the value escaped (it must not rewrite the terminal) and cut
+  // to a readable length.
+  auto malformed = [&](const char* name, std::string_view value, const char* why) {
+    std::string w = name;
+    w += '=';
+    w += detail::quoted(value.substr(0, 64));
+    if (value.size() > 64) w += "...";
+    w += ' ';
+    w += why;
+    w += "; ignored";
+    s.warnings.push_back(std::move(w));
+  };
+  auto flag = [&](const char* name, bool& out) {
+    if (auto v = get(name)) {
+      if (auto b = detail::parse_bool(*v)) {
+        out = *b;
+      } else {
+        malformed(name, *v, "is not a boolean (1/0, true/false, on/off)");
+      }
+    }
+  };
+  if (auto profile = get("LAPTIME_PROFILE")) {
+    s.from_env.stopwatch = true;
+    if (*profile == "training") {
+    } else if (*profile == "evaluation") {
+      s.stopwatch = true;
+    } else if (*profile == "profiling") {
+      s.stopwatch = s.nvtx = true;
+    } else if (*profile == "debugging") {
+      s.stopwatch = s.nvtx = s.nvtx_check_order = true;
+    } else {
+      s.from_env.stopwatch = false;
+      malformed("LAPTIME_PROFILE", *profile,
+                "is not one of training|evaluation|profiling|debugging");
+    }
+  }
+  if (get("LAPTIME_STOPWATCH") && detail::parse_bool(*get("LAPTIME_STOPWATCH"))) {
+    s.from_env.stopwatch = true;
+  }
+  flag("LAPTIME_STOPWATCH", s.stopwatch);
+  if (auto v = get("LAPTIME_WARMUP")) {
+    if (auto n = detail::parse_int(*v); n && *n >= 0) {
+      s.num_warmup_iters = *n;
+      s.from_env.num_warmup_iters = true;
+    } else {
+      malformed("LAPTIME_WARMUP", *v, "is not a number of iterations >= 0");
+    }
+  }
+  if (auto v = get("LAPTIME_PRINT_EVERY")) {
+    if (auto n = detail::parse_int(*v); n && *n >= 0) {
+      s.print_every_n_iters = *n > 0 ? std::optional<int>(*n) : std::nullopt;
+      s.from_env.print_every_n_iters = true;
+    } else {
+      malformed("LAPTIME_PRINT_EVERY", *v, "is not a number of iterations (0: never)");
+    }
+  }
+  if (get("LAPTIME_CUDA_SYNC") && detail::parse_bool(*get("LAPTIME_CUDA_SYNC"))) {
+    s.from_env.do_cuda_sync = true;
+  }
+  flag("LAPTIME_CUDA_SYNC", s.do_cuda_sync);
+  if (auto v = get("LAPTIME_GPU_TIMING")) {
+    // A boolean (every name), or a comma-separated list of the names to time on the GPU.
+    // A name is printable text of at most 256 bytes: anything else is a malformed value.
+    auto printable = [](std::string_view item) {
+      if (item.empty() || item.size() > 256) return false;
+      for (const char c : item) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7f) return false;
+      }
+      return true;
+    };
+    if (auto b = detail::parse_bool(*v)) {
+      s.gpu_timing = *b;
+    } else {
+      std::vector<std::string> names;
+      bool ok = true;
+      std::string_view rest = *v;
+      for (;;) {
+        const auto comma = rest.find(',');
+        const std::string_view item = rest.substr(0, comma);
+        ok = ok && printable(item) && names.size() < 64;
+        if (ok && std::find(names.begin(), names.end(), item) == names.end()) {
+          names.emplace_back(item);
+        }
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+      }
+      if (ok) {
+        s.gpu_timing_names = std::move(names);
+      } else {
+        malformed(
+            "LAPTIME_GPU_TIMING", *v,
+            "is neither a boolean nor a list of at most 64 names (printable, comma-separated)");
+      }
+    }
+  }
+  flag("LAPTIME_PRINT_RANK0_ONLY", s.print_rank0_only);
+  if (auto v = get("LAPTIME_RANKS")) {
+    if (*v == "all") {
+      s.stopwatch_all_ranks = true;
+    } else if (*v == "0") {
+      s.stopwatch_all_ranks = false;
+    } else {
+      malformed("LAPTIME_RANKS", *v, "is not 0 or all");
+    }
+  }
+  if (auto v = get("LAPTIME_TRACK_CPU")) {
+    // Comma-separated; empty items and repeats are dropped, and no more names are kept than the
+    // name table holds (LAPTIME_MAX_NAMES): a longer list is cut, with one warning.
+    std::string_view rest = *v;
+    std::size_t dropped = 0;
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      if (!item.empty() &&
+          std::find(s.track_cpu.begin(), s.track_cpu.end(), item) == s.track_cpu.end()) {
+        if (s.track_cpu.size() < static_cast<std::size_t>(LAPTIME_MAX_NAMES)) {
+          s.track_cpu.emplace_back(item);
+        } else {
+          ++dropped;
+        }
+      }
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+    if (dropped > 0) {
+      s.warnings.push_back("LAPTIME_TRACK_CPU lists " + std::to_string(dropped) +
+                           " names more than LAPTIME_MAX_NAMES (" +
+                           std::to_string(LAPTIME_MAX_NAMES) + "); those are not tracked");
+    }
+  }
+  if (auto v = get("LAPTIME_RECORD")) {
+    if (auto n = detail::parse_int(*v); n && *n >= 0) {
+      s.record_intervals = static_cast<std::size_t>(*n);
+    } else {
+      malformed("LAPTIME_RECORD", *v, "is not a number of intervals per thread (0: off)");
+    }
+  }
+  flag("LAPTIME_NVTX", s.nvtx);
+  flag("LAPTIME_NVTX_SYNC_PUSH", s.nvtx_sync_on_push);
+  flag("LAPTIME_NVTX_SYNC_POP", s.nvtx_sync_on_pop);
+  flag("LAPTIME_NVTX_CHECK_ORDER", s.nvtx_check_order);
+  if (auto v = get("LAPTIME_NVTX_DOMAIN")) s.nvtx_domain = std::string(*v);
+  return s;
+}
+}  // namespace detail
 
 /// Applies `s` to the Stopwatch and the NVTX wrapper of this process. Never throws: a setting
 /// that cannot be applied (the name table full, an enable() that conflicts with the code's) is
 /// warned about once, whatever the error policy, and the others are still applied.
-LAPTIME_SETTINGS_FN void apply_settings(const Settings& s, int rank) noexcept {
+LAPTIME_IMPL void apply_settings(const Settings& s, int rank) noexcept {
   for (const std::string& w : s.warnings) detail::warn_once(w, w);
   // Runs one step; an error becomes a warning (reading the environment never throws, SPEC §8).
   auto step = [](const char* what, auto&& fn) {
@@ -81,10 +243,15 @@ LAPTIME_SETTINGS_FN void apply_settings(const Settings& s, int rank) noexcept {
 
 /// Reads the LAPTIME_* variables and enables the tools they ask for. Returns what was applied.
 /// Never throws and never aborts: a malformed value is warned about once and ignored.
-LAPTIME_SETTINGS_FN Settings configure_from_env() {
+LAPTIME_IMPL void apply_settings(const Settings& s) noexcept {
+  apply_settings(s, detail::detect_rank().rank);
+}
+
+LAPTIME_IMPL Settings configure_from_env() {
   Settings s = settings_from_env([](const char* name) -> const char* { return std::getenv(name); });
   apply_settings(s);
   return s;
 }
 
 LAPTIME_END_NAMESPACE
+#endif  // LAPTIME_ENABLED
