@@ -157,6 +157,60 @@ void BM_StopwatchPair_Enabled_DynamicName(benchmark::State& state) {
 }
 BENCHMARK(BM_StopwatchPair_Enabled_DynamicName);
 
+// Issue 16 goal 2: every name layout. 64 one-word literals declared side by side (their
+// addresses a few bytes apart: the layout a direct-mapped cache collided on), one std::string
+// buffer whose text is rewritten between pairs (same address, another name), and 1000 distinct
+// names in turn (more names than the per-thread cache holds).
+#define LAPTIME_BENCH_W8(p) #p "0", #p "1", #p "2", #p "3", #p "4", #p "5", #p "6", #p "7"
+constexpr const char* kDenseLiterals[64] = {
+    LAPTIME_BENCH_W8(a), LAPTIME_BENCH_W8(b), LAPTIME_BENCH_W8(c), LAPTIME_BENCH_W8(d),
+    LAPTIME_BENCH_W8(e), LAPTIME_BENCH_W8(f), LAPTIME_BENCH_W8(g), LAPTIME_BENCH_W8(h)};
+#undef LAPTIME_BENCH_W8
+
+void BM_StopwatchPair_DenseLiterals(benchmark::State& state) {
+  enable_stopwatch();
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const char* name = kDenseLiterals[i];
+    i = (i + 1) & 63;
+    Stopwatch::instance().start_meas(name);
+    Stopwatch::instance().end_meas(name);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_StopwatchPair_DenseLiterals);
+
+void BM_StopwatchPair_ReusedBuffer(benchmark::State& state) {
+  enable_stopwatch();
+  const char* texts[4] = {"decode", "augment", "collate", "transfer"};
+  std::string buffer;
+  buffer.reserve(32);
+  std::size_t i = 0;
+  for (auto _ : state) {
+    buffer.assign(texts[i]);  // same storage, another text
+    i = (i + 1) & 3;
+    Stopwatch::instance().start_meas(buffer);
+    Stopwatch::instance().end_meas(buffer);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_StopwatchPair_ReusedBuffer);
+
+void BM_StopwatchPair_RoundRobin1000(benchmark::State& state) {
+  enable_stopwatch();
+  std::vector<std::string> names;
+  for (int k = 0; k < 1000; ++k) names.push_back("round robin name " + std::to_string(k));
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const std::string& name = names[i];
+    i = i + 1 == names.size() ? 0 : i + 1;
+    Stopwatch::instance().start_meas(name);
+    Stopwatch::instance().end_meas(name);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_StopwatchPair_RoundRobin1000);
+
 // end_meas of an interval another thread started (SPEC §1: a start in one callback, the end in
 // another). Only the end is timed (manual time): a helper thread starts each interval and waits
 // until this thread has ended it. The baseline is the same-thread pair above.
