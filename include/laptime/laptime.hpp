@@ -24,5 +24,6 @@
 #include "laptime/stopwatch.hpp"
 
 // The implementation part (detail/*_impl.hpp and the machinery they include).
+#include "laptime/detail/nvtx_setup.hpp"
 #include "laptime/detail/results_impl.hpp"
 #include "laptime/detail/stopwatch_impl.hpp"
