@@ -27,10 +27,13 @@
 // Cost (SPEC §5): not enabled, one relaxed atomic load and a branch per call, and NVTX is never
 // reached; enabled, one call into the implementation part: a per-thread cache lookup (no lock
 // shared between threads, no allocation, no string copy once a name is known) around the NVTX
-// call. LAPTIME_DISABLE compiles it all out. Compiling it costs less than nvtx3.hpp: this header
-// includes only <atomic>, <string>, <string_view> and <vector> (not even the NVTX headers), and
-// declares the rest, which is defined once per program (LAPTIME_IMPL, weak) in the implementation
-// part: src/laptime.cpp (the CMake target laptime::laptime) or <laptime/laptime.hpp>.
+// call. LAPTIME_DISABLE compiles it all out. Compiling it costs less than nvtx3.hpp
+// (bench/compile/run.sh, row "NVTX wrapper alone"): this header includes only <atomic>, <string>,
+// <string_view> and <vector> (not even the NVTX headers), and declares the rest, which is defined
+// once per program (LAPTIME_IMPL, weak) in the implementation part: src/laptime.cpp (the CMake
+// target laptime::laptime) or <laptime/laptime.hpp>. A program of several files that includes only
+// this header needs one of the two, as with <laptime/stopwatch.hpp> (tests/nvtx-test.cpp is such a
+// file, linked with laptime::laptime).
 //
 // Where things live: detail/nvtx_api.hpp (the NVTX C calls), detail/nvtx_state.hpp (the
 // process-wide state, the per-thread caches and the hot path), detail/nvtx_setup.hpp (the
@@ -223,7 +226,7 @@ class NVTXRangeName {
 ///   nvtx.range_pop("optimizer.step");  // UsageError if another range is innermost
 class NVTXRangeWrapper {
  public:
-  /// The wrapper. Stateless: its state is process-wide (detail::nvtx_state), shared by every
+  /// The wrapper. Stateless: its state is process-wide (detail::nvtx_core), shared by every
   /// shared object that includes laptime.
   ///
   ///   laptime::NVTXRangeWrapper& nvtx = laptime::NVTXRangeWrapper::instance();
