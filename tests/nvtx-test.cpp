@@ -13,8 +13,9 @@
 #include <thread>
 #include <vector>
 
-// A small name table, so that the case about names beyond it needs few names.
-#define LAPTIME_NVTX_MAX_NAMES 16
+// Only the light headers: the implementation part (and its name table, LAPTIME_NVTX_MAX_NAMES
+// names) comes from the library this test links (laptime::laptime), as in a program of several
+// files.
 #include "laptime/cuda.hpp"  // set_sync_function: nvtx.hpp no longer includes cuda.hpp
 #include "laptime/nvtx.hpp"
 #include "laptime/stopwatch.hpp"

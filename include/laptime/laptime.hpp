@@ -24,6 +24,7 @@
 #include "laptime/stopwatch.hpp"
 
 // The implementation part (detail/*_impl.hpp and the machinery they include).
+#include "laptime/detail/nvtx_setup.hpp"
 #include "laptime/detail/results_impl.hpp"
 #include "laptime/detail/settings_impl.hpp"
 #include "laptime/detail/stopwatch_impl.hpp"

@@ -25,14 +25,19 @@
 // registered string: each name is registered once per process, so the hot path passes a handle.
 //
 // Cost (SPEC §5): not enabled, one relaxed atomic load and a branch per call, and NVTX is never
-// reached; enabled, a per-thread cache lookup (no lock shared between threads, no allocation, no
-// string copy once a name is known) around the NVTX call. LAPTIME_DISABLE compiles it all out.
-// Compiling it costs about what nvtx3.hpp does: this header includes only the NVTX C API and the
-// hot path; the rest is reached through a table that enable() installs (detail/nvtx_state.hpp).
+// reached; enabled, one call into the implementation part: a per-thread cache lookup (no lock
+// shared between threads, no allocation, no string copy once a name is known) around the NVTX
+// call. LAPTIME_DISABLE compiles it all out. Compiling it costs less than nvtx3.hpp
+// (bench/compile/run.sh, row "NVTX wrapper alone"): this header includes only <atomic>, <string>,
+// <string_view> and <vector> (not even the NVTX headers), and declares the rest, which is defined
+// once per program (LAPTIME_IMPL, weak) in the implementation part: src/laptime.cpp (the CMake
+// target laptime::laptime) or <laptime/laptime.hpp>. A program of several files that includes only
+// this header needs one of the two, as with <laptime/stopwatch.hpp> (tests/nvtx-test.cpp is such a
+// file, linked with laptime::laptime).
 //
 // Where things live: detail/nvtx_api.hpp (the NVTX C calls), detail/nvtx_state.hpp (the
-// process-wide state, the per-thread caches and the hot path), detail/nvtx_setup.hpp (enable, the
-// name tables, messages, fork).
+// process-wide state, the per-thread caches and the hot path), detail/nvtx_setup.hpp (the
+// out-of-line functions declared here, enable, the name tables, messages, fork).
 #pragma once
 
 #include <atomic>
@@ -43,10 +48,102 @@
 #include <vector>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/nvtx_setup.hpp"
-#include "laptime/detail/nvtx_state.hpp"
+
+// LAPTIME_HAVE_NVTX: whether the NVTX3 headers are used. Detected with __has_include (the CMake
+// target puts the toolkit's include directory on the path where it finds one; a plain `nvcc`
+// build has it); the caller's definition wins. Without them the wrapper still tracks and checks
+// ranges but sends nothing to a profiler, and enable() warns once. Cost: none either way.
+#ifndef LAPTIME_HAVE_NVTX
+#if LAPTIME_ENABLED && defined(__has_include)
+#if __has_include(<nvtx3/nvToolsExt.h>)
+#define LAPTIME_HAVE_NVTX 1
+#endif
+#endif
+#endif
+#ifndef LAPTIME_HAVE_NVTX
+#define LAPTIME_HAVE_NVTX 0
+#endif
+
+// LAPTIME_NVTX_MAX_NAMES: the most distinct range names registered with NVTX per process. Names
+// beyond it still work, passed as text (an allocation per push) with a one-time warning, so that a
+// program generating names ("batch 17", "batch 18", ...) cannot grow memory without bound.
+// Cost: about 100 bytes per name, plus a per-thread table entry for each name the thread used.
+// It takes effect where the implementation part is compiled (src/laptime.cpp, or a file that
+// includes <laptime/laptime.hpp>).
+#ifndef LAPTIME_NVTX_MAX_NAMES
+#define LAPTIME_NVTX_MAX_NAMES LAPTIME_MAX_NAMES
+#endif
 
 LAPTIME_BEGIN_NAMESPACE
+
+namespace detail {
+#if LAPTIME_ENABLED
+struct NvtxName;     // detail/nvtx_state.hpp
+struct NvtxOps;      // detail/nvtx_state.hpp
+struct NvtxSession;  // detail/nvtx_state.hpp
+
+/// The part of the process-wide wrapper state (NvtxState, detail/nvtx_state.hpp, derives from it)
+/// that the inline API reads: whether the wrapper is enabled. One per process, found through
+/// nvtx_core().
+struct NvtxCore {
+  static constexpr std::uint32_t kEnabled = 1;
+  static constexpr std::uint32_t kSyncPush = 2;
+  static constexpr std::uint32_t kSyncPop = 4;
+  static constexpr std::uint32_t kTrack = 8;
+  static constexpr std::uint32_t kFlagMask = 15;
+  static constexpr int kGenerationShift = 4;
+
+  // Read on every call: on their own cache line, written only by enable() and the test reset.
+  // state: kEnabled | kSync* | kTrack | generation << kGenerationShift. A new generation starts at
+  // each enable() after a reset, so per-thread caches and scoped ranges notice they are stale.
+  alignas(64) std::atomic<std::uint32_t> state{0};
+  std::atomic<void*> domain{nullptr};
+  std::atomic<NvtxSession*> session{nullptr};
+  std::atomic<const NvtxOps*> ops{nullptr};  // set before the first kEnabled, never cleared
+};
+
+// This copy of the code's pointer to the process-wide state, set at its first use. Constant-
+// initialised (no guard variable): the inline API below is one load and a branch.
+inline std::atomic<NvtxCore*>& nvtx_core_pointer() noexcept {
+  static std::atomic<NvtxCore*> p{nullptr};
+  return p;
+}
+
+// The out-of-line half of the wrapper, defined once (LAPTIME_IMPL) in the implementation part
+// (detail/nvtx_setup.hpp, compiled by src/laptime.cpp or included by <laptime/laptime.hpp>), so
+// that a file that only pushes and pops compiles none of it.
+
+/// Makes (or finds) the process-wide state, and sets this copy's pointer to it.
+NvtxCore& nvtx_core_slow();
+/// range_push(text).
+void nvtx_push_text(std::string_view text);
+/// Pushes `text` with the call site's cached name in `resolved` (NVTXRangeName; nullptr: none).
+/// Returns the state it pushed under (0: nothing pushed); `pushed` (if not nullptr) gets the name.
+std::uint32_t nvtx_push(std::string_view text, std::atomic<const NvtxName*>* resolved,
+                        const NvtxName** pushed);
+/// range_pop() (check false) / range_pop(expected).
+void nvtx_pop(std::string_view expected, const std::atomic<const NvtxName*>* resolved, bool check);
+/// The end of an NVTXScopedRange. Never throws.
+void nvtx_pop_scoped(std::uint32_t pushed_state, const NvtxName* pushed) noexcept;
+void nvtx_mark(std::string_view message);
+void nvtx_enable(bool sync_on_push, bool sync_on_pop, bool track, const std::string& domain,
+                 const std::vector<std::uint32_t>& colors);
+void nvtx_name_current_thread(std::string_view name);
+/// cuProfilerStart (true) / cuProfilerStop (false).
+bool nvtx_profiler_call(bool start) noexcept;
+
+/// The process-wide state, as the inline API sees it.
+LAPTIME_ALWAYS_INLINE NvtxCore& nvtx_core() {
+  NvtxCore* s = nvtx_core_pointer().load(std::memory_order_acquire);
+  if (LAPTIME_LIKELY(s != nullptr)) return *s;
+  return nvtx_core_slow();
+}
+
+LAPTIME_ALWAYS_INLINE bool nvtx_enabled() {
+  return (nvtx_core().state.load(std::memory_order_relaxed) & NvtxCore::kEnabled) != 0;
+}
+#endif  // LAPTIME_ENABLED
+}  // namespace detail
 
 /// Optional settings of NVTXRangeWrapper::enable.
 ///
@@ -74,12 +171,11 @@ namespace detail {
 /// so that test cases (and benchmarks) are independent. Ranges still open on any thread are
 /// forgotten, not popped. Threads using the wrapper meanwhile stay safe (every shared field is
 /// atomic and nothing is freed): they just find it disabled, or their stack empty.
-template <int = 0>  // instantiated only where called, like enable() (see there)
-void nvtx_reset_for_testing() {
 #if LAPTIME_ENABLED
-  nvtx_reset(nvtx_state());
+void nvtx_reset_for_testing();  // the implementation part (detail/nvtx_setup.hpp)
+#else
+inline void nvtx_reset_for_testing() {}
 #endif
-}
 }  // namespace detail
 
 /// A range name fixed at compile time, resolved to its NVTX registered string once per call site
@@ -130,7 +226,7 @@ class NVTXRangeName {
 ///   nvtx.range_pop("optimizer.step");  // UsageError if another range is innermost
 class NVTXRangeWrapper {
  public:
-  /// The wrapper. Stateless: its state is process-wide (detail::nvtx_state), shared by every
+  /// The wrapper. Stateless: its state is process-wide (detail::nvtx_core), shared by every
   /// shared object that includes laptime.
   ///
   ///   laptime::NVTXRangeWrapper& nvtx = laptime::NVTXRangeWrapper::instance();
@@ -151,14 +247,11 @@ class NVTXRangeWrapper {
   ///
   ///   nvtx.enable(false, false, /*keep_track_of_range_order=*/true, {"trainer", {0xff76b900}});
   ///
-  /// (A template only so that a file that never calls it does not compile it: the set-up code is
-  /// most of the wrapper, and a file that only pushes and pops should cost what nvtx3 costs.)
-  template <int = 0>
   void enable(bool sync_on_push, bool sync_on_pop, bool keep_track_of_range_order,
               const NVTXOptions& options = NVTXOptions()) {
 #if LAPTIME_ENABLED
-    detail::nvtx_enable(detail::nvtx_state(), sync_on_push, sync_on_pop, keep_track_of_range_order,
-                        options.domain, options.colors);
+    detail::nvtx_enable(sync_on_push, sync_on_pop, keep_track_of_range_order, options.domain,
+                        options.colors);
 #else
     (void)sync_on_push, (void)sync_on_pop, (void)keep_track_of_range_order, (void)options;
 #endif
@@ -169,7 +262,7 @@ class NVTXRangeWrapper {
   ///   if (nvtx.is_enabled()) nvtx.profiler_start();
   bool is_enabled() const noexcept {
 #if LAPTIME_ENABLED
-    return (state() & detail::NvtxState::kEnabled) != 0;
+    return detail::nvtx_enabled();
 #else
     return false;
 #endif
@@ -182,7 +275,7 @@ class NVTXRangeWrapper {
   void range_push(std::string_view name) {
 #if LAPTIME_ENABLED
     if (LAPTIME_LIKELY(!is_enabled())) return;
-    detail::nvtx_push_text(detail::nvtx_state(), name);
+    detail::nvtx_push_text(name);
 #else
     (void)name;
 #endif
@@ -191,7 +284,7 @@ class NVTXRangeWrapper {
   void range_push(const NVTXRangeName& name) {
 #if LAPTIME_ENABLED
     if (LAPTIME_LIKELY(!is_enabled())) return;
-    (void)detail::nvtx_push(detail::nvtx_state(), name.text_, &name.resolved_, nullptr);
+    (void)detail::nvtx_push(name.text_, &name.resolved_, nullptr);
 #else
     (void)name;
 #endif
@@ -204,7 +297,7 @@ class NVTXRangeWrapper {
   void range_pop() {
 #if LAPTIME_ENABLED
     if (LAPTIME_LIKELY(!is_enabled())) return;
-    detail::nvtx_pop(detail::nvtx_state(), std::string_view(), nullptr, false);
+    detail::nvtx_pop(std::string_view(), nullptr, false);
 #endif
   }
   /// Same, and with order tracking on, checks *before* popping that the innermost open range is
@@ -215,7 +308,7 @@ class NVTXRangeWrapper {
   void range_pop(std::string_view expected_name) {
 #if LAPTIME_ENABLED
     if (LAPTIME_LIKELY(!is_enabled())) return;
-    detail::nvtx_pop(detail::nvtx_state(), expected_name, nullptr, true);
+    detail::nvtx_pop(expected_name, nullptr, true);
 #else
     (void)expected_name;
 #endif
@@ -224,7 +317,7 @@ class NVTXRangeWrapper {
   void range_pop(const NVTXRangeName& expected_name) {
 #if LAPTIME_ENABLED
     if (LAPTIME_LIKELY(!is_enabled())) return;
-    detail::nvtx_pop(detail::nvtx_state(), expected_name.text_, &expected_name.resolved_, true);
+    detail::nvtx_pop(expected_name.text_, &expected_name.resolved_, true);
 #else
     (void)expected_name;
 #endif
@@ -237,7 +330,7 @@ class NVTXRangeWrapper {
   void mark(std::string_view message) {
 #if LAPTIME_ENABLED
     if (LAPTIME_LIKELY(!is_enabled())) return;
-    detail::nvtx_mark(detail::nvtx_state(), message);
+    detail::nvtx_mark(message);
 #else
     (void)message;
 #endif
@@ -248,10 +341,9 @@ class NVTXRangeWrapper {
   /// remembered (NVTX is not reached) and sent by enable().
   ///
   ///   std::thread([] { laptime::NVTXRangeWrapper::instance().name_current_thread("loader-0"); });
-  template <int = 0>  // compiled only where called, like enable()
   void name_current_thread(std::string_view name) {
 #if LAPTIME_ENABLED
-    detail::nvtx_name_current_thread(detail::nvtx_state(), name);
+    detail::nvtx_name_current_thread(name);
 #else
     (void)name;
 #endif
@@ -261,18 +353,16 @@ class NVTXRangeWrapper {
   /// Does nothing and returns false when the wrapper is not enabled or CUDA is unavailable.
   ///
   ///   nvtx.profiler_start();  train();  nvtx.profiler_stop();
-  template <int = 0>  // compiled only where called, like enable()
   bool profiler_start() noexcept {
 #if LAPTIME_ENABLED
-    return is_enabled() && detail::cuda_profiler_call(true);
+    return is_enabled() && detail::nvtx_profiler_call(true);
 #else
     return false;
 #endif
   }
-  template <int = 0>
   bool profiler_stop() noexcept {
 #if LAPTIME_ENABLED
-    return is_enabled() && detail::cuda_profiler_call(false);
+    return is_enabled() && detail::nvtx_profiler_call(false);
 #else
     return false;
 #endif
@@ -280,11 +370,6 @@ class NVTXRangeWrapper {
 
  private:
   constexpr NVTXRangeWrapper() noexcept = default;
-#if LAPTIME_ENABLED
-  static std::uint32_t state() noexcept {
-    return detail::nvtx_state().state.load(std::memory_order_relaxed);
-  }
-#endif
 };
 
 /// An NVTX range for the lifetime of a scope (RAII). Not copyable, not movable, not on the heap:
@@ -300,31 +385,23 @@ class NVTXScopedRange {
  public:
   explicit NVTXScopedRange(std::string_view name) {
 #if LAPTIME_ENABLED
-    detail::NvtxState& w = detail::nvtx_state();
-    if (LAPTIME_LIKELY((w.state.load(std::memory_order_relaxed) & detail::NvtxState::kEnabled) ==
-                       0)) {
-      return;
-    }
-    state_ = detail::nvtx_push(w, name, nullptr, &name_);
+    if (LAPTIME_LIKELY(!detail::nvtx_enabled())) return;
+    state_ = detail::nvtx_push(name, nullptr, &name_);
 #else
     (void)name;
 #endif
   }
   explicit NVTXScopedRange(const NVTXRangeName& name) {
 #if LAPTIME_ENABLED
-    detail::NvtxState& w = detail::nvtx_state();
-    if (LAPTIME_LIKELY((w.state.load(std::memory_order_relaxed) & detail::NvtxState::kEnabled) ==
-                       0)) {
-      return;
-    }
-    state_ = detail::nvtx_push(w, name.text_, &name.resolved_, &name_);
+    if (LAPTIME_LIKELY(!detail::nvtx_enabled())) return;
+    state_ = detail::nvtx_push(name.text_, &name.resolved_, &name_);
 #else
     (void)name;
 #endif
   }
   ~NVTXScopedRange() {
 #if LAPTIME_ENABLED
-    if (state_ != 0) detail::nvtx_pop_scoped(detail::nvtx_state(), state_, name_);
+    if (state_ != 0) detail::nvtx_pop_scoped(state_, name_);
 #endif
   }
 

@@ -9,21 +9,7 @@
 #include <cstdint>
 
 #include "laptime/config.hpp"
-
-// LAPTIME_HAVE_NVTX: whether the NVTX3 headers are used. Detected with __has_include (the CMake
-// target puts the toolkit's include directory on the path where it finds one; a plain `nvcc`
-// build has it); the caller's definition wins. Without them the wrapper still tracks and checks
-// ranges but sends nothing to a profiler, and enable() warns once. Cost: none either way.
-#ifndef LAPTIME_HAVE_NVTX
-#if LAPTIME_ENABLED && defined(__has_include)
-#if __has_include(<nvtx3/nvToolsExt.h>)
-#define LAPTIME_HAVE_NVTX 1
-#endif
-#endif
-#endif
-#ifndef LAPTIME_HAVE_NVTX
-#define LAPTIME_HAVE_NVTX 0
-#endif
+#include "laptime/nvtx.hpp"  // LAPTIME_HAVE_NVTX
 
 #if LAPTIME_ENABLED && LAPTIME_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>

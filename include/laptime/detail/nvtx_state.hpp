@@ -1,11 +1,11 @@
-// laptime internals: the NVTX wrapper's state and its hot path (nvtx.hpp is the API).
+// laptime internals: the NVTX wrapper's state and its hot path (nvtx.hpp is the API), part of the
+// implementation part (included by detail/nvtx_setup.hpp).
 //
 // One NvtxState per process (process_singleton), shared by every copy of the header. The hot
-// path below is what a push or a pop compiles to: a relaxed load of `state`, a per-thread cache
-// lookup and the NVTX call. Everything rarer (a name this thread has not used yet, a thread's
-// first push, an error message, a CUDA sync) is reached through `ops`, a table of function
-// pointers that enable() installs (detail/nvtx_setup.hpp): so a file that only pushes and pops
-// compiles none of it, which keeps the wrapper's compile cost near nvtx3's own (issue 22).
+// path below is what the out-of-line push and pop (detail/nvtx_setup.hpp, LAPTIME_IMPL) compile
+// to: a relaxed load of `state`, a per-thread cache lookup and the NVTX call. Everything rarer (a
+// name this thread has not used yet, a thread's first push, an error message, a CUDA sync) is
+// reached through `ops`, a table of function pointers that enable() installs.
 #pragma once
 
 #include <atomic>
@@ -22,14 +22,7 @@
 #include "laptime/detail/nvtx_api.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/thread_registry.hpp"
-
-// LAPTIME_NVTX_MAX_NAMES: the most distinct range names registered with NVTX per process. Names
-// beyond it still work, passed as text (an allocation per push) with a one-time warning, so that a
-// program generating names ("batch 17", "batch 18", ...) cannot grow memory without bound.
-// Cost: about 100 bytes per name, plus a per-thread table entry for each name the thread used.
-#ifndef LAPTIME_NVTX_MAX_NAMES
-#define LAPTIME_NVTX_MAX_NAMES LAPTIME_MAX_NAMES
-#endif
+#include "laptime/nvtx.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
@@ -176,23 +169,9 @@ inline constexpr int kPopPlain = 0;    // range_pop()
 inline constexpr int kPopChecked = 1;  // range_pop(expected)
 inline constexpr int kPopScoped = 2;   // the end of an NVTXScopedRange's scope
 
-/// The process-wide wrapper state.
-struct NvtxState {
-  static constexpr std::uint32_t kEnabled = 1;
-  static constexpr std::uint32_t kSyncPush = 2;
-  static constexpr std::uint32_t kSyncPop = 4;
-  static constexpr std::uint32_t kTrack = 8;
-  static constexpr std::uint32_t kFlagMask = 15;
-  static constexpr int kGenerationShift = 4;
-
-  // Read on every call: on their own cache line, written only by enable() and the test reset.
-  // state: kEnabled | kSync* | kTrack | generation << kGenerationShift. A new generation starts at
-  // each enable() after a reset, so per-thread caches and scoped ranges notice they are stale.
-  alignas(64) std::atomic<std::uint32_t> state{0};
-  std::atomic<void*> domain{nullptr};
-  std::atomic<NvtxSession*> session{nullptr};
-  std::atomic<const NvtxOps*> ops{nullptr};  // set before the first kEnabled, never cleared
-
+/// The process-wide wrapper state: NvtxCore (nvtx.hpp: the flags the inline API reads) and the
+/// rest.
+struct NvtxState : NvtxCore {
   alignas(64) std::mutex config_mutex;  // enable() and the test reset
   std::string options_domain;           // enable()'s NVTXOptions
   std::vector<std::uint32_t> options_colors;
@@ -205,7 +184,7 @@ struct NvtxState {
 
 /// The process's NvtxState: after the first call from this copy of the code, one load.
 LAPTIME_ALWAYS_INLINE NvtxState& nvtx_state() {
-  return process_singleton<NvtxState>("nvtx");
+  return static_cast<NvtxState&>(nvtx_core());
 }
 
 // ---- The hot path -----------------------------------------------------------------------------
@@ -242,7 +221,7 @@ LAPTIME_ALWAYS_INLINE void nvtx_push_name(NvtxState& w, NvtxThread& t, std::uint
 }
 
 /// range_push(text), inlined where it is called: the thread's cache by the text's pointer.
-inline void nvtx_push_text(NvtxState& w, std::string_view text) {
+LAPTIME_ALWAYS_INLINE void nvtx_push_text(NvtxState& w, std::string_view text) {
   // Acquire (a plain load on x86) only on the enabled path: pairs with enable()'s release store.
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   if ((s & NvtxState::kEnabled) == 0) return;
@@ -255,11 +234,10 @@ inline void nvtx_push_text(NvtxState& w, std::string_view text) {
 
 /// Pushes `text` with the call site's cached name in `resolved` (a NVTXRangeName), for the scoped
 /// ranges and range_push(NVTXRangeName). Returns the state it pushed under (0: nothing pushed);
-/// `pushed` gets the name (nullptr: beyond the table). Out of line: one copy per file rather than
-/// one per LAPTIME_RANGE keeps the compile cost down, and the handle makes the call cheap anyway.
-LAPTIME_NOINLINE inline std::uint32_t nvtx_push(NvtxState& w, std::string_view text,
-                                                std::atomic<const NvtxName*>* resolved,
-                                                const NvtxName** pushed) {
+/// `pushed` gets the name (nullptr: beyond the table).
+LAPTIME_ALWAYS_INLINE std::uint32_t nvtx_push(NvtxState& w, std::string_view text,
+                                              std::atomic<const NvtxName*>* resolved,
+                                              const NvtxName** pushed) {
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   if ((s & NvtxState::kEnabled) == 0) return 0;
   if ((s & NvtxState::kSyncPush) != 0) nvtx_ops(w).sync();
@@ -283,8 +261,8 @@ LAPTIME_NOINLINE inline std::uint32_t nvtx_push(NvtxState& w, std::string_view t
 
 /// Pops the innermost range; with order tracking and `check`, only if it is `expected` (or the
 /// call site's name in `resolved`).
-inline void nvtx_pop(NvtxState& w, std::string_view expected,
-                     const std::atomic<const NvtxName*>* resolved, bool check) {
+LAPTIME_ALWAYS_INLINE void nvtx_pop(NvtxState& w, std::string_view expected,
+                                    const std::atomic<const NvtxName*>* resolved, bool check) {
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   if ((s & NvtxState::kEnabled) == 0) return;
   if ((s & NvtxState::kTrack) == 0) {
@@ -316,8 +294,8 @@ inline void nvtx_pop(NvtxState& w, std::string_view expected,
 }
 
 /// The end of a scoped range pushed under `pushed_state` with `pushed`. Never throws.
-inline void nvtx_pop_scoped(NvtxState& w, std::uint32_t pushed_state,
-                            const NvtxName* pushed) noexcept {
+LAPTIME_ALWAYS_INLINE void nvtx_pop_scoped(NvtxState& w, std::uint32_t pushed_state,
+                                           const NvtxName* pushed) noexcept {
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   // Disabled or re-enabled (test reset) since the push: that range is not this wrapper's anymore.
   if (s != pushed_state) return;
