@@ -71,10 +71,12 @@ compile_row() {  # compile_row NAME: compiles the row's file once
 # The compiler's CPU time (user + system), not wall time: on a shared machine a compile often
 # waits for a core, which says nothing about the code it compiles.
 best_of() {  # best_of NAME: prints the fastest of RUNS compiles, in milliseconds
-  local best="" ms
+  local best="" ms out
   for ((i = 0; i < RUNS; i++)); do
-    ms=$( { TIMEFORMAT='%3U %3S'; time compile_row "$1"; } 2>&1 | awk 'NF == 2 && $1 ~ /^[0-9.]+$/ { printf "%d", ($1 + $2) * 1000 }')
-    if [[ -z $ms ]]; then
+    # A row whose compile fails must not print a time (its errors would go unseen).
+    out=$( { TIMEFORMAT='%3U %3S'; time { compile_row "$1" >/dev/null 2>&1 || echo COMPILE-FAILED; }; } 2>&1)
+    ms=$(awk 'NF == 2 && $1 ~ /^[0-9.]+$/ { printf "%d", ($1 + $2) * 1000 }' <<<"$out")
+    if [[ -z $ms || $out == *COMPILE-FAILED* ]]; then
       echo "bench/compile: row $1 did not compile:" >&2
       compile_row "$1" >&2 || true
       exit 2
