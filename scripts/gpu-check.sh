@@ -137,8 +137,9 @@ fi
 # bench/gpu: an event-timed interval and do_cuda_sync against raw CUDA calls (medians of 5).
 BENCHLOG="$LOGS/gpu-bench.log"
 if [ $built = 1 ] && [ -x "$BUILD/bench/gpu/laptime_gpu_bench" ]; then
-  "$BUILD/bench/gpu/laptime_gpu_bench" --benchmark_repetitions=5 \
-    --benchmark_out="$LOGS/gpu-bench.json" --benchmark_out_format=json >"$BENCHLOG" 2>&1
+  LD_LIBRARY_PATH="$DEPS_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    "$BUILD/bench/gpu/laptime_gpu_bench" --benchmark_repetitions=5 \
+      --benchmark_out="$LOGS/gpu-bench.json" --benchmark_out_format=json >"$BENCHLOG" 2>&1
   python3 "$ROOT/bench/gpu/ratios.py" "$LOGS/gpu-bench.json" >>"$BENCHLOG" 2>&1
   rc=$?
   tail -n 4 "$BENCHLOG"
