@@ -273,7 +273,7 @@ inline ClockInfo clock_info() {
   std::unique_lock<std::mutex> lock(c.mutex, std::try_to_lock);
   for (int i = 0; i < 100 && !lock.owns_lock(); ++i) {
     ::usleep(100);
-    lock.try_lock();
+    (void)lock.try_lock();
   }
   if (!lock.owns_lock()) return info;
   info.hz = c.phase.load() == ClockState::kCounter ? c.hz : 0.0;
