@@ -1082,30 +1082,18 @@ PyObject* mod_set_error_policy(PyObject*, PyObject* arg) {
   if (!PyUnicode_Check(arg)) return not_a_str("set_error_policy", arg);
   std::string_view v;
   if (!utf8_view(arg, v)) return nullptr;
-  if (v == "throw") {
-    laptime::set_error_policy(laptime::ErrorPolicy::Throw);
-  } else if (v == "warn") {
-    laptime::set_error_policy(laptime::ErrorPolicy::Warn);
-  } else if (v == "abort") {
-    laptime::set_error_policy(laptime::ErrorPolicy::Abort);
-  } else {
+  const std::optional<laptime::ErrorPolicy> policy = laptime::parse_error_policy(v);  // error.hpp
+  if (!policy) {
     PyErr_Format(PyExc_ValueError,
                  "laptime: set_error_policy(%R): the policy is 'throw', 'warn' or 'abort'", arg);
     return nullptr;
   }
+  laptime::set_error_policy(*policy);
   Py_RETURN_NONE;
 }
 
 PyObject* mod_error_policy(PyObject*, PyObject*) {
-  switch (laptime::error_policy()) {
-    case laptime::ErrorPolicy::Warn:
-      return PyUnicode_FromString("warn");
-    case laptime::ErrorPolicy::Abort:
-      return PyUnicode_FromString("abort");
-    case laptime::ErrorPolicy::Throw:
-      break;
-  }
-  return PyUnicode_FromString("throw");
+  return PyUnicode_FromString(laptime::error_policy_name(laptime::error_policy()));
 }
 
 /// d[key] = value, stealing `value`; false with an exception set.

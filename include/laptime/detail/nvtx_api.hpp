@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "laptime/config.hpp"
-#include "laptime/nvtx.hpp"  // LAPTIME_HAVE_NVTX
+#include "laptime/detail/nvtx_core.hpp"  // LAPTIME_HAVE_NVTX
 
 #if LAPTIME_ENABLED && LAPTIME_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>

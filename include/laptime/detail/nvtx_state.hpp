@@ -20,9 +20,9 @@
 #include "laptime/config.hpp"
 #include "laptime/detail/names.hpp"
 #include "laptime/detail/nvtx_api.hpp"
+#include "laptime/detail/nvtx_core.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/thread_registry.hpp"
-#include "laptime/nvtx.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {

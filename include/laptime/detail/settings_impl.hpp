@@ -248,7 +248,7 @@ LAPTIME_IMPL void apply_settings(const Settings& s) noexcept {
 }
 
 LAPTIME_IMPL Settings configure_from_env() {
-  Settings s = settings_from_env([](const char* name) -> const char* { return std::getenv(name); });
+  Settings s = settings_from_env([](const char* name) { return detail::env_raw(name); });
   apply_settings(s);
   return s;
 }

@@ -831,12 +831,14 @@ LAPTIME_IMPL void StopwatchCore::finish_iter() {
 LAPTIME_IMPL StopwatchCore& stopwatch_core_slow() {
   StopwatchState& s = process_singleton<StopwatchState>("stopwatch");
   if (!s.fork_handlers.exchange(true)) {
-    // Registered after error_state()'s, so that this prepare handler runs before that one
-    // (reverse order): enable() may warn while it holds config_mutex.
+    // The library's one fork plan (process_singleton.hpp): the Stopwatch's locks are taken first
+    // (kForkStopwatch), the warning table's last (error_state() joins as kForkErrors), since
+    // enable() may warn while it holds config_mutex.
     (void)error_state();
-    ::pthread_atfork([] { stopwatch_state().before_fork(); },
-                     [] { stopwatch_state().after_fork_in_parent(); },
-                     [] { stopwatch_state().after_fork_in_child(); });
+    fork_participate(
+        kForkStopwatch, [] { stopwatch_state().before_fork(); },
+        [] { stopwatch_state().after_fork_in_parent(); },
+        [] { stopwatch_state().after_fork_in_child(); });
   }
   stopwatch_core_pointer().store(&s, std::memory_order_release);
   return s;

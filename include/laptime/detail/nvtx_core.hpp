@@ -1,0 +1,112 @@
+// laptime internals: what the NVTX wrapper's inline API (nvtx.hpp) reads: the NVTX detection
+// macros, NvtxCore (the flags of the process-wide state, detail/nvtx_state.hpp derives from it),
+// this copy's pointer to it, and the declarations of the out-of-line half (LAPTIME_IMPL,
+// detail/nvtx_setup.hpp). Light: no NVTX header, no mutex.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "laptime/config.hpp"
+
+// LAPTIME_HAVE_NVTX: whether the NVTX3 headers are used. Detected with __has_include (the CMake
+// target puts the toolkit's include directory on the path where it finds one; a plain `nvcc`
+// build has it); the caller's definition wins. Without them the wrapper still tracks and checks
+// ranges but sends nothing to a profiler, and enable() warns once. Cost: none either way.
+#ifndef LAPTIME_HAVE_NVTX
+#if LAPTIME_ENABLED && defined(__has_include)
+#if __has_include(<nvtx3/nvToolsExt.h>)
+#define LAPTIME_HAVE_NVTX 1
+#endif
+#endif
+#endif
+#ifndef LAPTIME_HAVE_NVTX
+#define LAPTIME_HAVE_NVTX 0
+#endif
+
+// LAPTIME_NVTX_MAX_NAMES: the most distinct range names registered with NVTX per process. Names
+// beyond it still work, passed as text (an allocation per push) with a one-time warning, so that a
+// program generating names ("batch 17", "batch 18", ...) cannot grow memory without bound.
+// Cost: about 100 bytes per name, plus a per-thread table entry for each name the thread used.
+// It takes effect where the implementation part is compiled (src/laptime.cpp, or a file that
+// includes <laptime/laptime.hpp>).
+#ifndef LAPTIME_NVTX_MAX_NAMES
+#define LAPTIME_NVTX_MAX_NAMES LAPTIME_MAX_NAMES
+#endif
+
+LAPTIME_BEGIN_NAMESPACE
+
+namespace detail {
+#if LAPTIME_ENABLED
+struct NvtxName;     // detail/nvtx_state.hpp
+struct NvtxOps;      // detail/nvtx_state.hpp
+struct NvtxSession;  // detail/nvtx_state.hpp
+
+/// The part of the process-wide wrapper state (NvtxState, detail/nvtx_state.hpp, derives from it)
+/// that the inline API reads: whether the wrapper is enabled. One per process, found through
+/// nvtx_core().
+struct NvtxCore {
+  static constexpr std::uint32_t kEnabled = 1;
+  static constexpr std::uint32_t kSyncPush = 2;
+  static constexpr std::uint32_t kSyncPop = 4;
+  static constexpr std::uint32_t kTrack = 8;
+  static constexpr std::uint32_t kFlagMask = 15;
+  static constexpr int kGenerationShift = 4;
+
+  // Read on every call: on their own cache line, written only by enable() and the test reset.
+  // state: kEnabled | kSync* | kTrack | generation << kGenerationShift. A new generation starts at
+  // each enable() after a reset, so per-thread caches and scoped ranges notice they are stale.
+  alignas(64) std::atomic<std::uint32_t> state{0};
+  std::atomic<void*> domain{nullptr};
+  std::atomic<NvtxSession*> session{nullptr};
+  std::atomic<const NvtxOps*> ops{nullptr};  // set before the first kEnabled, never cleared
+};
+
+// This copy of the code's pointer to the process-wide state, set at its first use. Constant-
+// initialised (no guard variable): the inline API below is one load and a branch.
+inline std::atomic<NvtxCore*>& nvtx_core_pointer() noexcept {
+  static std::atomic<NvtxCore*> p{nullptr};
+  return p;
+}
+
+// The out-of-line half of the wrapper, defined once (LAPTIME_IMPL) in the implementation part
+// (detail/nvtx_setup.hpp, compiled by src/laptime.cpp or included by <laptime/laptime.hpp>), so
+// that a file that only pushes and pops compiles none of it.
+
+/// Makes (or finds) the process-wide state, and sets this copy's pointer to it.
+NvtxCore& nvtx_core_slow();
+/// range_push(text).
+void nvtx_push_text(std::string_view text);
+/// Pushes `text` with the call site's cached name in `resolved` (NVTXRangeName; nullptr: none).
+/// Returns the state it pushed under (0: nothing pushed); `pushed` (if not nullptr) gets the name.
+std::uint32_t nvtx_push(std::string_view text, std::atomic<const NvtxName*>* resolved,
+                        const NvtxName** pushed);
+/// range_pop() (check false) / range_pop(expected).
+void nvtx_pop(std::string_view expected, const std::atomic<const NvtxName*>* resolved, bool check);
+/// The end of an NVTXScopedRange. Never throws.
+void nvtx_pop_scoped(std::uint32_t pushed_state, const NvtxName* pushed) noexcept;
+void nvtx_mark(std::string_view message);
+void nvtx_enable(bool sync_on_push, bool sync_on_pop, bool track, const std::string& domain,
+                 const std::vector<std::uint32_t>& colors);
+void nvtx_name_current_thread(std::string_view name);
+/// cuProfilerStart (true) / cuProfilerStop (false).
+bool nvtx_profiler_call(bool start) noexcept;
+
+/// The process-wide state, as the inline API sees it.
+LAPTIME_ALWAYS_INLINE NvtxCore& nvtx_core() {
+  NvtxCore* s = nvtx_core_pointer().load(std::memory_order_acquire);
+  if (LAPTIME_LIKELY(s != nullptr)) return *s;
+  return nvtx_core_slow();
+}
+
+LAPTIME_ALWAYS_INLINE bool nvtx_enabled() {
+  return (nvtx_core().state.load(std::memory_order_relaxed) & NvtxCore::kEnabled) != 0;
+}
+#endif  // LAPTIME_ENABLED
+}  // namespace detail
+
+LAPTIME_END_NAMESPACE
