@@ -25,7 +25,11 @@ namespace {
 // a histogram block's size (detail/histogram.hpp: 64 32-bit counts) are counted apart too.
 std::atomic<long> g_allocations{0};
 std::atomic<long> g_block_sized{0};
+#if LAPTIME_ENABLED
 constexpr std::size_t kHistogramBlockBytes = laptime::detail::Histogram::kSub * 4;
+#else
+constexpr std::size_t kHistogramBlockBytes = 256;  // no histogram when compiled out
+#endif
 
 using laptime_test::error_of;
 using laptime_test::find;
