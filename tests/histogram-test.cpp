@@ -12,14 +12,9 @@
 
 using laptime::detail::Histogram;
 using laptime::detail::IntervalStats;
+using laptime_test::exact_quantile;
 
 namespace {
-
-double exact_quantile(std::vector<std::uint64_t> v, double q) {
-  std::sort(v.begin(), v.end());
-  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return static_cast<double>(v[std::max<std::size_t>(rank, 1) - 1]);
-}
 
 // Every percentile a report shows (and a few more) within 1 % of the exact nearest-rank one.
 void check_within_1_percent(const std::vector<std::uint64_t>& values) {

@@ -14,14 +14,7 @@
 
 using laptime::detail::Histogram;
 using laptime::detail::IntervalStats;
-
-namespace {
-double exact_quantile(std::vector<std::uint64_t> v, double q) {
-  std::sort(v.begin(), v.end());
-  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return static_cast<double>(v[std::max<std::size_t>(rank, 1) - 1]);
-}
-}  // namespace
+using laptime_test::exact_quantile;
 
 TEST_CASE("every value falls in a bucket whose range contains it") {
   for (std::uint64_t v : {0ull, 1ull, 63ull, 64ull, 65ull, 127ull, 128ull, 1000ull, 123456789ull,
