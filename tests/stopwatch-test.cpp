@@ -624,13 +624,15 @@ TEST_CASE("tracked names report the process tree's CPU during their intervals" *
   const double thread_cores =
       ((cpu1.tv_sec - cpu0.tv_sec) + (cpu1.tv_nsec - cpu0.tv_nsec) * 1e-9) / wall;
   CHECK(*busy->resources->process_cores == doctest::Approx(thread_cores).epsilon(0.25));
-  CHECK(*busy->resources->process_cores > 0.3);
+  CHECK(thread_cores > 0.05);  // the spin ran (a loaded machine, or ASan, may give it a tenth)
   CHECK(*busy->resources->process_percent ==
         doctest::Approx(*busy->resources->process_cores * 100 / laptime::resources::online_cpus())
             .epsilon(0.01));
   const auto idle = find(r, "idle");
   REQUIRE(idle->resources.has_value());
   CHECK(*idle->resources->process_cores < 0.1);
+  // Busy and idle intervals are told apart whatever the load: spinning vs sleeping.
+  CHECK(*busy->resources->process_cores > 3 * *idle->resources->process_cores);
   CHECK_FALSE(find(r, "untracked")->resources.has_value());
   std::ostringstream text;
   sw.print_eval_times(text);
