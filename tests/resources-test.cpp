@@ -26,6 +26,22 @@
 
 #include "test_support.hpp"
 
+// The process-tree CPU's accuracy against the processes' own clocks: 1 %. Under a sanitizer the
+// children sampler thread runs several times slower and is often late, so a boundary extrapolates
+// its readings further (1.004 % was seen under TSan beside two builds): 2 % there. The normal
+// build checks the 1 %.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr double kTreeAccuracy = 0.02;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+constexpr double kTreeAccuracy = 0.02;
+#else
+constexpr double kTreeAccuracy = 0.01;
+#endif
+#else
+constexpr double kTreeAccuracy = 0.01;
+#endif
+
 namespace pf = laptime::detail::procfs;
 namespace res = laptime::resources;
 using Clock = std::chrono::steady_clock;
@@ -641,7 +657,7 @@ TEST_CASE("with 16 busy children the tree CPU is within 1 % of their own clocks"
   const double by_clocks = clocks_end - clocks_start;
   INFO("sampled " << sampled << " s, by the clocks " << by_clocks << " s");
   CHECK(by_clocks >= 2.0);
-  CHECK(std::fabs(sampled - by_clocks) <= 0.01 * by_clocks);
+  CHECK(std::fabs(sampled - by_clocks) <= kTreeAccuracy * by_clocks);
 }
 
 TEST_CASE("a child that exits and is reaped inside the interval counts to 1 %, beside busy ones" *
@@ -664,7 +680,7 @@ TEST_CASE("a child that exits and is reaped inside the interval counts to 1 %, b
   const double sampled = end.tree_cpu_s - start.tree_cpu_s;
   const double by_clocks = clocks_end - clocks_start;
   INFO("sampled " << sampled << " s, by the clocks " << by_clocks << " s");
-  CHECK(std::fabs(sampled - by_clocks) <= 0.01 * by_clocks);
+  CHECK(std::fabs(sampled - by_clocks) <= kTreeAccuracy * by_clocks);
 }
 
 TEST_CASE("grandchildren count: a live one by its clock, a reaped one in its parent's ticks" *
@@ -708,7 +724,7 @@ TEST_CASE("grandchildren count: a live one by its clock, a reaped one in its par
   // truncated (one tick each at most).
   const double ticks = 2.0 / static_cast<double>(res::clock_ticks());
   INFO("sampled " << sampled << " s, by the clocks " << by_clocks << " s");
-  CHECK(std::fabs(sampled - by_clocks) <= 0.01 * by_clocks + ticks);
+  CHECK(std::fabs(sampled - by_clocks) <= kTreeAccuracy * by_clocks + ticks);
 }
 
 // The CPU time (ns) of this process's thread named `name`, from its schedstat; -1 if none.
