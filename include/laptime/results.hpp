@@ -36,6 +36,15 @@ struct GpuFigures {
 };
 
 /// One measured name. Durations in nanoseconds.
+/// What one worker process (a child: a DataLoader worker) measured for a name.
+struct WorkerResult {
+  long pid = 0;
+  std::string label;   ///< "pid 4242", or Stopwatch::set_worker_label's
+  bool alive = false;  ///< false: the worker has ended; what it completed is kept
+  std::uint64_t count = 0;
+  double total_ns = 0, mean_per_interval_ns = 0, median_ns = 0, p90_ns = 0, max_ns = 0;
+};
+
 struct MeasurementResult {
   std::string name;
   std::uint64_t count = 0;  ///< intervals after warm-up
@@ -47,6 +56,9 @@ struct MeasurementResult {
   /// GPU timing was asked for this name but cannot run (Results::gpu_timing_off says why): no
   /// GPU figure is made up; the JSON has "gpu": null.
   bool gpu_unavailable = false;
+  /// The worker processes that measured this name, each alone (its figures are also in the ones
+  /// above, which merge this process and every worker). Empty: only this process measured it.
+  std::vector<WorkerResult> workers;
 };
 
 struct OneTimeResult {
@@ -101,6 +113,10 @@ struct Results {
   /// Why GPU timing, asked for, cannot run ("no CUDA driver: ..."); empty when it runs or was not
   /// asked for. The report says it once, instead of a GPU line per name.
   std::string gpu_timing_off;
+  /// Worker processes that measured (live and ended), and those that found no free region of
+  /// the shared file (their measurements are missing from this report).
+  int worker_processes = 0;
+  int workers_unrecorded = 0;
 
   /// The report print_eval_times writes (SPEC §1).
   std::string to_text() const;

@@ -146,6 +146,13 @@ class Stopwatch {
   /// program's handlers). docs/guarantees.md says what each way of ending keeps.
   void set_exit_signal_handlers(bool on);
 
+  /// In a worker process (a child of the process that enabled the Stopwatch: fork, spawn,
+  /// forkserver), the label its figures carry in the parent's report ("worker 3"; default
+  /// "pid <pid>"). Ignored elsewhere. docs/workers.md.
+  void set_worker_label(std::string_view label);
+  /// Whether this process measures for a parent (a worker whose figures go to its report).
+  bool is_worker() const noexcept;
+
   // ---- one-time measurements -------------------------------------------------------------------
 
   /// A single interval outside the iteration scheme (pipeline creation); no warm-up. A name is
@@ -272,6 +279,10 @@ inline void Stopwatch::wait_for_gpu_timings() {}
 inline void Stopwatch::enable_recording(std::size_t) {}
 inline void Stopwatch::set_rank(int, int) {}
 inline void Stopwatch::set_print_rank0_only(bool) noexcept {}
+inline void Stopwatch::set_worker_label(std::string_view) {}
+inline bool Stopwatch::is_worker() const noexcept {
+  return false;
+}
 inline void Stopwatch::set_print_function(PrintFunction, void*) noexcept {}
 inline void Stopwatch::set_exit_signal_handlers(bool) {}
 inline void Stopwatch::start_one_time_measurement(std::string_view) {}

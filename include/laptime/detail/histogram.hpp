@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <new>
 
 #include "laptime/config.hpp"
 
@@ -22,6 +24,24 @@ template <class T>
 LAPTIME_ALWAYS_INLINE void single_writer_add(std::atomic<T>& a, T delta) noexcept {
   a.store(a.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
 }
+
+/// Where another process's statistics lie in this one's memory: statistics a worker process keeps
+/// in shared memory (detail/worker_share.hpp) hold pointers of the worker's address space, valid
+/// here once moved by `shift` when they fall in [lo, hi) (the worker's view of the region); a
+/// pointer outside it is the worker's private memory and is not followed. The default is this
+/// process's own memory.
+struct Foreign {
+  std::uintptr_t lo = 0;
+  std::uintptr_t hi = ~std::uintptr_t{0};
+  std::ptrdiff_t shift = 0;
+
+  template <class T>
+  const T* map(const T* p) const noexcept {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    if (p == nullptr || a < lo || a + sizeof(T) > hi) return nullptr;
+    return reinterpret_cast<const T*>(a + static_cast<std::uintptr_t>(shift));
+  }
+};
 
 /// A log-linear histogram of nanosecond values (the HDR histogram layout): values below 64 have a
 /// bucket each; above, every power of two is split into 64 equal buckets. Reporting a bucket's
@@ -68,7 +88,9 @@ class Histogram {
   Histogram(const Histogram&) = delete;
   Histogram& operator=(const Histogram&) = delete;
   ~Histogram() {
-    for (auto& b : blocks_) delete b.load(std::memory_order_relaxed);
+    if (!external_) {
+      for (auto& b : blocks_) delete b.load(std::memory_order_relaxed);
+    }
     delete[] high_.load(std::memory_order_relaxed);
   }
 
@@ -94,15 +116,29 @@ class Histogram {
     }
   }
   /// Adds other's counts into this one, whose only writer is the caller (a report merging the
-  /// threads' statistics into its own copy).
-  void merge_from(const Histogram& other) {
+  /// threads' statistics into its own copy). `where`: other's pointers are another process's.
+  void merge_from(const Histogram& other, const Foreign& where = Foreign()) {
+    const auto* h = where.map(other.high_.load(std::memory_order_acquire));
     for (std::size_t k = 0; k < kBlocks; ++k) {
-      if (other.blocks_[k].load(std::memory_order_acquire) == nullptr) continue;
+      const Block* blk = where.map(other.blocks_[k].load(std::memory_order_acquire));
+      if (blk == nullptr) continue;
       for (std::size_t i = 0; i < kSub; ++i) {
-        const std::size_t b = k * kSub + i;
-        if (const std::uint64_t n = other.count(b)) add_count(b, n);
+        std::uint64_t n = blk->counts[i].load(std::memory_order_relaxed);
+        if (h != nullptr) n += std::uint64_t{h[k * kSub + i].load(std::memory_order_relaxed)} << 32;
+        if (n != 0) add_count(k * kSub + i, n);
       }
     }
+  }
+  /// Bytes that preallocate() needs.
+  static constexpr std::size_t kStorageBytes = kBlocks * kSub * sizeof(std::uint32_t);
+  /// Puts every block in `storage` (kStorageBytes, zeroed, never freed by this histogram): a
+  /// histogram in shared memory, whose add() then never allocates. Before any value.
+  void preallocate(void* storage) noexcept {
+    auto* p = static_cast<unsigned char*>(storage);
+    for (std::size_t k = 0; k < kBlocks; ++k) {
+      blocks_[k].store(new (p + k * sizeof(Block)) Block(), std::memory_order_release);
+    }
+    external_ = true;
   }
   /// The number of values in bucket b.
   std::uint64_t count(std::size_t b) const noexcept {
@@ -195,6 +231,7 @@ class Histogram {
 
   std::atomic<Block*> blocks_[kBlocks] = {};
   std::atomic<std::atomic<std::uint32_t>*> high_{nullptr};
+  bool external_ = false;  // the blocks are preallocate()'s storage
 };
 
 /// Exact count, total, min and max, plus a Histogram for the percentiles.
@@ -205,7 +242,9 @@ class IntervalStats {
   IntervalStats() = default;
   IntervalStats(const IntervalStats&) = delete;
   IntervalStats& operator=(const IntervalStats&) = delete;
-  ~IntervalStats() { delete hist_.load(std::memory_order_relaxed); }
+  ~IntervalStats() {
+    if (!placed_) delete hist_.load(std::memory_order_relaxed);
+  }
 
   LAPTIME_ALWAYS_INLINE void add(std::uint64_t ns) {
     Histogram* h = hist_.load(std::memory_order_relaxed);
@@ -227,6 +266,16 @@ class IntervalStats {
     return h;
   }
 
+  /// Puts the histogram and its blocks in `storage` (kStorageBytes, zeroed; never freed here): the
+  /// statistics of a worker process, in memory its parent reads. Before any value.
+  static constexpr std::size_t kStorageBytes = sizeof(Histogram) + Histogram::kStorageBytes;
+  void place(void* storage) noexcept {
+    auto* h = new (storage) Histogram();
+    h->preallocate(static_cast<unsigned char*>(storage) + sizeof(Histogram));
+    hist_.store(h, std::memory_order_release);
+    placed_ = true;
+  }
+
   /// Forget everything (the writer calls this; the histogram memory is kept for reuse).
   void clear() noexcept {
     count_.store(0, std::memory_order_relaxed);
@@ -235,8 +284,9 @@ class IntervalStats {
     max_.store(0, std::memory_order_relaxed);
     if (Histogram* h = hist_.load(std::memory_order_relaxed)) h->clear();
   }
-  /// Adds other's figures into this one (a reader merging per-thread statistics).
-  void merge_from(const IntervalStats& other) {
+  /// Adds other's figures into this one (a reader merging per-thread statistics). `where`:
+  /// other lies in shared memory and its pointers are another process's.
+  void merge_from(const IntervalStats& other, const Foreign& where = Foreign()) {
     const std::uint64_t n = other.count_.load(std::memory_order_relaxed);
     if (n == 0) return;
     count_.fetch_add(n, std::memory_order_relaxed);
@@ -247,13 +297,13 @@ class IntervalStats {
     max_.store(
         std::max(max_.load(std::memory_order_relaxed), other.max_.load(std::memory_order_relaxed)),
         std::memory_order_relaxed);
-    if (const Histogram* oh = other.hist_.load(std::memory_order_acquire)) {
+    if (const Histogram* oh = where.map(other.hist_.load(std::memory_order_acquire))) {
       Histogram* h = hist_.load(std::memory_order_relaxed);
       if (h == nullptr) {
         h = new Histogram();
         hist_.store(h, std::memory_order_release);
       }
-      h->merge_from(*oh);
+      h->merge_from(*oh, where);
     }
   }
 
@@ -282,6 +332,7 @@ class IntervalStats {
   std::atomic<std::uint64_t> min_{std::numeric_limits<std::uint64_t>::max()};
   std::atomic<std::uint64_t> max_{0};
   std::atomic<Histogram*> hist_{nullptr};
+  bool placed_ = false;  // hist_ is place()'s storage
 };
 
 }  // namespace detail

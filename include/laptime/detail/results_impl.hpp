@@ -46,6 +46,17 @@ LAPTIME_IMPL std::string Results::to_text() const {
     out += detail::escaped(clock);
   }
   out += '\n';
+  if (worker_processes > 0 || workers_unrecorded > 0) {
+    out += "  worker processes: ";
+    append_int(out, worker_processes);
+    out += " measured (merged into the figures below, \"name \xc2\xb7 N workers\")";
+    if (workers_unrecorded > 0) {
+      out += "; ";
+      append_int(out, workers_unrecorded);
+      out += " found no free region and are missing";
+    }
+    out += '\n';
+  }
   if (!gpu_timing_off.empty()) {
     out += "  gpu timing: off (";
     out += detail::escaped(gpu_timing_off);
@@ -67,6 +78,11 @@ LAPTIME_IMPL std::string Results::to_text() const {
     std::size_t width = 12;
     for (const auto& m : measurements) {
       labels.push_back(detail::escaped(m.name));
+      if (!m.workers.empty()) {
+        labels.back() += " \xc2\xb7 ";
+        append_int(labels.back(), static_cast<long long>(m.workers.size()));
+        labels.back() += m.workers.size() == 1 ? " worker" : " workers";
+      }
       width = std::max(width, labels.back().size() + 2);
     }
     width = std::min<std::size_t>(width, 48);
@@ -265,6 +281,10 @@ LAPTIME_IMPL std::string Results::to_json() const {
     o += ", \"gpu_timing_off\": ";
     json_string(o, gpu_timing_off);
   }
+  if (worker_processes > 0 || workers_unrecorded > 0) {
+    integer("worker_processes", worker_processes);
+    integer("workers_unrecorded", workers_unrecorded);
+  }
   o += ", \"measurements\": [";
   const std::optional<double> none;
   bool first = true;
@@ -296,6 +316,26 @@ LAPTIME_IMPL std::string Results::to_json() const {
       num("rchar_mb_per_s", r.rchar_mb_per_s);
       num("wchar_mb_per_s", r.wchar_mb_per_s);
       o += "}";
+    }
+    if (!m.workers.empty()) {
+      o += ", \"workers\": [";
+      for (std::size_t w = 0; w < m.workers.size(); ++w) {
+        const WorkerResult& wr = m.workers[w];
+        const bool wany = wr.count > 0;
+        o += w == 0 ? "{\"pid\": " : ", {\"pid\": ";
+        append_int(o, wr.pid);
+        o += ", \"label\": ";
+        json_string(o, wr.label);
+        boolean("alive", wr.alive);
+        integer("count", wr.count);
+        num("total_s", seconds(wr.total_ns));
+        num("mean_per_interval_s", wany ? seconds(wr.mean_per_interval_ns) : none);
+        quantile("median_s", wany ? seconds(wr.median_ns) : none);
+        quantile("p90_s", wany ? seconds(wr.p90_ns) : none);
+        num("max_s", wany ? seconds(wr.max_ns) : none);
+        o += "}";
+      }
+      o += "]";
     }
     if (m.gpu_unavailable) {
       o += ", \"gpu\": null";

@@ -23,6 +23,7 @@ namespace detail {
 // Puts the settings in force: `configured` and cfg_*, what the hot path reads. Under config_mutex.
 inline void apply_stopwatch_config(StopwatchState& s, int warmup, std::optional<int> every,
                                    bool cuda_sync) {
+  s.start_worker_share();  // the parent's shared file for its workers (SPEC §1)
   if (s.configured && s.cfg_warmup == warmup && s.cfg_print_every == every &&
       s.cfg_cuda_sync == cuda_sync) {
     return;
@@ -32,7 +33,7 @@ inline void apply_stopwatch_config(StopwatchState& s, int warmup, std::optional<
   s.cfg_warmup = warmup;
   s.cfg_print_every = every;
   s.cfg_cuda_sync = cuda_sync;
-  s.warmup.store(warmup, std::memory_order_relaxed);
+  if (!s.share.is_worker()) s.iter_gate().warmup.store(warmup, std::memory_order_relaxed);
   s.print_every.store(every.value_or(0), std::memory_order_relaxed);
   if (cuda_sync) {
     // Load the driver now (milliseconds), not inside the first measured interval.

@@ -188,6 +188,20 @@ struct alignas(kCacheLine) ThreadRecord {
   Slot* add_chunk(std::size_t index);
 };
 
+/// What decides whether an interval counts: iterations finished, warm-up, and the statistics
+/// generation (reset() moves it on). The Stopwatch's own, or, once worker processes share the
+/// parent's measurements (detail/worker_share.hpp), the one in shared memory: a worker's
+/// warm-up follows the parent's iterations, and the parent's reset() drops the workers' figures.
+struct IterationGate {
+  std::atomic<std::int64_t> finished{0};
+  std::atomic<int> warmup{0};
+  std::atomic<std::uint32_t> generation{1};
+
+  LAPTIME_ALWAYS_INLINE bool measuring() const noexcept {
+    return finished.load(std::memory_order_relaxed) >= warmup.load(std::memory_order_relaxed);
+  }
+};
+
 /// The part of the Stopwatch's process-wide state that start_meas and end_meas read, and their
 /// code. The whole state (StopwatchState, the implementation part) derives from it; there is one,
 /// found through stopwatch_core().
@@ -199,13 +213,16 @@ struct StopwatchCore {
   // --- hot-path reads (relaxed) ---
   std::atomic<bool> enabled{false};
   std::atomic<unsigned> features{0};
-  std::atomic<std::int64_t> finished_iters{0};
-  std::atomic<int> warmup{0};
-  std::atomic<std::uint32_t> generation{1};  // of the statistics: reset() moves it on
+  // Iterations, warm-up, statistics generation: `own_gate`, or the shared one (IterationGate).
+  std::atomic<IterationGate*> gate{&own_gate};
   std::atomic<std::uint32_t> epoch{1};  // of running intervals: disable/reset/enable move it on
   std::array<std::atomic<std::uint8_t>, LAPTIME_MAX_NAMES> name_flags{};
 
   ThreadRegistry<ThreadRecord> threads;
+  IterationGate own_gate;
+  LAPTIME_ALWAYS_INLINE IterationGate& iter_gate() const noexcept {
+    return *gate.load(std::memory_order_relaxed);
+  }
 
   // --- the hot path ---
   void start(std::string_view name);
@@ -263,8 +280,7 @@ inline void StopwatchCore::start(std::string_view name) {
   if (LAPTIME_UNLIKELY(!(flags.load(std::memory_order_relaxed) & kNameSeen))) {
     flags.fetch_or(kNameSeen, std::memory_order_relaxed);
   }
-  const bool measuring =
-      finished_iters.load(std::memory_order_relaxed) >= warmup.load(std::memory_order_relaxed);
+  const bool measuring = iter_gate().measuring();
   s.measuring.store(measuring, std::memory_order_relaxed);
   ++rec.running;
   const unsigned feats = features.load(std::memory_order_relaxed);
@@ -298,13 +314,13 @@ LAPTIME_ALWAYS_INLINE void StopwatchCore::add_interval(ThreadRecord& owner, Slot
                                                        std::int64_t t, unsigned feats) {
   const std::int64_t t0 = run_slot.start_ns.load(std::memory_order_relaxed);
   const std::int64_t dt = t > t0 ? t - t0 : 0;
-  const std::uint32_t gen = generation.load(std::memory_order_relaxed);
+  const IterationGate& g = iter_gate();
+  const std::uint32_t gen = g.generation.load(std::memory_order_relaxed);
   if (LAPTIME_UNLIKELY(stats_slot.generation.load(std::memory_order_relaxed) != gen)) {
     drop_stale(owner, stats_slot, gen);
   }
   // An interval belongs to the iteration in which it ends: warm-up is decided now.
-  const bool measuring =
-      finished_iters.load(std::memory_order_relaxed) >= warmup.load(std::memory_order_relaxed);
+  const bool measuring = g.measuring();
   if (LAPTIME_LIKELY(measuring)) stats_slot.stats.add(static_cast<std::uint64_t>(dt));
   std::atomic<std::uint8_t>& flags = name_flags[id];
   if (LAPTIME_UNLIKELY(!(flags.load(std::memory_order_relaxed) & kNameSeen))) {

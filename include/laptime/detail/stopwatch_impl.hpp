@@ -63,6 +63,12 @@ LAPTIME_IMPL void Stopwatch::set_rank(int rank, int world_size) {
 LAPTIME_IMPL void Stopwatch::set_print_rank0_only(bool on) noexcept {
   detail::stopwatch_state().print_rank0_only.store(on);
 }
+LAPTIME_IMPL void Stopwatch::set_worker_label(std::string_view label) {
+  detail::stopwatch_state().share.set_label(label);
+}
+LAPTIME_IMPL bool Stopwatch::is_worker() const noexcept {
+  return detail::stopwatch_state().share.is_worker();
+}
 LAPTIME_IMPL void Stopwatch::set_print_function(PrintFunction fn, void* user_data) noexcept {
   detail::set_print_function(fn, user_data);
 }

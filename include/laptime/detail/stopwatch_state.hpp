@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -31,6 +32,7 @@
 #include "laptime/detail/stopwatch_figures.hpp"
 #include "laptime/detail/stopwatch_hot.hpp"
 #include "laptime/detail/thread_registry.hpp"
+#include "laptime/detail/worker_share.hpp"
 #include "laptime/error.hpp"
 #include "laptime/nvtx.hpp"
 #include "laptime/resources.hpp"
@@ -122,6 +124,10 @@ struct StopwatchState : StopwatchCore {
   std::size_t iter_next = 0;
   std::size_t iter_capacity = 0;
 
+  // --- worker processes (detail/worker_share.hpp) ---
+  WorkerShare share;
+  std::atomic<bool> share_checked{false};  // attach_from_env tried (once per process)
+
   // --- exit output (LAPTIME_OUTPUT, LAPTIME_PRINT_AT_EXIT) ---
   std::atomic<bool> exit_hook_registered{false};
   std::string exit_output_path;
@@ -161,8 +167,8 @@ struct StopwatchState : StopwatchCore {
   void finish_iter();
   /// Iterations finished after warm-up (0 during warm-up).
   int iterations_measured() const {
-    const auto n =
-        finished_iters.load(std::memory_order_relaxed) - warmup.load(std::memory_order_relaxed);
+    const auto n = iter_gate().finished.load(std::memory_order_relaxed) -
+                   iter_gate().warmup.load(std::memory_order_relaxed);
     return n > 0 ? static_cast<int>(n) : 0;
   }
   std::size_t collect_gpu(bool wait);
@@ -175,6 +181,16 @@ struct StopwatchState : StopwatchCore {
   void before_fork();
   void after_fork_in_parent();
   void after_fork_in_child();
+  /// The parent, at enable: makes the worker share and points the gate into it; a worker that
+  /// enables (a program of its own) leaves its parent's share first if it can.
+  void start_worker_share();
+  /// A process started with the parent's share in its environment (spawn, forkserver): attaches
+  /// as a worker, measuring from now on. Once per process, at the first use of the Stopwatch.
+  void attach_worker_share();
+  /// Adds what the workers measured to a report (results()).
+  template <class Merged>
+  void merge_workers(Results& r, std::vector<std::unique_ptr<Merged>>& merged,
+                     std::vector<std::vector<WorkerResult>>& per_name, std::uint32_t gen);
   std::atomic<bool> fork_handlers{false};  // installed once per process
 };
 
@@ -237,6 +253,37 @@ inline void StopwatchState::after_fork_in_child() {
   new (&iter_mutex) std::mutex();
   threads.after_fork_in_child(current_tid());
   threads.for_each([](ThreadRecord& r, long, bool) { new (&r.mutex) std::mutex(); });
+  if (share.active()) {
+    // A worker: what the parent measured is not its own. Its threads' next measurements make
+    // slots in the region it claims (add_chunk); the names stay interned (same ids).
+    share.after_fork_in_child();
+    features.store(0, std::memory_order_relaxed);  // times only (SPEC §1, worker processes)
+    threads.for_each([](ThreadRecord& r, long, bool) {
+      for (auto& c : r.chunks) c.store(nullptr, std::memory_order_relaxed);
+      r.cache.clear();
+      r.running = 0;
+    });
+  }
+}
+
+inline void StopwatchState::start_worker_share() {
+  if (share.is_worker() && share.leave_if_unused()) {
+    IterationGate& g = own_gate;
+    g.finished.store(0, std::memory_order_relaxed);
+    gate.store(&g, std::memory_order_release);
+  }
+  if (share.active()) return;
+  if (share.create(own_gate)) gate.store(&share.header()->gate, std::memory_order_release);
+}
+
+inline void StopwatchState::attach_worker_share() {
+  if (share_checked.exchange(true)) return;
+  if (!share.attach_from_env()) return;
+  std::lock_guard<std::mutex> lock(config_mutex);
+  gate.store(&share.header()->gate, std::memory_order_release);
+  configured = true;
+  print_every.store(0, std::memory_order_relaxed);
+  enabled.store(true, std::memory_order_release);
 }
 
 inline std::uint32_t StopwatchState::intern(std::string_view name) {
@@ -275,9 +322,15 @@ inline const NameCacheEntry* StopwatchState::lookup_slow(ThreadRecord& rec, std:
 
 inline void StopwatchState::prepare(Slot& s) {
   // The histogram is allocated here, on the first start on this thread, so end_meas never
-  // allocates.
+  // allocates; a worker's slot (in its region of the shared file) gets it from there, and
+  // publishes the name's text for the parent.
+  if (share.owns(&s)) {
+    if (void* p = share.allocate(IntervalStats::kStorageBytes)) s.stats.place(p);
+    share.publish_name(s.id, *names[s.id].load(std::memory_order_acquire));
+  }
   s.stats.allocate();
-  s.generation.store(generation.load(std::memory_order_relaxed), std::memory_order_release);
+  s.generation.store(iter_gate().generation.load(std::memory_order_relaxed),
+                     std::memory_order_release);
   s.prepared = true;
 }
 
@@ -402,7 +455,9 @@ inline void StopwatchState::end_features(ThreadRecord& owner, Slot& run_slot, st
     // tag: bit 63 = discard (warm-up), bits 32..62 = generation, bits 0..31 = name id
     const std::uint64_t tag =
         (measuring ? 0 : (std::uint64_t{1} << 63)) |
-        (std::uint64_t{generation.load(std::memory_order_relaxed) & 0x7fffffffu} << 32) | id;
+        (std::uint64_t{iter_gate().generation.load(std::memory_order_relaxed) & 0x7fffffffu}
+         << 32) |
+        id;
     cuda::GpuEventTimer::instance().stop(token, gpu_stream.load(std::memory_order_relaxed), tag);
   }
 }
@@ -455,8 +510,9 @@ inline void StopwatchState::record_interval(std::uint32_t id, std::int64_t t0, s
     unrecorded.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  const std::uint64_t gen = generation.load(std::memory_order_relaxed);
-  r->push(std::uint64_t{id} | (gen << 32), t0, dt, finished_iters.load(std::memory_order_relaxed));
+  const std::uint64_t gen = iter_gate().generation.load(std::memory_order_relaxed);
+  r->push(std::uint64_t{id} | (gen << 32), t0, dt,
+          iter_gate().finished.load(std::memory_order_relaxed));
 }
 
 inline void StopwatchState::record_iteration_end(std::int64_t finished) {
@@ -494,7 +550,7 @@ inline Samples StopwatchState::samples() {
   Samples out;
   out.capacity = record_capacity.load(std::memory_order_relaxed);
   out.unrecorded = unrecorded.load(std::memory_order_relaxed);
-  const std::uint32_t gen = generation.load(std::memory_order_relaxed);
+  const std::uint32_t gen = iter_gate().generation.load(std::memory_order_relaxed);
   const std::uint32_t n = name_count.load(std::memory_order_acquire);
   std::vector<std::uint32_t> index(n, kNoName);  // name id -> index into out.names
   auto add = [&](const IntervalRing* r, bool alive) {
@@ -548,7 +604,10 @@ inline void StopwatchState::finish_iter() {
                                      "running on other threads are fine)");
     return;
   }
-  const std::int64_t finished = finished_iters.fetch_add(1, std::memory_order_relaxed) + 1;
+  // A worker's iterations are its parent's (the shared gate): it does not count its own.
+  if (share.is_worker()) return;
+  if (share.regions_short()) share.reap();
+  const std::int64_t finished = iter_gate().finished.fetch_add(1, std::memory_order_relaxed) + 1;
   if (features.load(std::memory_order_relaxed) & kFeatRecord) record_iteration_end(finished);
   if (NVTXRangeWrapper::instance().is_enabled()) {
     char text[48];
@@ -565,14 +624,14 @@ inline void StopwatchState::finish_iter() {
 // and only on rank 0 when printing is limited to it.
 inline bool StopwatchState::prints_after(std::int64_t finished) {
   const int every = print_every.load(std::memory_order_relaxed);
-  const std::int64_t measured = finished - warmup.load(std::memory_order_relaxed);
+  const std::int64_t measured = finished - iter_gate().warmup.load(std::memory_order_relaxed);
   if (every <= 0 || measured <= 0 || measured % every != 0) return false;
   return !print_rank0_only.load(std::memory_order_relaxed) || rank_info().rank == 0;
 }
 
 /// Resolves finished GPU event pairs into the per-name GPU statistics; returns how many pend.
 inline std::size_t StopwatchState::collect_gpu(bool wait) {
-  const std::uint32_t gen = generation.load(std::memory_order_relaxed) & 0x7fffffffu;
+  const std::uint32_t gen = iter_gate().generation.load(std::memory_order_relaxed) & 0x7fffffffu;
   auto on_done = [&](std::uint64_t tag, std::uint64_t gpu_ns) {
     if (tag >> 63) return;                           // ended during warm-up
     if (((tag >> 32) & 0x7fffffffu) != gen) return;  // before a reset()
@@ -612,6 +671,58 @@ inline void StopwatchState::set_rank(int new_rank, int world_size) {
   rank.source = "set_rank";
 }
 
+// What every worker measured (live ones read in place, ended ones folded), merged into the
+// per-name figures, and kept per worker. A name only workers used is interned here.
+template <class Merged>
+void StopwatchState::merge_workers(Results& r, std::vector<std::unique_ptr<Merged>>& merged,
+                                   std::vector<std::vector<WorkerResult>>& per_name,
+                                   std::uint32_t gen) {
+  struct PerWorker {
+    long pid;
+    std::string label;
+    bool alive;
+    std::unique_ptr<IntervalStats> stats;
+  };
+  std::vector<std::vector<PerWorker>> found;
+  std::vector<long> pids;
+  const std::uint32_t no_region =
+      share.for_each_worker_name(gen, [&](std::string_view name, const WorkerFigures& w) {
+        const std::uint32_t id = intern(name);
+        if (id == kNoName) return;
+        while (merged.size() <= id) merged.push_back(std::make_unique<Merged>());
+        if (found.size() <= id) found.resize(id + 1);
+        name_flags[id].fetch_or(kNameSeen, std::memory_order_relaxed);
+        merged[id]->stats.merge_from(w.stats);
+        auto& list = found[id];
+        auto it = std::find_if(list.begin(), list.end(),
+                               [&](const PerWorker& p) { return p.pid == w.pid; });
+        if (it == list.end()) {
+          list.push_back({w.pid, w.label, w.alive, std::make_unique<IntervalStats>()});
+          it = list.end() - 1;
+        }
+        it->stats->merge_from(w.stats);
+        if (std::find(pids.begin(), pids.end(), w.pid) == pids.end()) pids.push_back(w.pid);
+      });
+  r.worker_processes = static_cast<int>(pids.size());
+  r.workers_unrecorded = static_cast<int>(no_region);
+  per_name.resize(found.size());
+  for (std::size_t id = 0; id < found.size(); ++id) {
+    for (const PerWorker& p : found[id]) {
+      WorkerResult wr;
+      wr.pid = p.pid;
+      wr.label = p.label;
+      wr.alive = p.alive;
+      wr.count = p.stats->count();
+      wr.total_ns = static_cast<double>(p.stats->total_ns());
+      wr.mean_per_interval_ns = p.stats->mean_ns();
+      wr.median_ns = p.stats->quantile_ns(0.5);
+      wr.p90_ns = p.stats->quantile_ns(0.9);
+      wr.max_ns = static_cast<double>(p.stats->max_ns());
+      per_name[id].push_back(std::move(wr));
+    }
+  }
+}
+
 /// A snapshot of everything measured. With `wait_for_gpu` (every report but the periodic one in
 /// finish_iter) it first waits for the GPU to finish the intervals already ended, so that their
 /// GPU times are in it; without, GPU times still pending are counted per name.
@@ -627,10 +738,10 @@ inline Results StopwatchState::results(bool wait_for_gpu) {
     r.clock = c.rfind("clock: ", 0) == 0 ? c.substr(7) : c;
   }
   r.warnings = repeated_warnings();
-  r.num_warmup_iters = warmup.load(std::memory_order_relaxed);
-  r.iterations_finished = finished_iters.load(std::memory_order_relaxed);
+  r.num_warmup_iters = iter_gate().warmup.load(std::memory_order_relaxed);
+  r.iterations_finished = iter_gate().finished.load(std::memory_order_relaxed);
   r.iterations_measured = std::max<std::int64_t>(0, r.iterations_finished - r.num_warmup_iters);
-  const std::uint32_t gen = generation.load(std::memory_order_relaxed);
+  const std::uint32_t gen = iter_gate().generation.load(std::memory_order_relaxed);
   const std::uint32_t ep = epoch.load(std::memory_order_relaxed);
   const std::uint32_t n = name_count.load(std::memory_order_acquire);
 
@@ -656,6 +767,9 @@ inline Results StopwatchState::results(bool wait_for_gpu) {
       }
     }
   });
+  std::vector<std::vector<WorkerResult>> per_worker;
+  if (share.is_parent()) merge_workers(r, merged, per_worker, gen);
+  const std::uint32_t names_now = static_cast<std::uint32_t>(merged.size());
   const unsigned feats = features.load(std::memory_order_relaxed);
   const bool gpu_timing = (feats & (kFeatGpuTiming | kFeatGpuNames)) != 0;
   // Asked for, but impossible here (no driver, no device, no CUDA headers at build time).
@@ -671,7 +785,7 @@ inline Results StopwatchState::results(bool wait_for_gpu) {
     });
   }
   std::lock_guard<std::mutex> gpu_lock(gpu_mutex);
-  for (std::uint32_t id = 0; id < n; ++id) {
+  for (std::uint32_t id = 0; id < names_now; ++id) {
     const std::uint8_t flags = name_flags[id].load(std::memory_order_relaxed);
     if (!(flags & kNameSeen)) continue;
     const Merged& m = *merged[id];
@@ -679,6 +793,7 @@ inline Results StopwatchState::results(bool wait_for_gpu) {
     out.name = *names[id].load(std::memory_order_acquire);
     set_host_figures(out, m.stats, r.iterations_measured);
     out.running = m.running;
+    if (id < per_worker.size()) out.workers = std::move(per_worker[id]);
     if (flags & kNameTracked) out.resources = resource_figures(m.usage ? &*m.usage : nullptr);
     const bool gpu_name =
         (feats & kFeatGpuTiming) || ((feats & kFeatGpuNames) && (flags & kNameGpu));
@@ -705,9 +820,12 @@ inline void StopwatchState::reset() {
   // Statistics are dropped lazily: a slot whose generation is old is cleared by its own thread
   // on its next end_meas, and ignored by reports until then. Intervals running now belong to the
   // old epoch: they are dropped when they end.
-  generation.fetch_add(1, std::memory_order_relaxed);
+  if (!share.is_worker()) {  // a worker's reset() leaves the parent's iterations alone
+    iter_gate().generation.fetch_add(1, std::memory_order_relaxed);
+    iter_gate().finished.store(0, std::memory_order_relaxed);
+    share.drop_folded();
+  }
   next_epoch();
-  finished_iters.store(0, std::memory_order_relaxed);
   const std::uint32_t n = name_count.load(std::memory_order_acquire);
   for (std::uint32_t id = 0; id < n; ++id) {
     name_flags[id].fetch_and(static_cast<std::uint8_t>(~kNameSeen), std::memory_order_relaxed);
@@ -739,7 +857,7 @@ inline void testing_reset_stopwatch_impl() {
     s.code_configured = false;
     s.env = EnvOverrides();
     s.features.store(0);
-    s.warmup.store(0);
+    s.iter_gate().warmup.store(0);
     s.print_every.store(0);
     s.print_rank0_only.store(false);
     s.print_fn.store(nullptr);
@@ -779,8 +897,15 @@ LAPTIME_IMPL void ThreadRecord::adopt(long new_tid) noexcept {
 }
 
 LAPTIME_IMPL Slot* ThreadRecord::add_chunk(std::size_t index) {
-  Slot* c = (new SlotChunk)->slots;  // never freed: reports may read it at any time
+  // Never freed: reports may read it at any time. A worker's comes from its region of the
+  // shared file, where its parent reads it.
+  WorkerShare& share = stopwatch_state().share;
+  void* region_memory = share.is_worker() ? share.allocate(sizeof(SlotChunk)) : nullptr;
+  SlotChunk* chunk = region_memory != nullptr ? new (region_memory) SlotChunk : new SlotChunk;
+  Slot* c = chunk->slots;
   for (std::size_t i = 0; i < kChunk; ++i) c[i].id = static_cast<std::uint32_t>(index * kChunk + i);
+  if (region_memory != nullptr)
+    share.publish_chunk(chunk, static_cast<std::uint32_t>(index * kChunk));
   chunks[index].store(c, std::memory_order_release);
   return c;
 }
@@ -840,6 +965,7 @@ LAPTIME_IMPL StopwatchCore& stopwatch_core_slow() {
         [] { stopwatch_state().after_fork_in_parent(); },
         [] { stopwatch_state().after_fork_in_child(); });
   }
+  s.attach_worker_share();
   stopwatch_core_pointer().store(&s, std::memory_order_release);
   return s;
 }
@@ -856,7 +982,7 @@ LAPTIME_IMPL LAPTIME_COLD void scoped_end_failed() noexcept {
 
 LAPTIME_IMPL bool finish_iter_will_print() {
   StopwatchState& s = stopwatch_state();
-  return s.prints_after(s.finished_iters.load(std::memory_order_relaxed) + 1);
+  return s.prints_after(s.iter_gate().finished.load(std::memory_order_relaxed) + 1);
 }
 
 LAPTIME_IMPL void testing_reset_stopwatch() {
