@@ -211,6 +211,68 @@ void BM_StopwatchPair_RoundRobin1000(benchmark::State& state) {
 }
 BENCHMARK(BM_StopwatchPair_RoundRobin1000);
 
+// The pair in a worker process (issue 18): a forked child of the process that enabled the
+// Stopwatch keeps its slots in the shared file its parent reads (detail/worker_share.hpp). Both
+// rows time batches of pairs with the same loop and the same clock, one in the parent, one in a
+// child that the parent asks for each batch over a pipe; each iteration reports one pair
+// (manual time: the batch's time / its pairs). Goal: the child's pair <= 1.1 x the parent's.
+constexpr int kPairBatch = 2000;
+
+double time_pair_batch() {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kPairBatch; ++i) {
+    Stopwatch::instance().start_meas("worker pair");
+    Stopwatch::instance().end_meas("worker pair");
+    benchmark::ClobberMemory();
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kPairBatch;
+}
+
+void BM_StopwatchPair_ParentBatch(benchmark::State& state) {
+  enable_stopwatch();
+  (void)time_pair_batch();
+  for (auto _ : state) state.SetIterationTime(time_pair_batch());
+}
+BENCHMARK(BM_StopwatchPair_ParentBatch)->Iterations(2000)->UseManualTime();
+
+void BM_StopwatchPair_WorkerBatch(benchmark::State& state) {
+  enable_stopwatch();
+  int ask[2], answer[2];
+  if (::pipe(ask) != 0 || ::pipe(answer) != 0) {
+    state.SkipWithError("pipe");
+    return;
+  }
+  std::fflush(stdout);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(ask[1]);
+    ::close(answer[0]);
+    if (!Stopwatch::instance().is_worker()) ::_exit(1);  // not measuring for the parent
+    (void)time_pair_batch();
+    char c = 0;
+    while (::read(ask[0], &c, 1) == 1) {
+      const double t = time_pair_batch();
+      if (::write(answer[1], &t, sizeof t) != static_cast<ssize_t>(sizeof t)) break;
+    }
+    ::_exit(0);
+  }
+  ::close(ask[0]);
+  ::close(answer[1]);
+  for (auto _ : state) {
+    const char c = 1;
+    double t = 0;
+    if (::write(ask[1], &c, 1) != 1 || ::read(answer[0], &t, sizeof t) != sizeof t) {
+      state.SkipWithError("the worker did not answer (not a worker?)");
+      break;
+    }
+    state.SetIterationTime(t);
+  }
+  ::close(ask[1]);
+  ::close(answer[0]);
+  ::waitpid(pid, nullptr, 0);
+}
+BENCHMARK(BM_StopwatchPair_WorkerBatch)->Iterations(2000)->UseManualTime();
+
 // end_meas of an interval another thread started (SPEC §1: a start in one callback, the end in
 // another). Only the end is timed (manual time): a helper thread starts each interval and waits
 // until this thread has ended it. The baseline is the same-thread pair above.

@@ -113,6 +113,10 @@ ROWS = [
     ("CPU-tracked pair, no children", "BM_CpuTrackedPair/children:0",
      "BM_SteadyClockPair/threads:1", "info", None),
     ("/proc files by open+read+close", "BM_ProcFilesOpenRead", "BM_ProcFilesRaw", "info", None),
+    # Issue 18: a worker process's pair (its slots in the shared file) against the parent's.
+    ("Stopwatch pair in a worker process (#18)",
+     "BM_StopwatchPair_WorkerBatch/iterations:2000/manual_time",
+     "BM_StopwatchPair_ParentBatch/iterations:2000/manual_time", "ratio", 1.1),
 ]
 
 

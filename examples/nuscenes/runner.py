@@ -150,6 +150,14 @@ def run(args):
         print(f"{args.loader}: worker processes report per batch (wall time in the workers, summed "
               f"over a batch's samples): {per_batch}")
     stopwatch.print_eval_times()
+    # laptime merges what the loader's worker processes measured (decode, augment, collate) into
+    # this report; the JSON keeps each worker's part: printed here per worker.
+    for m in results["measurements"]:
+        for w in sorted(m.get("workers", []), key=lambda w: w["label"]):
+            median = w["median_s"] * 1e3 if w["median_s"] is not None else float("nan")
+            print(f"{args.loader}: {m['name']:<8} {w['label']:<10} {w['count']:>6} intervals, "
+                  f"median {median:.2f} ms, total {w['total_s']:.3f} s"
+                  + ("" if w["alive"] else " (ended)"))
 
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     _write(args.json, stopwatch.to_json())

@@ -644,6 +644,15 @@ PyObject* sw_is_enabled(PyObject*, void*) {
   return PyBool_FromLong(stopwatch().is_enabled());
 }
 
+PyObject* sw_is_worker(PyObject*, void*) {
+  return PyBool_FromLong(stopwatch().is_worker());
+}
+
+PyObject* sw_set_worker_label(PyObject*, PyObject* label) {
+  return with_name("set_worker_label", label,
+                   [](std::string_view l) { stopwatch().set_worker_label(l); });
+}
+
 // CPU tracking is recorded also before enable (laptime allows it; the seed ignored the call): a
 // name that cannot be a name (unhashable) is ignored then, as the seed ignored everything.
 PyObject* sw_set_cpu_usage_meas_name(PyObject*, PyObject* const* args, Py_ssize_t nargs,
@@ -902,11 +911,18 @@ PyMethodDef g_stopwatch_methods[] = {
      "wait_for_gpu_timings($self)\n--\n\nWaits for every pending GPU timing (at report time)."},
     {"measure", sw_measure, METH_O,
      "measure($self, name, /)\n--\n\nA context manager and decorator timing `name`."},
+    {"set_worker_label", sw_set_worker_label, METH_O,
+     "set_worker_label($self, label, /)\n--\n\nIn a worker process, the label its figures carry "
+     "in the parent's report (default \"pid N\"); e.g. from a DataLoader worker_init_fn."},
     {"_noop", sw_noop, METH_O, "_noop($self, name, /)\n--\n\nDoes nothing (benchmark floor)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef g_stopwatch_getset[] = {
     {"is_enabled", sw_is_enabled, nullptr, "Whether enable() was called.", nullptr},
+    {"is_worker", sw_is_worker, nullptr,
+     "Whether this process measures for a parent (a worker: its figures go to the parent's "
+     "report).",
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyType_Slot g_stopwatch_slots[] = {

@@ -61,6 +61,17 @@ def test_runner_reports_like_the_seed_and_counts_worker_cpu(nuscenes_root, tmp_p
     # the workers' own per-stage clocks came back with the batches
     assert side["worker_stages_s"]["decode_s"] > 0 and side["worker_stages_s"]["augment_s"] > 0
 
+    # laptime's own figures from inside the two worker processes, merged into the main report
+    # with no code in the workers but the measurements (and the loader's worker_init_fn label)
+    by_name = {m["name"]: m for m in results["measurements"]}
+    assert results["worker_processes"] == 2
+    for stage in ("decode", "augment", "collate"):
+        workers = by_name[stage]["workers"]
+        assert sorted(w["label"] for w in workers) == ["worker 0", "worker 1"], workers
+        assert sum(w["count"] for w in workers) == by_name[stage]["count"] > 0
+        assert all(w["count"] > 0 and w["median_s"] > 0 for w in workers), workers
+    assert "reference: decode   worker 0" in stdout
+
 
 def test_runner_measures_decode_and_augment_where_they_run_in_the_main_process(nuscenes_root,
                                                                                tmp_path):

@@ -42,7 +42,8 @@ inline void apply_stopwatch_config(StopwatchState& s, int warmup, std::optional<
   } else {
     s.features.fetch_and(~kFeatCudaSync, std::memory_order_relaxed);
   }
-  arm_exit_output(s);
+  // A worker's figures go to its parent's report: it writes no output file of its own.
+  if (!s.share.is_worker()) arm_exit_output(s);
   s.enabled.store(true, std::memory_order_release);
 }
 

@@ -248,10 +248,13 @@ class WorkerShare {
   }
 
   /// A worker that calls enable() itself is a program of its own (a training script started by
-  /// another): it leaves the share if it has measured nothing into it yet.
+  /// another): it leaves the share if it has measured nothing into it yet. Not a process that
+  /// Python's multiprocessing started (spawn, forkserver: "multiprocessing" in its command line),
+  /// which re-imports the main module, and with it a top-level enable() or configure_from_env().
   bool leave_if_unused() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (header_ == nullptr || parent_ || mine_ != nullptr) return false;
+    if (started_by_multiprocessing()) return false;
     ::munmap(header_, total_bytes());
     header_ = nullptr;
     return true;
@@ -356,6 +359,15 @@ class WorkerShare {
   }
 
  private:
+  static bool started_by_multiprocessing() noexcept {
+    const int fd = ::open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char buf[4096];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+    return n > 0 && std::string_view(buf, static_cast<std::size_t>(n)).find("multiprocessing") !=
+                        std::string_view::npos;
+  }
   static constexpr std::size_t header_bytes() noexcept {
     return (sizeof(ShareHeader) + 4095) / 4096 * 4096;
   }
