@@ -15,6 +15,7 @@
 // finish_iter that is about to print the periodic report (see sw_finish_iter).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>  // T_PYSSIZET, READONLY: _ScopeMethod.__vectorcalloffset__
 
 #include <laptime/laptime.hpp>
 
@@ -432,8 +433,18 @@ PyObject* mod_uninstall_print_function(PyObject*, PyObject*) {
 
 // ---------------------------------------------------------------------------------------------
 // _Scope: `with stopwatch.measure("x"):`, `with nvtx.range("x"):`, and both as decorators
+//
+// A `with` block costs what the protocol costs (bench/python_bench.py, docs/performance.md §5):
+// CPython looks __enter__ and __exit__ up on the type and binds each, which for methods in a
+// PyMethodDef allocates two bound-method objects per block, then calls them. Here:
+//   - __enter__ and __exit__ are descriptors of our own (_ScopeMethodDescr) whose binding returns
+//     a callable the scope made once (_ScopeMethod, called through vectorcall): no allocation;
+//   - measure(name) / range(name) return the calling thread's scope for that name object, kept
+//     in a small table (the scope cache): no allocation either once the name was used.
+// A scope and its two callables refer to each other, so they are garbage-collected types.
 
 enum class ScopeKind { Measure, Range };
+enum ScopeOp { kEnter = 0, kExit = 1 };
 
 struct Scope {
   // The name: a str (its UTF-8 buffer stays put, so laptime's name cache hits) or any other name.
@@ -443,26 +454,24 @@ struct Scope {
   // count, not a flag, so that one object shared by threads (`with timer:` in each loader
   // thread) ends every thread's measurement; each thread ends its own.
   Py_ssize_t open;
+  PyObject* bound[2];  // the _ScopeMethod of __enter__ and of __exit__ (strong references)
 };
 
-PyObject* scope_new(PyObject* name, ScopeKind kind) {
-  Scope* self = PyObject_New(Scope, g_scope_type);
-  if (self == nullptr) return nullptr;
-  self->name = Py_NewRef(name);
-  self->kind = kind;
-  self->open = 0;
-  return reinterpret_cast<PyObject*>(self);
-}
+/// scope.__enter__ / scope.__exit__, made once per scope.
+struct ScopeMethod {
+  PyObject_HEAD vectorcallfunc vectorcall;
+  Scope* scope;  // strong; nullptr once the garbage collector broke a cycle
+};
 
-void scope_dealloc(PyObject* obj) {
-  PyTypeObject* type = Py_TYPE(obj);
-  Py_DECREF(reinterpret_cast<Scope*>(obj)->name);
-  PyObject_Free(obj);
-  Py_DECREF(type);  // an instance of a heap type owns a reference to it
-}
+/// _Scope.__enter__ / _Scope.__exit__ in the type's dict.
+struct ScopeMethodDescr {
+  PyObject_HEAD ScopeOp op;
+};
 
-PyObject* scope_enter(PyObject* obj, PyObject*) {
-  Scope* self = reinterpret_cast<Scope*>(obj);
+PyTypeObject* g_scope_method_type = nullptr;
+PyTypeObject* g_scope_descr_type = nullptr;
+
+PyObject* scope_enter(Scope* self) {
   PyObject* r;
   if (self->kind == ScopeKind::Measure) {
     if (!stopwatch().is_enabled()) Py_RETURN_NONE;
@@ -477,8 +486,7 @@ PyObject* scope_enter(PyObject* obj, PyObject*) {
 
 // Ends what __enter__ started, also when the block raised (that exception then propagates). A
 // block entered while the tool was off ends nothing, even if the tool was enabled inside it.
-PyObject* scope_exit(PyObject* obj, PyObject* const*, Py_ssize_t) {
-  Scope* self = reinterpret_cast<Scope*>(obj);
+PyObject* scope_exit(Scope* self) {
   if (self->open == 0) Py_RETURN_FALSE;
   --self->open;
   PyObject* r;
@@ -492,8 +500,249 @@ PyObject* scope_exit(PyObject* obj, PyObject* const*, Py_ssize_t) {
   Py_RETURN_FALSE;
 }
 
-// As a decorator: laptime._decorate (Python, functools.wraps) builds the wrapper, which opens a
-// fresh scope per call (a decorated function may run on several threads at once).
+[[gnu::cold]] PyObject* scope_gone() {
+  PyErr_SetString(PyExc_RuntimeError, "laptime: this scope was garbage-collected");
+  return nullptr;
+}
+
+// scope.__enter__() and scope.__exit__(*exc_info): the arguments of __exit__ are not needed.
+PyObject* scope_method_enter(PyObject* obj, PyObject* const*, std::size_t nargsf, PyObject* kw) {
+  Scope* scope = reinterpret_cast<ScopeMethod*>(obj)->scope;
+  if (LAPTIME_UNLIKELY(PyVectorcall_NARGS(nargsf) != 0 || (kw && PyTuple_GET_SIZE(kw) != 0))) {
+    PyErr_SetString(PyExc_TypeError, "laptime: __enter__() takes no arguments");
+    return nullptr;
+  }
+  return scope != nullptr ? scope_enter(scope) : scope_gone();
+}
+
+PyObject* scope_method_exit(PyObject* obj, PyObject* const*, std::size_t, PyObject*) {
+  Scope* scope = reinterpret_cast<ScopeMethod*>(obj)->scope;
+  return scope != nullptr ? scope_exit(scope) : scope_gone();
+}
+
+PyObject* scope_method_call(PyObject* obj, PyObject* args, PyObject* kwargs) {
+  return PyVectorcall_Call(obj, args, kwargs);
+}
+
+int scope_method_traverse(PyObject* obj, visitproc visit, void* arg) {
+  Py_VISIT(reinterpret_cast<PyObject*>(reinterpret_cast<ScopeMethod*>(obj)->scope));
+#if PY_VERSION_HEX >= 0x03090000
+  Py_VISIT(Py_TYPE(obj));  // an instance of a heap type owns a reference to it
+#endif
+  return 0;
+}
+
+int scope_method_clear(PyObject* obj) {
+  Py_CLEAR(reinterpret_cast<ScopeMethod*>(obj)->scope);
+  return 0;
+}
+
+void scope_method_dealloc(PyObject* obj) {
+  PyTypeObject* type = Py_TYPE(obj);
+  PyObject_GC_UnTrack(obj);
+  scope_method_clear(obj);
+  PyObject_GC_Del(obj);
+  Py_DECREF(type);
+}
+
+PyObject* scope_method_repr(PyObject* obj) {
+  ScopeMethod* self = reinterpret_cast<ScopeMethod*>(obj);
+  return PyUnicode_FromFormat(
+      "<laptime %s of %R>", self->vectorcall == scope_method_enter ? "__enter__" : "__exit__",
+      self->scope != nullptr ? reinterpret_cast<PyObject*>(self->scope) : Py_None);
+}
+
+PyMemberDef g_scope_method_members[] = {
+#if PY_VERSION_HEX >= 0x03090000
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(ScopeMethod, vectorcall), READONLY, nullptr},
+#endif
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyType_Slot g_scope_method_slots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(scope_method_dealloc)},
+    {Py_tp_traverse, reinterpret_cast<void*>(scope_method_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(scope_method_clear)},
+    {Py_tp_call, reinterpret_cast<void*>(scope_method_call)},
+    {Py_tp_repr, reinterpret_cast<void*>(scope_method_repr)},
+    {Py_tp_members, g_scope_method_members},
+    {0, nullptr}};
+
+#if PY_VERSION_HEX >= 0x03090000
+constexpr unsigned long kVectorcallFlag = Py_TPFLAGS_HAVE_VECTORCALL;
+#else
+constexpr unsigned long kVectorcallFlag = _Py_TPFLAGS_HAVE_VECTORCALL;
+#endif
+
+PyType_Spec g_scope_method_spec = {"laptime._ScopeMethod", sizeof(ScopeMethod), 0,
+                                   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | kVectorcallFlag,
+                                   g_scope_method_slots};
+
+PyObject* scope_method_new(Scope* scope, ScopeOp op) {
+  ScopeMethod* self = PyObject_GC_New(ScopeMethod, g_scope_method_type);
+  if (self == nullptr) return nullptr;
+  self->vectorcall = op == kEnter ? scope_method_enter : scope_method_exit;
+  self->scope = reinterpret_cast<Scope*>(Py_NewRef(reinterpret_cast<PyObject*>(scope)));
+  PyObject_GC_Track(self);
+  return reinterpret_cast<PyObject*>(self);
+}
+
+// Binding: scope.__enter__ is the scope's own callable; _Scope.__enter__ is the descriptor.
+PyObject* scope_descr_get(PyObject* descr, PyObject* obj, PyObject*) {
+  if (obj == nullptr || obj == Py_None) return Py_NewRef(descr);
+  if (LAPTIME_UNLIKELY(Py_TYPE(obj) != g_scope_type)) {
+    PyErr_Format(PyExc_TypeError, "laptime: a _Scope method bound to %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return nullptr;
+  }
+  return Py_NewRef(
+      reinterpret_cast<Scope*>(obj)->bound[reinterpret_cast<ScopeMethodDescr*>(descr)->op]);
+}
+
+// _Scope.__enter__(scope) and _Scope.__exit__(scope, *exc_info), as contextlib.ExitStack calls
+// them.
+PyObject* scope_descr_call(PyObject* descr, PyObject* args, PyObject* kwargs) {
+  const ScopeOp op = reinterpret_cast<ScopeMethodDescr*>(descr)->op;
+  const Py_ssize_t n = PyTuple_GET_SIZE(args);
+  if (n < 1 || Py_TYPE(PyTuple_GET_ITEM(args, 0)) != g_scope_type ||
+      (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) || (op == kEnter && n != 1)) {
+    PyErr_Format(PyExc_TypeError, "laptime: _Scope.%s takes a _Scope%s",
+                 op == kEnter ? "__enter__" : "__exit__", op == kEnter ? "" : " and exc_info");
+    return nullptr;
+  }
+  Scope* scope = reinterpret_cast<Scope*>(PyTuple_GET_ITEM(args, 0));
+  return op == kEnter ? scope_enter(scope) : scope_exit(scope);
+}
+
+void scope_descr_dealloc(PyObject* obj) {
+  PyTypeObject* type = Py_TYPE(obj);
+  PyObject_Free(obj);
+  Py_DECREF(type);
+}
+
+PyType_Slot g_scope_descr_slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(scope_descr_dealloc)},
+                                     {Py_tp_descr_get, reinterpret_cast<void*>(scope_descr_get)},
+                                     {Py_tp_call, reinterpret_cast<void*>(scope_descr_call)},
+                                     {0, nullptr}};
+
+PyType_Spec g_scope_descr_spec = {"laptime._ScopeMethodDescr", sizeof(ScopeMethodDescr), 0,
+                                  Py_TPFLAGS_DEFAULT, g_scope_descr_slots};
+
+/// Puts the descriptors __enter__ and __exit__ into _Scope; false with an exception set.
+bool add_scope_methods(PyTypeObject* scope_type) {
+  for (const ScopeOp op : {kEnter, kExit}) {
+    ScopeMethodDescr* d = PyObject_New(ScopeMethodDescr, g_scope_descr_type);
+    if (d == nullptr) return false;
+    d->op = op;
+    const int r = PyObject_SetAttrString(reinterpret_cast<PyObject*>(scope_type),
+                                         op == kEnter ? "__enter__" : "__exit__",
+                                         reinterpret_cast<PyObject*>(d));
+    Py_DECREF(d);
+    if (r < 0) return false;
+  }
+  return true;
+}
+
+PyObject* scope_new(PyObject* name, ScopeKind kind) {
+  Scope* self = PyObject_GC_New(Scope, g_scope_type);
+  if (self == nullptr) return nullptr;
+  self->name = Py_NewRef(name);
+  self->kind = kind;
+  self->open = 0;
+  self->bound[kEnter] = self->bound[kExit] = nullptr;
+  PyObject_GC_Track(self);
+  PyObject* obj = reinterpret_cast<PyObject*>(self);
+  for (const ScopeOp op : {kEnter, kExit}) {
+    self->bound[op] = scope_method_new(self, op);
+    if (self->bound[op] == nullptr) {
+      Py_DECREF(obj);
+      return nullptr;
+    }
+  }
+  return obj;
+}
+
+int scope_traverse(PyObject* obj, visitproc visit, void* arg) {
+  Scope* self = reinterpret_cast<Scope*>(obj);
+  Py_VISIT(self->name);
+  Py_VISIT(self->bound[kEnter]);
+  Py_VISIT(self->bound[kExit]);
+#if PY_VERSION_HEX >= 0x03090000
+  Py_VISIT(Py_TYPE(obj));
+#endif
+  return 0;
+}
+
+// Breaks the scope <-> callables cycle. The name stays: the scope may still be entered.
+int scope_clear(PyObject* obj) {
+  Scope* self = reinterpret_cast<Scope*>(obj);
+  Py_CLEAR(self->bound[kEnter]);
+  Py_CLEAR(self->bound[kExit]);
+  return 0;
+}
+
+void scope_dealloc(PyObject* obj) {
+  PyTypeObject* type = Py_TYPE(obj);
+  PyObject_GC_UnTrack(obj);
+  scope_clear(obj);
+  Py_XDECREF(reinterpret_cast<Scope*>(obj)->name);
+  PyObject_GC_Del(obj);
+  Py_DECREF(type);  // an instance of a heap type owns a reference to it
+}
+
+// The scope cache: the scope measure(name) / range(name) returned last to this thread for this
+// name object, direct-mapped by (name, thread, kind). Per thread, so that blocks of one name on
+// several threads keep separate open counts, as separate objects did. An entry holds its scope,
+// which holds its name: a name in the table is alive, so no other object can have its address.
+// A thread state's address can be reused by a thread started after one ended, which then gets
+// the ended thread's scopes: their open counts are 0 (a thread leaves its blocks before it ends).
+// Everything here runs with the GIL held.
+struct ScopeCacheEntry {
+  PyThreadState* thread;
+  Scope* scope;
+};
+constexpr std::size_t kScopeCacheBits = 10;
+ScopeCacheEntry g_scope_cache[std::size_t{1} << kScopeCacheBits];
+
+LAPTIME_ALWAYS_INLINE std::size_t scope_cache_index(PyObject* name, PyThreadState* thread,
+                                                    ScopeKind kind) {
+  const std::uint64_t key = (reinterpret_cast<std::uintptr_t>(name) >> 4) ^
+                            (reinterpret_cast<std::uintptr_t>(thread) << 7) ^
+                            static_cast<std::uint64_t>(kind);
+  return static_cast<std::size_t>((key * 0x9e3779b97f4a7c15ULL) >> (64 - kScopeCacheBits));
+}
+
+LAPTIME_NOINLINE PyObject* scope_cache_miss(ScopeCacheEntry& e, PyObject* name,
+                                            PyThreadState* thread, ScopeKind kind) {
+  PyObject* scope = scope_new(name, kind);
+  if (scope == nullptr) return nullptr;
+  Scope* old = e.scope;
+  e.thread = thread;
+  e.scope = reinterpret_cast<Scope*>(Py_NewRef(scope));
+  Py_XDECREF(reinterpret_cast<PyObject*>(old));  // last: its name's __del__ may call measure()
+  return scope;
+}
+
+LAPTIME_ALWAYS_INLINE PyObject* cached_scope(PyObject* name, ScopeKind kind) {
+  PyThreadState* thread = PyThreadState_Get();
+  ScopeCacheEntry& e = g_scope_cache[scope_cache_index(name, thread, kind)];
+  if (LAPTIME_LIKELY(e.scope != nullptr && e.scope->name == name && e.thread == thread &&
+                     e.scope->kind == kind)) {
+    return Py_NewRef(reinterpret_cast<PyObject*>(e.scope));
+  }
+  return scope_cache_miss(e, name, thread, kind);
+}
+
+/// Empties the scope cache (tests: _testing_reset).
+void clear_scope_cache() {
+  for (ScopeCacheEntry& e : g_scope_cache) {
+    Scope* old = e.scope;
+    e = ScopeCacheEntry{nullptr, nullptr};
+    Py_XDECREF(reinterpret_cast<PyObject*>(old));
+  }
+}
+
+// As a decorator: laptime._decorate (Python, functools.wraps) builds the wrapper, which opens
+// its scope per call (measure(name) on the calling thread).
 PyObject* scope_call(PyObject* self, PyObject* args, PyObject* kwargs) {
   PyObject* func = nullptr;
   if (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) {
@@ -523,10 +772,6 @@ PyObject* scope_get_kind(PyObject* obj, void*) {
                                                                                         : "range");
 }
 
-PyMethodDef g_scope_methods[] = {{"__enter__", scope_enter, METH_NOARGS, nullptr},
-                                 {"__exit__", as_cfunction(scope_exit), METH_FASTCALL, nullptr},
-                                 {nullptr, nullptr, 0, nullptr}};
-
 PyGetSetDef g_scope_getset[] = {
     {"name", scope_get_name, nullptr, "The measured name or range.", nullptr},
     {"kind", scope_get_kind, nullptr, "'measure' (Stopwatch) or 'range' (NVTX).", nullptr},
@@ -535,13 +780,15 @@ PyGetSetDef g_scope_getset[] = {
 PyType_Slot g_scope_slots[] = {
     {Py_tp_doc, const_cast<char*>("A timed or NVTX-annotated block; also a decorator.")},
     {Py_tp_dealloc, reinterpret_cast<void*>(scope_dealloc)},
-    {Py_tp_methods, g_scope_methods},
+    {Py_tp_traverse, reinterpret_cast<void*>(scope_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(scope_clear)},
     {Py_tp_getset, g_scope_getset},
     {Py_tp_call, reinterpret_cast<void*>(scope_call)},
     {Py_tp_repr, reinterpret_cast<void*>(scope_repr)},
     {0, nullptr}};
 
-PyType_Spec g_scope_spec = {"laptime._Scope", sizeof(Scope), 0, Py_TPFLAGS_DEFAULT, g_scope_slots};
+PyType_Spec g_scope_spec = {"laptime._Scope", sizeof(Scope), 0,
+                            Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, g_scope_slots};
 
 // ---------------------------------------------------------------------------------------------
 // laptime.Stopwatch: the facade of laptime::Stopwatch
@@ -549,18 +796,42 @@ PyType_Spec g_scope_spec = {"laptime._Scope", sizeof(Scope), 0, Py_TPFLAGS_DEFAU
 // The hot pair, METH_FASTCALL | METH_KEYWORDS for the seed's spelling start_meas(name=...).
 // Not enabled: one relaxed load, whatever the name (the seed's methods were empty then).
 // Enabled: a str's UTF-8 view and laptime's own path; other names take the cold fallback.
-PyObject* sw_start_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* name = one_arg("start_meas", "name", args, nargs, kwnames);
-  if (LAPTIME_UNLIKELY(name == nullptr)) return nullptr;
-  if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
+// The method itself is only the common case (one positional argument) and the not-enabled
+// test: everything else is a tail call, so that it needs no stack frame (docs/performance.md §5).
+LAPTIME_NOINLINE PyObject* start_meas_enabled(PyObject* name) {
   return with_name("start_meas", name, [](std::string_view n) { stopwatch().start_meas(n); });
 }
 
-PyObject* sw_end_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* name = one_arg("end_meas", "name", args, nargs, kwnames);
-  if (LAPTIME_UNLIKELY(name == nullptr)) return nullptr;
-  if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
+LAPTIME_NOINLINE PyObject* end_meas_enabled(PyObject* name) {
   return with_name("end_meas", name, [](std::string_view n) { stopwatch().end_meas(n); });
+}
+
+/// A hot method called other than with one positional argument: its argument by keyword, or
+/// TypeError; then the same as the method.
+[[gnu::cold]] LAPTIME_NOINLINE PyObject* sw_pair_other_args(const char* call,
+                                                            PyObject* (*enabled)(PyObject*),
+                                                            PyObject* const* args, Py_ssize_t nargs,
+                                                            PyObject* kwnames) {
+  PyObject* name = required_arg(call, "name", args, nargs, kwnames);
+  if (name == nullptr) return nullptr;
+  if (!stopwatch().is_enabled()) Py_RETURN_NONE;
+  return enabled(name);
+}
+
+PyObject* sw_start_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (LAPTIME_UNLIKELY(nargs != 1 || kwnames != nullptr)) {
+    return sw_pair_other_args("start_meas", start_meas_enabled, args, nargs, kwnames);
+  }
+  if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
+  return start_meas_enabled(args[0]);
+}
+
+PyObject* sw_end_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (LAPTIME_UNLIKELY(nargs != 1 || kwnames != nullptr)) {
+    return sw_pair_other_args("end_meas", end_meas_enabled, args, nargs, kwnames);
+  }
+  if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
+  return end_meas_enabled(args[0]);
 }
 
 // Whether this finish_iter will print the periodic report (laptime's own test, read ahead).
@@ -828,7 +1099,7 @@ PyObject* sw_wait_for_gpu_timings(PyObject*, PyObject*) {
 }
 
 PyObject* sw_measure(PyObject*, PyObject* name) {
-  return scope_new(name, ScopeKind::Measure);
+  return cached_scope(name, ScopeKind::Measure);
 }
 
 // Does nothing: the floor of a METH_O call taking a str, for bench/python_bench.py.
@@ -931,25 +1202,52 @@ PyType_Spec g_stopwatch_spec = {"laptime.Stopwatch", sizeof(PyObject), 0,
 // laptime.NVTXRangeWrapper: the facade of laptime::NVTXRangeWrapper
 
 // range_push(range_name), the seed's keyword; names as in start_meas.
-PyObject* nvtx_range_push(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* name = one_arg("range_push", "range_name", args, nargs, kwnames);
-  if (LAPTIME_UNLIKELY(name == nullptr)) return nullptr;
-  if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
+// As start_meas: the method is the common case, the rest tail calls.
+LAPTIME_NOINLINE PyObject* range_push_enabled(PyObject* name) {
   return with_name("range_push", name, [](std::string_view n) { nvtx().range_push(n); });
+}
+
+[[gnu::cold]] LAPTIME_NOINLINE PyObject* range_push_other_args(PyObject* const* args,
+                                                               Py_ssize_t nargs,
+                                                               PyObject* kwnames) {
+  PyObject* name = required_arg("range_push", "range_name", args, nargs, kwnames);
+  if (name == nullptr) return nullptr;
+  if (!nvtx().is_enabled()) Py_RETURN_NONE;
+  return range_push_enabled(name);
+}
+
+PyObject* nvtx_range_push(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (LAPTIME_UNLIKELY(nargs != 1 || kwnames != nullptr)) {
+    return range_push_other_args(args, nargs, kwnames);
+  }
+  if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
+  return range_push_enabled(args[0]);
 }
 
 // range_pop(range_name=None) (the seed's keyword; `expected` is laptime 0.1's spelling): with an
 // expected name and order tracking on, the innermost range is checked before anything is popped.
-PyObject* nvtx_range_pop(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* expected = nargs == 1 ? args[0] : nullptr;
-  if (LAPTIME_UNLIKELY(kwnames != nullptr || nargs > 1) &&
-      !parse_one_arg("range_pop", "range_name", "expected", false, args, nargs, kwnames,
+LAPTIME_NOINLINE PyObject* range_pop_enabled(PyObject* expected) {
+  if (expected == nullptr || expected == Py_None) return call_none([] { nvtx().range_pop(); });
+  return with_name("range_pop", expected, [](std::string_view n) { nvtx().range_pop(n); });
+}
+
+[[gnu::cold]] LAPTIME_NOINLINE PyObject* range_pop_other_args(PyObject* const* args,
+                                                              Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* expected = nullptr;
+  if (!parse_one_arg("range_pop", "range_name", "expected", false, args, nargs, kwnames,
                      expected)) {
     return nullptr;
   }
+  if (!nvtx().is_enabled()) Py_RETURN_NONE;
+  return range_pop_enabled(expected);
+}
+
+PyObject* nvtx_range_pop(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (LAPTIME_UNLIKELY(kwnames != nullptr || nargs > 1)) {
+    return range_pop_other_args(args, nargs, kwnames);
+  }
   if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
-  if (expected == nullptr || expected == Py_None) return call_none([] { nvtx().range_pop(); });
-  return with_name("range_pop", expected, [](std::string_view n) { nvtx().range_pop(n); });
+  return range_pop_enabled(nargs == 1 ? args[0] : nullptr);
 }
 
 PyObject* nvtx_enable(PyObject*, PyObject* args, PyObject* kwargs) {
@@ -1025,7 +1323,7 @@ PyObject* nvtx_profiler_stop(PyObject*, PyObject*) {
 }
 
 PyObject* nvtx_range(PyObject*, PyObject* name) {
-  return scope_new(name, ScopeKind::Range);
+  return cached_scope(name, ScopeKind::Range);
 }
 
 PyObject* nvtx_repr(PyObject*) {
@@ -1246,6 +1544,7 @@ PyObject* mod_testing_reset(PyObject*, PyObject*) {
   }
   laptime::set_error_policy(laptime::ErrorPolicy::Throw);
   stopwatch().set_print_function(print_to_sys_stdout, nullptr);
+  clear_scope_cache();
   Py_RETURN_NONE;
 }
 
@@ -1316,13 +1615,16 @@ extern "C" __attribute__((visibility("default"))) PyObject* PyInit__laptime() {
   PyTypeObject* stopwatch_type = add_type(module, &g_stopwatch_spec, "Stopwatch");
   PyTypeObject* nvtx_type = add_type(module, &g_nvtx_spec, "NVTXRangeWrapper");
   g_scope_type = add_type(module, &g_scope_spec, "_Scope");
+  g_scope_method_type = add_type(module, &g_scope_method_spec, "_ScopeMethod");
+  g_scope_descr_type = add_type(module, &g_scope_descr_spec, "_ScopeMethodDescr");
   g_name_cache = PyDict_New();
   g_subclass_instances = PyDict_New();
   g_stopwatch = make_instance(stopwatch_type);
   g_nvtx = make_instance(nvtx_type);
   Py_XDECREF(stopwatch_type);
   Py_XDECREF(nvtx_type);
-  if (g_usage_error == nullptr || g_scope_type == nullptr || g_stopwatch == nullptr ||
+  if (g_usage_error == nullptr || g_scope_type == nullptr || g_scope_method_type == nullptr ||
+      g_scope_descr_type == nullptr || !add_scope_methods(g_scope_type) || g_stopwatch == nullptr ||
       g_name_cache == nullptr || g_subclass_instances == nullptr || g_nvtx == nullptr ||
       PyModule_AddObject(module, "UsageError", Py_NewRef(g_usage_error)) < 0 ||
       PyModule_AddStringConstant(module, "__version__", LAPTIME_VERSION_STRING) < 0 ||
