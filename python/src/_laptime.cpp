@@ -15,7 +15,6 @@
 // finish_iter that is about to print the periodic report (see sw_finish_iter).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>  // T_PYSSIZET, READONLY: _ScopeMethod.__vectorcalloffset__
 
 #include <laptime/laptime.hpp>
 
@@ -438,10 +437,11 @@ PyObject* mod_uninstall_print_function(PyObject*, PyObject*) {
 // CPython looks __enter__ and __exit__ up on the type and binds each, which for methods in a
 // PyMethodDef allocates two bound-method objects per block, then calls them. Here:
 //   - __enter__ and __exit__ are descriptors of our own (_ScopeMethodDescr) whose binding returns
-//     a callable the scope made once (_ScopeMethod, called through vectorcall): no allocation;
+//     the builtin method the scope bound once: no allocation, and the call of __exit__ at the
+//     block's end is one that CPython specialises (a METH_FASTCALL builtin);
 //   - measure(name) / range(name) return the calling thread's scope for that name object, kept
 //     in a small table (the scope cache): no allocation either once the name was used.
-// A scope and its two callables refer to each other, so they are garbage-collected types.
+// A scope and its bound methods refer to each other, so _Scope is a garbage-collected type.
 
 enum class ScopeKind { Measure, Range };
 enum ScopeOp { kEnter = 0, kExit = 1 };
@@ -454,13 +454,7 @@ struct Scope {
   // count, not a flag, so that one object shared by threads (`with timer:` in each loader
   // thread) ends every thread's measurement; each thread ends its own.
   Py_ssize_t open;
-  PyObject* bound[2];  // the _ScopeMethod of __enter__ and of __exit__ (strong references)
-};
-
-/// scope.__enter__ / scope.__exit__, made once per scope.
-struct ScopeMethod {
-  PyObject_HEAD vectorcallfunc vectorcall;
-  Scope* scope;  // strong; nullptr once the garbage collector broke a cycle
+  PyObject* bound[2];  // scope.__enter__ and scope.__exit__, builtin methods (strong references)
 };
 
 /// _Scope.__enter__ / _Scope.__exit__ in the type's dict.
@@ -468,10 +462,10 @@ struct ScopeMethodDescr {
   PyObject_HEAD ScopeOp op;
 };
 
-PyTypeObject* g_scope_method_type = nullptr;
 PyTypeObject* g_scope_descr_type = nullptr;
 
-PyObject* scope_enter(Scope* self) {
+PyObject* scope_enter(PyObject* obj, PyObject*) {
+  Scope* self = reinterpret_cast<Scope*>(obj);
   PyObject* r;
   if (self->kind == ScopeKind::Measure) {
     if (!stopwatch().is_enabled()) Py_RETURN_NONE;
@@ -486,7 +480,9 @@ PyObject* scope_enter(Scope* self) {
 
 // Ends what __enter__ started, also when the block raised (that exception then propagates). A
 // block entered while the tool was off ends nothing, even if the tool was enabled inside it.
-PyObject* scope_exit(Scope* self) {
+// The arguments (exc_type, exc, traceback) are not needed.
+PyObject* scope_exit(PyObject* obj, PyObject* const*, Py_ssize_t) {
+  Scope* self = reinterpret_cast<Scope*>(obj);
   if (self->open == 0) Py_RETURN_FALSE;
   --self->open;
   PyObject* r;
@@ -500,91 +496,10 @@ PyObject* scope_exit(Scope* self) {
   Py_RETURN_FALSE;
 }
 
-[[gnu::cold]] PyObject* scope_gone() {
-  PyErr_SetString(PyExc_RuntimeError, "laptime: this scope was garbage-collected");
-  return nullptr;
-}
-
-// scope.__enter__() and scope.__exit__(*exc_info): the arguments of __exit__ are not needed.
-PyObject* scope_method_enter(PyObject* obj, PyObject* const*, std::size_t nargsf, PyObject* kw) {
-  Scope* scope = reinterpret_cast<ScopeMethod*>(obj)->scope;
-  if (LAPTIME_UNLIKELY(PyVectorcall_NARGS(nargsf) != 0 || (kw && PyTuple_GET_SIZE(kw) != 0))) {
-    PyErr_SetString(PyExc_TypeError, "laptime: __enter__() takes no arguments");
-    return nullptr;
-  }
-  return scope != nullptr ? scope_enter(scope) : scope_gone();
-}
-
-PyObject* scope_method_exit(PyObject* obj, PyObject* const*, std::size_t, PyObject*) {
-  Scope* scope = reinterpret_cast<ScopeMethod*>(obj)->scope;
-  return scope != nullptr ? scope_exit(scope) : scope_gone();
-}
-
-PyObject* scope_method_call(PyObject* obj, PyObject* args, PyObject* kwargs) {
-  return PyVectorcall_Call(obj, args, kwargs);
-}
-
-int scope_method_traverse(PyObject* obj, visitproc visit, void* arg) {
-  Py_VISIT(reinterpret_cast<PyObject*>(reinterpret_cast<ScopeMethod*>(obj)->scope));
-#if PY_VERSION_HEX >= 0x03090000
-  Py_VISIT(Py_TYPE(obj));  // an instance of a heap type owns a reference to it
-#endif
-  return 0;
-}
-
-int scope_method_clear(PyObject* obj) {
-  Py_CLEAR(reinterpret_cast<ScopeMethod*>(obj)->scope);
-  return 0;
-}
-
-void scope_method_dealloc(PyObject* obj) {
-  PyTypeObject* type = Py_TYPE(obj);
-  PyObject_GC_UnTrack(obj);
-  scope_method_clear(obj);
-  PyObject_GC_Del(obj);
-  Py_DECREF(type);
-}
-
-PyObject* scope_method_repr(PyObject* obj) {
-  ScopeMethod* self = reinterpret_cast<ScopeMethod*>(obj);
-  return PyUnicode_FromFormat(
-      "<laptime %s of %R>", self->vectorcall == scope_method_enter ? "__enter__" : "__exit__",
-      self->scope != nullptr ? reinterpret_cast<PyObject*>(self->scope) : Py_None);
-}
-
-PyMemberDef g_scope_method_members[] = {
-#if PY_VERSION_HEX >= 0x03090000
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(ScopeMethod, vectorcall), READONLY, nullptr},
-#endif
-    {nullptr, 0, 0, 0, nullptr}};
-
-PyType_Slot g_scope_method_slots[] = {
-    {Py_tp_dealloc, reinterpret_cast<void*>(scope_method_dealloc)},
-    {Py_tp_traverse, reinterpret_cast<void*>(scope_method_traverse)},
-    {Py_tp_clear, reinterpret_cast<void*>(scope_method_clear)},
-    {Py_tp_call, reinterpret_cast<void*>(scope_method_call)},
-    {Py_tp_repr, reinterpret_cast<void*>(scope_method_repr)},
-    {Py_tp_members, g_scope_method_members},
-    {0, nullptr}};
-
-#if PY_VERSION_HEX >= 0x03090000
-constexpr unsigned long kVectorcallFlag = Py_TPFLAGS_HAVE_VECTORCALL;
-#else
-constexpr unsigned long kVectorcallFlag = _Py_TPFLAGS_HAVE_VECTORCALL;
-#endif
-
-PyType_Spec g_scope_method_spec = {"laptime._ScopeMethod", sizeof(ScopeMethod), 0,
-                                   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | kVectorcallFlag,
-                                   g_scope_method_slots};
-
-PyObject* scope_method_new(Scope* scope, ScopeOp op) {
-  ScopeMethod* self = PyObject_GC_New(ScopeMethod, g_scope_method_type);
-  if (self == nullptr) return nullptr;
-  self->vectorcall = op == kEnter ? scope_method_enter : scope_method_exit;
-  self->scope = reinterpret_cast<Scope*>(Py_NewRef(reinterpret_cast<PyObject*>(scope)));
-  PyObject_GC_Track(self);
-  return reinterpret_cast<PyObject*>(self);
-}
+// What each scope binds once (PyCFunction_New), as `scope.__enter__` and `scope.__exit__`.
+PyMethodDef g_scope_method_defs[] = {
+    {"__enter__", scope_enter, METH_NOARGS, nullptr},
+    {"__exit__", as_cfunction(scope_exit), METH_FASTCALL, nullptr}};
 
 // Binding: scope.__enter__ is the scope's own callable; _Scope.__enter__ is the descriptor.
 PyObject* scope_descr_get(PyObject* descr, PyObject* obj, PyObject*) {
@@ -594,8 +509,13 @@ PyObject* scope_descr_get(PyObject* descr, PyObject* obj, PyObject*) {
                  Py_TYPE(obj)->tp_name);
     return nullptr;
   }
-  return Py_NewRef(
-      reinterpret_cast<Scope*>(obj)->bound[reinterpret_cast<ScopeMethodDescr*>(descr)->op]);
+  PyObject* bound =
+      reinterpret_cast<Scope*>(obj)->bound[reinterpret_cast<ScopeMethodDescr*>(descr)->op];
+  if (LAPTIME_UNLIKELY(bound == nullptr)) {  // only in a finaliser of the scope's own garbage
+    PyErr_SetString(PyExc_RuntimeError, "laptime: this scope was garbage-collected");
+    return nullptr;
+  }
+  return Py_NewRef(bound);
 }
 
 // _Scope.__enter__(scope) and _Scope.__exit__(scope, *exc_info), as contextlib.ExitStack calls
@@ -609,8 +529,8 @@ PyObject* scope_descr_call(PyObject* descr, PyObject* args, PyObject* kwargs) {
                  op == kEnter ? "__enter__" : "__exit__", op == kEnter ? "" : " and exc_info");
     return nullptr;
   }
-  Scope* scope = reinterpret_cast<Scope*>(PyTuple_GET_ITEM(args, 0));
-  return op == kEnter ? scope_enter(scope) : scope_exit(scope);
+  PyObject* scope = PyTuple_GET_ITEM(args, 0);
+  return op == kEnter ? scope_enter(scope, nullptr) : scope_exit(scope, nullptr, 0);
 }
 
 void scope_descr_dealloc(PyObject* obj) {
@@ -652,7 +572,7 @@ PyObject* scope_new(PyObject* name, ScopeKind kind) {
   PyObject_GC_Track(self);
   PyObject* obj = reinterpret_cast<PyObject*>(self);
   for (const ScopeOp op : {kEnter, kExit}) {
-    self->bound[op] = scope_method_new(self, op);
+    self->bound[op] = PyCFunction_New(&g_scope_method_defs[op], obj);
     if (self->bound[op] == nullptr) {
       Py_DECREF(obj);
       return nullptr;
@@ -1615,7 +1535,6 @@ extern "C" __attribute__((visibility("default"))) PyObject* PyInit__laptime() {
   PyTypeObject* stopwatch_type = add_type(module, &g_stopwatch_spec, "Stopwatch");
   PyTypeObject* nvtx_type = add_type(module, &g_nvtx_spec, "NVTXRangeWrapper");
   g_scope_type = add_type(module, &g_scope_spec, "_Scope");
-  g_scope_method_type = add_type(module, &g_scope_method_spec, "_ScopeMethod");
   g_scope_descr_type = add_type(module, &g_scope_descr_spec, "_ScopeMethodDescr");
   g_name_cache = PyDict_New();
   g_subclass_instances = PyDict_New();
@@ -1623,9 +1542,9 @@ extern "C" __attribute__((visibility("default"))) PyObject* PyInit__laptime() {
   g_nvtx = make_instance(nvtx_type);
   Py_XDECREF(stopwatch_type);
   Py_XDECREF(nvtx_type);
-  if (g_usage_error == nullptr || g_scope_type == nullptr || g_scope_method_type == nullptr ||
-      g_scope_descr_type == nullptr || !add_scope_methods(g_scope_type) || g_stopwatch == nullptr ||
-      g_name_cache == nullptr || g_subclass_instances == nullptr || g_nvtx == nullptr ||
+  if (g_usage_error == nullptr || g_scope_type == nullptr || g_scope_descr_type == nullptr ||
+      !add_scope_methods(g_scope_type) || g_stopwatch == nullptr || g_name_cache == nullptr ||
+      g_subclass_instances == nullptr || g_nvtx == nullptr ||
       PyModule_AddObject(module, "UsageError", Py_NewRef(g_usage_error)) < 0 ||
       PyModule_AddStringConstant(module, "__version__", LAPTIME_VERSION_STRING) < 0 ||
       PyModule_AddIntConstant(module, "HAVE_NVTX", LAPTIME_HAVE_NVTX) < 0) {
