@@ -9,7 +9,10 @@ literal), unrolled 10 times; the cost of the empty loop is subtracted. The cases
 round-robin, --reps times, and the table shows the median per pair. Phases: nothing enabled;
 Stopwatch and NVTX wrapper enabled (no order tracking); NVTX order tracking on. Baselines:
 
-  - C no-op pair: a builtin METH_O method doing nothing (the floor of any C binding);
+  - C no-op pair: a builtin METH_O method doing nothing (the floor of any C binding), called
+    twice; and, for information, `_noop` then `_noop2`, two such methods: like start_meas and
+    end_meas, two C functions called from the same interpreter instruction, whose indirect call
+    the CPU then predicts less well (docs/performance.md, goal 5);
   - Python empty pair: a pure-Python method with an empty body;
   - clock pair: two time.perf_counter_ns() calls;
   - seed-like Stopwatch / NVTX: pure-Python singletons doing what the seed did per call
@@ -106,6 +109,7 @@ perf_counter_ns = time.perf_counter_ns
 CASES = {
     "loop": "pass",
     "C no-op pair": 'stopwatch._noop("x"); stopwatch._noop("x")',
+    "C no-op pair, two functions": 'stopwatch._noop("x"); stopwatch._noop2("x")',
     "Python empty pair": 'empty.start_meas("x"); empty.end_meas("x")',
     "clock pair": "perf_counter_ns(); perf_counter_ns()",
     "seed-like start/end": 'seed_sw.start_meas("x"); seed_sw.end_meas("x")',
@@ -210,6 +214,7 @@ def main() -> int:
     print("|---|---:|---:|")
     for label, case in (
         ("C no-op method pair (METH_O, str argument)", "C no-op pair"),
+        ("C no-op pair of two methods (`_noop`, `_noop2`)", "C no-op pair, two functions"),
         ("Python empty method pair", "Python empty pair"),
         ("time.perf_counter_ns() pair", "clock pair"),
         ("seed-like start/end, not enabled", "seed-like start/end"),
@@ -251,6 +256,10 @@ def print_goals(off: dict, on: dict, tracking: dict) -> int:
     print("| (info) `with` on a reused scope object / explicit start/end, enabled | "
           f"{on['with measure(), reused']:.1f} | {on['start/end']:.1f} | "
           f"{on['with measure(), reused'] / on['start/end']:.2f}× | | |")
+    two = off["C no-op pair, two functions"]
+    print("| (info) start/end not enabled / `_noop` + `_noop2` (two functions, as start/end) | "
+          f"{off['start/end']:.1f} | {two:.1f} | "
+          f"{off['start/end'] / two if two > 0 else float('inf'):.2f}× | | |")
     print(f"\nlaptime python bench: "
           f"{'all goals met' if missed == 0 else f'{missed} goal(s) missed'}")
     return 1 if missed else 0

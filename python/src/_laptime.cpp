@@ -1027,6 +1027,13 @@ PyObject* sw_noop(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// Another method doing next to nothing (returns its argument; a body of its own, so that the
+// compiler does not fold it into _noop): `_noop(x); _noop2(x)` calls two C functions from the
+// same interpreter instruction, as start_meas and end_meas do (bench/python_bench.py).
+PyObject* sw_noop2(PyObject*, PyObject* arg) {
+  return Py_NewRef(arg);
+}
+
 PyObject* sw_repr(PyObject*) {
   return PyUnicode_FromFormat("<laptime.Stopwatch (%s)>",
                               stopwatch().is_enabled() ? "enabled" : "not enabled");
@@ -1094,6 +1101,8 @@ PyMethodDef g_stopwatch_methods[] = {
     {"measure", sw_measure, METH_O,
      "measure($self, name, /)\n--\n\nA context manager and decorator timing `name`."},
     {"_noop", sw_noop, METH_O, "_noop($self, name, /)\n--\n\nDoes nothing (benchmark floor)."},
+    {"_noop2", sw_noop2, METH_O,
+     "_noop2($self, name, /)\n--\n\nReturns name (benchmark floor: another function)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef g_stopwatch_getset[] = {
