@@ -9,8 +9,11 @@
 //     literal in the caller's code is one object, so the buffer has a stable address and laptime's
 //     per-thread name cache (keyed by pointer and length) hits on every call;
 //   - not enabled, a call is one relaxed load, whatever its argument (the seed's methods were
-//     empty then). Names that are not str, or str with lone surrogates, take a cold path (a
-//     cached str() of the object, see fallback_name) that the str path never touches.
+//     empty then). Names that are not compact ASCII str (other str, any other object) take an
+//     out-of-line path: the identity cache (other_name), then the str's UTF-8 or a cached str()
+//     of the object (fallback_name), which the ASCII path never touches;
+//   - `with stopwatch.measure(name):` allocates nothing once the name was used on the thread
+//     (the scope cache; see _Scope).
 // Nothing releases the GIL on the hot path: the calls take nanoseconds. The exception is a
 // finish_iter that is about to print the periodic report (see sw_finish_iter).
 #define PY_SSIZE_T_CLEAN
@@ -219,29 +222,68 @@ PyObject* call_none_without_gil(F&& f) {
   Py_RETURN_NONE;
 }
 
-/// The name of `arg` when it is not a str with a UTF-8 form (fallback_name): sets `name` to the
-/// bytes of the returned object (a new reference; nullptr with an exception set). Out of line and
-/// not a template, so that the hot methods stay as small as they were.
-LAPTIME_NOINLINE PyObject* other_name(const char* call, PyObject* arg, std::string_view& name) {
-  if (PyUnicode_Check(arg)) {  // a str with lone surrogates: utf8_view failed
-    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return nullptr;
-    PyErr_Clear();
-  }
-  PyObject* bytes = fallback_name(call, arg);
-  if (bytes != nullptr) {
-    name = std::string_view(PyBytes_AS_STRING(bytes),
-                            static_cast<std::size_t>(PyBytes_GET_SIZE(bytes)));
-  }
-  return bytes;
+/// The identity cache: names that are not compact ASCII str (other str, any other object) ->
+/// the bytes laptime records for them, direct-mapped by the object's address, so that a name used
+/// again costs no UTF-8 conversion, no str() and no hash. An entry holds a reference to its name
+/// object: while cached, the object is alive, and no other object can be at its address. The
+/// bytes are the str's own UTF-8 buffer, or a bytes object (fallback_name) held by the entry.
+struct IdentityName {
+  PyObject* key;    // strong
+  PyObject* owner;  // strong: the object whose buffer `text` is (the str itself, or bytes)
+  std::string_view text;
+};
+constexpr std::size_t kIdentityNameBits = 8;
+IdentityName g_identity_names[std::size_t{1} << kIdentityNameBits];
+
+LAPTIME_ALWAYS_INLINE IdentityName& identity_entry(PyObject* obj) {
+  const std::uint64_t key = reinterpret_cast<std::uintptr_t>(obj) >> 4;
+  return g_identity_names[(key * 0x9e3779b97f4a7c15ULL) >> (64 - kIdentityNameBits)];
 }
 
-/// `f(name)` for the name `arg` of `call`: a str is read in place (its UTF-8 view); anything else
-/// through other_name. One call of `f`, so that the compiler inlines laptime's call as before.
+/// The name of `arg` when it is not a compact ASCII str: the identity cache, else the str's
+/// UTF-8 (utf8_view_other) or, for a str without one and any other object, fallback_name. Sets
+/// `name` to the bytes of the returned object (a new reference that keeps them alive; nullptr
+/// with an exception set). Out of line and not a template, so that the hot methods stay small.
+LAPTIME_NOINLINE PyObject* other_name(const char* call, PyObject* arg, std::string_view& name) {
+  IdentityName& e = identity_entry(arg);
+  if (e.key == arg) {
+    name = e.text;
+    return Py_NewRef(e.owner);
+  }
+  PyObject* owner = nullptr;
+  if (PyUnicode_Check(arg)) {
+    if (utf8_view_other(arg, name)) {
+      owner = Py_NewRef(arg);
+    } else if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+      return nullptr;
+    } else {
+      PyErr_Clear();  // a str with lone surrogates
+    }
+  }
+  if (owner == nullptr) {
+    owner = fallback_name(call, arg);
+    if (owner == nullptr) return nullptr;
+    name = std::string_view(PyBytes_AS_STRING(owner),
+                            static_cast<std::size_t>(PyBytes_GET_SIZE(owner)));
+  }
+  const IdentityName old = e;
+  e = IdentityName{Py_NewRef(arg), Py_NewRef(owner), name};
+  Py_XDECREF(old.key);  // last: a __del__ may run, and call laptime again
+  Py_XDECREF(old.owner);
+  return owner;
+}
+
+/// `f(name)` for the name `arg` of `call`: a compact ASCII str is read in place (its bytes are
+/// its UTF-8); anything else through other_name and its identity cache. One call of `f`, so that
+/// the compiler inlines laptime's call as before.
 template <class F>
 LAPTIME_ALWAYS_INLINE PyObject* with_name(const char* call, PyObject* arg, F&& f) {
   std::string_view name;
   PyObject* holder = nullptr;  // keeps the bytes of a name that is not a str alive
-  if (LAPTIME_UNLIKELY(!PyUnicode_Check(arg) || !utf8_view(arg, name))) {
+  if (LAPTIME_LIKELY(PyUnicode_Check(arg) && PyUnicode_IS_COMPACT_ASCII(arg))) {
+    name = std::string_view(static_cast<const char*>(PyUnicode_DATA(arg)),
+                            static_cast<std::size_t>(PyUnicode_GET_LENGTH(arg)));
+  } else {
     holder = other_name(call, arg, name);
     if (holder == nullptr) return nullptr;
   }

@@ -193,3 +193,40 @@ def test_many_names_evict_scopes_without_losing_blocks(stopwatch):
     gc.collect()
     c = counts(stopwatch)
     assert c["outer"] == 1 and all(c[n] == 1 for n in names)
+
+
+class Label:
+    """A name that is not a str: hashed by identity, named by its str()."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@pytest.mark.parametrize("make", [Label, lambda text: fresh_str("é" + text)],
+                         ids=["object", "non-ASCII str"])
+def test_names_freed_and_reallocated_at_the_same_addresses_keep_their_own_text(stopwatch, make):
+    # More objects than the identity cache (256 entries) and the str() cache (4096) hold, each
+    # used once and dropped: addresses come back for new objects with other texts.
+    stopwatch.enable(0)
+    prefix = "" if make is Label else "é"
+    addresses = set()
+    repeated = 0
+    expected = {}
+    for i in range(10000):
+        name = make(f"L{i % 50}")
+        repeated += id(name) in addresses
+        addresses.add(id(name))
+        stopwatch.start_meas(name)
+        stopwatch.end_meas(name)
+        uses = 1
+        if i % 3 == 0:
+            with stopwatch.measure(name):
+                pass
+            uses += 1
+        expected[f"{prefix}L{i % 50}"] = expected.get(f"{prefix}L{i % 50}", 0) + uses
+        del name
+    assert counts(stopwatch) == expected
+    assert repeated > 0  # addresses were reused: the case was tested
