@@ -230,3 +230,20 @@ def test_names_freed_and_reallocated_at_the_same_addresses_keep_their_own_text(s
         del name
     assert counts(stopwatch) == expected
     assert repeated > 0  # addresses were reused: the case was tested
+
+
+def test_evicted_scopes_are_freed_without_the_cycle_collector(stopwatch):
+    # A scope and its bound __enter__/__exit__ refer to each other; one the cache evicts and
+    # nobody else holds is unlinked and freed at once (a program cycling through many names
+    # must not leave them all to the garbage collector). Not enabled: the names are not interned
+    # (the process-wide name table is bounded), the scopes are made all the same.
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(5000):
+            with stopwatch.measure(f"evicted {i}"):
+                pass
+        alive = sum(1 for o in gc.get_objects() if type(o).__name__ == "_Scope")
+    finally:
+        gc.enable()
+    assert alive <= 1024  # the scope cache's size
