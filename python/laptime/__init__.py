@@ -59,7 +59,8 @@ __all__ = [
 
 def _decorate(scope, func):
     """``@stopwatch.measure(name)`` / ``@nvtx.range(name)`` on ``func``: every call is timed (or
-    annotated), with a fresh scope per call so that threads may call ``func`` at once."""
+    annotated) through ``measure(name)`` / ``range(name)`` at the call, which is the calling
+    thread's scope for the name, so that threads may call ``func`` at once."""
     name = scope.name
     open_scope = Stopwatch().measure if scope.kind == "measure" else NVTXRangeWrapper().range
 

@@ -9,8 +9,11 @@
 //     literal in the caller's code is one object, so the buffer has a stable address and laptime's
 //     per-thread name cache (keyed by pointer and length) hits on every call;
 //   - not enabled, a call is one relaxed load, whatever its argument (the seed's methods were
-//     empty then). Names that are not str, or str with lone surrogates, take a cold path (a
-//     cached str() of the object, see fallback_name) that the str path never touches.
+//     empty then). Names that are not compact ASCII str (other str, any other object) take an
+//     out-of-line path: the identity cache (other_name), then the str's UTF-8 or a cached str()
+//     of the object (fallback_name), which the ASCII path never touches;
+//   - `with stopwatch.measure(name):` allocates nothing once the name was used on the thread
+//     (the scope cache; see _Scope).
 // Nothing releases the GIL on the hot path: the calls take nanoseconds. The exception is a
 // finish_iter that is about to print the periodic report (see sw_finish_iter).
 #define PY_SSIZE_T_CLEAN
@@ -219,29 +222,68 @@ PyObject* call_none_without_gil(F&& f) {
   Py_RETURN_NONE;
 }
 
-/// The name of `arg` when it is not a str with a UTF-8 form (fallback_name): sets `name` to the
-/// bytes of the returned object (a new reference; nullptr with an exception set). Out of line and
-/// not a template, so that the hot methods stay as small as they were.
-LAPTIME_NOINLINE PyObject* other_name(const char* call, PyObject* arg, std::string_view& name) {
-  if (PyUnicode_Check(arg)) {  // a str with lone surrogates: utf8_view failed
-    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return nullptr;
-    PyErr_Clear();
-  }
-  PyObject* bytes = fallback_name(call, arg);
-  if (bytes != nullptr) {
-    name = std::string_view(PyBytes_AS_STRING(bytes),
-                            static_cast<std::size_t>(PyBytes_GET_SIZE(bytes)));
-  }
-  return bytes;
+/// The identity cache: names that are not compact ASCII str (other str, any other object) ->
+/// the bytes laptime records for them, direct-mapped by the object's address, so that a name used
+/// again costs no UTF-8 conversion, no str() and no hash. An entry holds a reference to its name
+/// object: while cached, the object is alive, and no other object can be at its address. The
+/// bytes are the str's own UTF-8 buffer, or a bytes object (fallback_name) held by the entry.
+struct IdentityName {
+  PyObject* key;    // strong
+  PyObject* owner;  // strong: the object whose buffer `text` is (the str itself, or bytes)
+  std::string_view text;
+};
+constexpr std::size_t kIdentityNameBits = 8;
+IdentityName g_identity_names[std::size_t{1} << kIdentityNameBits];
+
+LAPTIME_ALWAYS_INLINE IdentityName& identity_entry(PyObject* obj) {
+  const std::uint64_t key = reinterpret_cast<std::uintptr_t>(obj) >> 4;
+  return g_identity_names[(key * 0x9e3779b97f4a7c15ULL) >> (64 - kIdentityNameBits)];
 }
 
-/// `f(name)` for the name `arg` of `call`: a str is read in place (its UTF-8 view); anything else
-/// through other_name. One call of `f`, so that the compiler inlines laptime's call as before.
+/// The name of `arg` when it is not a compact ASCII str: the identity cache, else the str's
+/// UTF-8 (utf8_view_other) or, for a str without one and any other object, fallback_name. Sets
+/// `name` to the bytes of the returned object (a new reference that keeps them alive; nullptr
+/// with an exception set). Out of line and not a template, so that the hot methods stay small.
+LAPTIME_NOINLINE PyObject* other_name(const char* call, PyObject* arg, std::string_view& name) {
+  IdentityName& e = identity_entry(arg);
+  if (e.key == arg) {
+    name = e.text;
+    return Py_NewRef(e.owner);
+  }
+  PyObject* owner = nullptr;
+  if (PyUnicode_Check(arg)) {
+    if (utf8_view_other(arg, name)) {
+      owner = Py_NewRef(arg);
+    } else if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+      return nullptr;
+    } else {
+      PyErr_Clear();  // a str with lone surrogates
+    }
+  }
+  if (owner == nullptr) {
+    owner = fallback_name(call, arg);
+    if (owner == nullptr) return nullptr;
+    name = std::string_view(PyBytes_AS_STRING(owner),
+                            static_cast<std::size_t>(PyBytes_GET_SIZE(owner)));
+  }
+  const IdentityName old = e;
+  e = IdentityName{Py_NewRef(arg), Py_NewRef(owner), name};
+  Py_XDECREF(old.key);  // last: a __del__ may run, and call laptime again
+  Py_XDECREF(old.owner);
+  return owner;
+}
+
+/// `f(name)` for the name `arg` of `call`: a compact ASCII str is read in place (its bytes are
+/// its UTF-8); anything else through other_name and its identity cache. One call of `f`, so that
+/// the compiler inlines laptime's call as before.
 template <class F>
 LAPTIME_ALWAYS_INLINE PyObject* with_name(const char* call, PyObject* arg, F&& f) {
   std::string_view name;
   PyObject* holder = nullptr;  // keeps the bytes of a name that is not a str alive
-  if (LAPTIME_UNLIKELY(!PyUnicode_Check(arg) || !utf8_view(arg, name))) {
+  if (LAPTIME_LIKELY(PyUnicode_Check(arg) && PyUnicode_IS_COMPACT_ASCII(arg))) {
+    name = std::string_view(static_cast<const char*>(PyUnicode_DATA(arg)),
+                            static_cast<std::size_t>(PyUnicode_GET_LENGTH(arg)));
+  } else {
     holder = other_name(call, arg, name);
     if (holder == nullptr) return nullptr;
   }
@@ -432,8 +474,19 @@ PyObject* mod_uninstall_print_function(PyObject*, PyObject*) {
 
 // ---------------------------------------------------------------------------------------------
 // _Scope: `with stopwatch.measure("x"):`, `with nvtx.range("x"):`, and both as decorators
+//
+// A `with` block costs what the protocol costs (bench/python_bench.py, docs/performance.md §5):
+// CPython looks __enter__ and __exit__ up on the type and binds each, which for methods in a
+// PyMethodDef allocates two bound-method objects per block, then calls them. Here:
+//   - __enter__ and __exit__ are descriptors of our own (_ScopeMethodDescr) whose binding returns
+//     the builtin method the scope bound once: no allocation, and the call of __exit__ at the
+//     block's end is one that CPython specialises (a METH_FASTCALL builtin);
+//   - measure(name) / range(name) return the calling thread's scope for that name object, kept
+//     in a small table (the scope cache): no allocation either once the name was used.
+// A scope and its bound methods refer to each other, so _Scope is a garbage-collected type.
 
 enum class ScopeKind { Measure, Range };
+enum ScopeOp { kEnter = 0, kExit = 1 };
 
 struct Scope {
   // The name: a str (its UTF-8 buffer stays put, so laptime's name cache hits) or any other name.
@@ -443,23 +496,15 @@ struct Scope {
   // count, not a flag, so that one object shared by threads (`with timer:` in each loader
   // thread) ends every thread's measurement; each thread ends its own.
   Py_ssize_t open;
+  PyObject* bound[2];  // scope.__enter__ and scope.__exit__, builtin methods (strong references)
 };
 
-PyObject* scope_new(PyObject* name, ScopeKind kind) {
-  Scope* self = PyObject_New(Scope, g_scope_type);
-  if (self == nullptr) return nullptr;
-  self->name = Py_NewRef(name);
-  self->kind = kind;
-  self->open = 0;
-  return reinterpret_cast<PyObject*>(self);
-}
+/// _Scope.__enter__ / _Scope.__exit__ in the type's dict.
+struct ScopeMethodDescr {
+  PyObject_HEAD ScopeOp op;
+};
 
-void scope_dealloc(PyObject* obj) {
-  PyTypeObject* type = Py_TYPE(obj);
-  Py_DECREF(reinterpret_cast<Scope*>(obj)->name);
-  PyObject_Free(obj);
-  Py_DECREF(type);  // an instance of a heap type owns a reference to it
-}
+PyTypeObject* g_scope_descr_type = nullptr;
 
 PyObject* scope_enter(PyObject* obj, PyObject*) {
   Scope* self = reinterpret_cast<Scope*>(obj);
@@ -477,6 +522,7 @@ PyObject* scope_enter(PyObject* obj, PyObject*) {
 
 // Ends what __enter__ started, also when the block raised (that exception then propagates). A
 // block entered while the tool was off ends nothing, even if the tool was enabled inside it.
+// The arguments (exc_type, exc, traceback) are not needed.
 PyObject* scope_exit(PyObject* obj, PyObject* const*, Py_ssize_t) {
   Scope* self = reinterpret_cast<Scope*>(obj);
   if (self->open == 0) Py_RETURN_FALSE;
@@ -492,8 +538,186 @@ PyObject* scope_exit(PyObject* obj, PyObject* const*, Py_ssize_t) {
   Py_RETURN_FALSE;
 }
 
-// As a decorator: laptime._decorate (Python, functools.wraps) builds the wrapper, which opens a
-// fresh scope per call (a decorated function may run on several threads at once).
+// What each scope binds once (PyCFunction_New), as `scope.__enter__` and `scope.__exit__`.
+PyMethodDef g_scope_method_defs[] = {
+    {"__enter__", scope_enter, METH_NOARGS, nullptr},
+    {"__exit__", as_cfunction(scope_exit), METH_FASTCALL, nullptr}};
+
+// Binding: scope.__enter__ is the scope's own callable; _Scope.__enter__ is the descriptor.
+PyObject* scope_descr_get(PyObject* descr, PyObject* obj, PyObject*) {
+  if (obj == nullptr || obj == Py_None) return Py_NewRef(descr);
+  if (LAPTIME_UNLIKELY(Py_TYPE(obj) != g_scope_type)) {
+    PyErr_Format(PyExc_TypeError, "laptime: a _Scope method bound to %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return nullptr;
+  }
+  PyObject* bound =
+      reinterpret_cast<Scope*>(obj)->bound[reinterpret_cast<ScopeMethodDescr*>(descr)->op];
+  if (LAPTIME_UNLIKELY(bound == nullptr)) {  // only in a finaliser of the scope's own garbage
+    PyErr_SetString(PyExc_RuntimeError, "laptime: this scope was garbage-collected");
+    return nullptr;
+  }
+  return Py_NewRef(bound);
+}
+
+// _Scope.__enter__(scope) and _Scope.__exit__(scope, *exc_info), as contextlib.ExitStack calls
+// them.
+PyObject* scope_descr_call(PyObject* descr, PyObject* args, PyObject* kwargs) {
+  const ScopeOp op = reinterpret_cast<ScopeMethodDescr*>(descr)->op;
+  const Py_ssize_t n = PyTuple_GET_SIZE(args);
+  if (n < 1 || Py_TYPE(PyTuple_GET_ITEM(args, 0)) != g_scope_type ||
+      (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) || (op == kEnter && n != 1)) {
+    PyErr_Format(PyExc_TypeError, "laptime: _Scope.%s takes a _Scope%s",
+                 op == kEnter ? "__enter__" : "__exit__", op == kEnter ? "" : " and exc_info");
+    return nullptr;
+  }
+  PyObject* scope = PyTuple_GET_ITEM(args, 0);
+  return op == kEnter ? scope_enter(scope, nullptr) : scope_exit(scope, nullptr, 0);
+}
+
+void scope_descr_dealloc(PyObject* obj) {
+  PyTypeObject* type = Py_TYPE(obj);
+  PyObject_Free(obj);
+  Py_DECREF(type);
+}
+
+PyType_Slot g_scope_descr_slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(scope_descr_dealloc)},
+                                     {Py_tp_descr_get, reinterpret_cast<void*>(scope_descr_get)},
+                                     {Py_tp_call, reinterpret_cast<void*>(scope_descr_call)},
+                                     {0, nullptr}};
+
+PyType_Spec g_scope_descr_spec = {"laptime._ScopeMethodDescr", sizeof(ScopeMethodDescr), 0,
+                                  Py_TPFLAGS_DEFAULT, g_scope_descr_slots};
+
+/// Puts the descriptors __enter__ and __exit__ into _Scope; false with an exception set.
+bool add_scope_methods(PyTypeObject* scope_type) {
+  for (const ScopeOp op : {kEnter, kExit}) {
+    ScopeMethodDescr* d = PyObject_New(ScopeMethodDescr, g_scope_descr_type);
+    if (d == nullptr) return false;
+    d->op = op;
+    const int r = PyObject_SetAttrString(reinterpret_cast<PyObject*>(scope_type),
+                                         op == kEnter ? "__enter__" : "__exit__",
+                                         reinterpret_cast<PyObject*>(d));
+    Py_DECREF(d);
+    if (r < 0) return false;
+  }
+  return true;
+}
+
+PyObject* scope_new(PyObject* name, ScopeKind kind) {
+  Scope* self = PyObject_GC_New(Scope, g_scope_type);
+  if (self == nullptr) return nullptr;
+  self->name = Py_NewRef(name);
+  self->kind = kind;
+  self->open = 0;
+  self->bound[kEnter] = self->bound[kExit] = nullptr;
+  PyObject_GC_Track(self);
+  PyObject* obj = reinterpret_cast<PyObject*>(self);
+  for (const ScopeOp op : {kEnter, kExit}) {
+    self->bound[op] = PyCFunction_New(&g_scope_method_defs[op], obj);
+    if (self->bound[op] == nullptr) {
+      Py_DECREF(obj);
+      return nullptr;
+    }
+  }
+  return obj;
+}
+
+int scope_traverse(PyObject* obj, visitproc visit, void* arg) {
+  Scope* self = reinterpret_cast<Scope*>(obj);
+  Py_VISIT(self->name);
+  Py_VISIT(self->bound[kEnter]);
+  Py_VISIT(self->bound[kExit]);
+#if PY_VERSION_HEX >= 0x03090000
+  Py_VISIT(Py_TYPE(obj));
+#endif
+  return 0;
+}
+
+// Breaks the scope <-> callables cycle. The name stays: the scope may still be entered.
+int scope_clear(PyObject* obj) {
+  Scope* self = reinterpret_cast<Scope*>(obj);
+  Py_CLEAR(self->bound[kEnter]);
+  Py_CLEAR(self->bound[kExit]);
+  return 0;
+}
+
+void scope_dealloc(PyObject* obj) {
+  PyTypeObject* type = Py_TYPE(obj);
+  PyObject_GC_UnTrack(obj);
+  scope_clear(obj);
+  Py_XDECREF(reinterpret_cast<Scope*>(obj)->name);
+  PyObject_GC_Del(obj);
+  Py_DECREF(type);  // an instance of a heap type owns a reference to it
+}
+
+// The scope cache: the scope measure(name) / range(name) returned last to this thread for this
+// name object, direct-mapped by (name, thread, kind). Per thread, so that blocks of one name on
+// several threads keep separate open counts, as separate objects did. An entry holds its scope,
+// which holds its name: a name in the table is alive, so no other object can have its address.
+// A thread state's address can be reused by a thread started after one ended, which then gets
+// the ended thread's scopes: their open counts are 0 (a thread leaves its blocks before it ends).
+// Everything here runs with the GIL held.
+struct ScopeCacheEntry {
+  PyThreadState* thread;
+  Scope* scope;
+};
+constexpr std::size_t kScopeCacheBits = 10;
+ScopeCacheEntry g_scope_cache[std::size_t{1} << kScopeCacheBits];
+
+LAPTIME_ALWAYS_INLINE std::size_t scope_cache_index(PyObject* name, PyThreadState* thread,
+                                                    ScopeKind kind) {
+  const std::uint64_t key = (reinterpret_cast<std::uintptr_t>(name) >> 4) ^
+                            (reinterpret_cast<std::uintptr_t>(thread) << 7) ^
+                            static_cast<std::uint64_t>(kind);
+  return static_cast<std::size_t>((key * 0x9e3779b97f4a7c15ULL) >> (64 - kScopeCacheBits));
+}
+
+/// Drops the cache's reference to `scope`. A scope nobody else holds (its references: the
+/// cache's and its two bound methods', each held only by the scope) is unlinked from its methods
+/// first, so that reference counting frees it now rather than the cycle collector later.
+void release_scope(Scope* scope) {
+  PyObject* obj = reinterpret_cast<PyObject*>(scope);
+  if (Py_REFCNT(obj) == 3 && scope->bound[kEnter] != nullptr &&
+      Py_REFCNT(scope->bound[kEnter]) == 1 && scope->bound[kExit] != nullptr &&
+      Py_REFCNT(scope->bound[kExit]) == 1) {
+    scope_clear(obj);
+  }
+  Py_DECREF(obj);
+}
+
+LAPTIME_NOINLINE PyObject* scope_cache_miss(ScopeCacheEntry& e, PyObject* name,
+                                            PyThreadState* thread, ScopeKind kind) {
+  PyObject* scope = scope_new(name, kind);
+  if (scope == nullptr) return nullptr;
+  Scope* old = e.scope;
+  e.thread = thread;
+  e.scope = reinterpret_cast<Scope*>(Py_NewRef(scope));
+  if (old != nullptr) release_scope(old);  // last: its name's __del__ may call measure()
+  return scope;
+}
+
+LAPTIME_ALWAYS_INLINE PyObject* cached_scope(PyObject* name, ScopeKind kind) {
+  PyThreadState* thread = PyThreadState_Get();
+  ScopeCacheEntry& e = g_scope_cache[scope_cache_index(name, thread, kind)];
+  if (LAPTIME_LIKELY(e.scope != nullptr && e.scope->name == name && e.thread == thread &&
+                     e.scope->kind == kind)) {
+    return Py_NewRef(reinterpret_cast<PyObject*>(e.scope));
+  }
+  return scope_cache_miss(e, name, thread, kind);
+}
+
+/// Empties the scope cache (tests: _testing_reset).
+void clear_scope_cache() {
+  for (ScopeCacheEntry& e : g_scope_cache) {
+    Scope* old = e.scope;
+    e = ScopeCacheEntry{nullptr, nullptr};
+    if (old != nullptr) release_scope(old);
+  }
+}
+
+// As a decorator: laptime._decorate (Python, functools.wraps) builds the wrapper, which opens
+// its scope per call (measure(name) on the calling thread).
 PyObject* scope_call(PyObject* self, PyObject* args, PyObject* kwargs) {
   PyObject* func = nullptr;
   if (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) {
@@ -523,10 +747,6 @@ PyObject* scope_get_kind(PyObject* obj, void*) {
                                                                                         : "range");
 }
 
-PyMethodDef g_scope_methods[] = {{"__enter__", scope_enter, METH_NOARGS, nullptr},
-                                 {"__exit__", as_cfunction(scope_exit), METH_FASTCALL, nullptr},
-                                 {nullptr, nullptr, 0, nullptr}};
-
 PyGetSetDef g_scope_getset[] = {
     {"name", scope_get_name, nullptr, "The measured name or range.", nullptr},
     {"kind", scope_get_kind, nullptr, "'measure' (Stopwatch) or 'range' (NVTX).", nullptr},
@@ -535,13 +755,15 @@ PyGetSetDef g_scope_getset[] = {
 PyType_Slot g_scope_slots[] = {
     {Py_tp_doc, const_cast<char*>("A timed or NVTX-annotated block; also a decorator.")},
     {Py_tp_dealloc, reinterpret_cast<void*>(scope_dealloc)},
-    {Py_tp_methods, g_scope_methods},
+    {Py_tp_traverse, reinterpret_cast<void*>(scope_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(scope_clear)},
     {Py_tp_getset, g_scope_getset},
     {Py_tp_call, reinterpret_cast<void*>(scope_call)},
     {Py_tp_repr, reinterpret_cast<void*>(scope_repr)},
     {0, nullptr}};
 
-PyType_Spec g_scope_spec = {"laptime._Scope", sizeof(Scope), 0, Py_TPFLAGS_DEFAULT, g_scope_slots};
+PyType_Spec g_scope_spec = {"laptime._Scope", sizeof(Scope), 0,
+                            Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, g_scope_slots};
 
 // ---------------------------------------------------------------------------------------------
 // laptime.Stopwatch: the facade of laptime::Stopwatch
@@ -549,18 +771,42 @@ PyType_Spec g_scope_spec = {"laptime._Scope", sizeof(Scope), 0, Py_TPFLAGS_DEFAU
 // The hot pair, METH_FASTCALL | METH_KEYWORDS for the seed's spelling start_meas(name=...).
 // Not enabled: one relaxed load, whatever the name (the seed's methods were empty then).
 // Enabled: a str's UTF-8 view and laptime's own path; other names take the cold fallback.
-PyObject* sw_start_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* name = one_arg("start_meas", "name", args, nargs, kwnames);
-  if (LAPTIME_UNLIKELY(name == nullptr)) return nullptr;
-  if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
+// The method itself is only the common case (one positional argument) and the not-enabled
+// test: everything else is a tail call, so that it needs no stack frame (docs/performance.md §5).
+LAPTIME_NOINLINE PyObject* start_meas_enabled(PyObject* name) {
   return with_name("start_meas", name, [](std::string_view n) { stopwatch().start_meas(n); });
 }
 
-PyObject* sw_end_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* name = one_arg("end_meas", "name", args, nargs, kwnames);
-  if (LAPTIME_UNLIKELY(name == nullptr)) return nullptr;
-  if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
+LAPTIME_NOINLINE PyObject* end_meas_enabled(PyObject* name) {
   return with_name("end_meas", name, [](std::string_view n) { stopwatch().end_meas(n); });
+}
+
+/// A hot method called other than with one positional argument: its argument by keyword, or
+/// TypeError; then the same as the method.
+[[gnu::cold]] LAPTIME_NOINLINE PyObject* sw_pair_other_args(const char* call,
+                                                            PyObject* (*enabled)(PyObject*),
+                                                            PyObject* const* args, Py_ssize_t nargs,
+                                                            PyObject* kwnames) {
+  PyObject* name = required_arg(call, "name", args, nargs, kwnames);
+  if (name == nullptr) return nullptr;
+  if (!stopwatch().is_enabled()) Py_RETURN_NONE;
+  return enabled(name);
+}
+
+PyObject* sw_start_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (LAPTIME_UNLIKELY(nargs != 1 || kwnames != nullptr)) {
+    return sw_pair_other_args("start_meas", start_meas_enabled, args, nargs, kwnames);
+  }
+  if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
+  return start_meas_enabled(args[0]);
+}
+
+PyObject* sw_end_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (LAPTIME_UNLIKELY(nargs != 1 || kwnames != nullptr)) {
+    return sw_pair_other_args("end_meas", end_meas_enabled, args, nargs, kwnames);
+  }
+  if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
+  return end_meas_enabled(args[0]);
 }
 
 // Whether this finish_iter will print the periodic report (laptime's own test, read ahead).
@@ -837,12 +1083,19 @@ PyObject* sw_wait_for_gpu_timings(PyObject*, PyObject*) {
 }
 
 PyObject* sw_measure(PyObject*, PyObject* name) {
-  return scope_new(name, ScopeKind::Measure);
+  return cached_scope(name, ScopeKind::Measure);
 }
 
 // Does nothing: the floor of a METH_O call taking a str, for bench/python_bench.py.
 PyObject* sw_noop(PyObject*, PyObject*) {
   Py_RETURN_NONE;
+}
+
+// Another method doing next to nothing (returns its argument; a body of its own, so that the
+// compiler does not fold it into _noop): `_noop(x); _noop2(x)` calls two C functions from the
+// same interpreter instruction, as start_meas and end_meas do (bench/python_bench.py).
+PyObject* sw_noop2(PyObject*, PyObject* arg) {
+  return Py_NewRef(arg);
 }
 
 PyObject* sw_repr(PyObject*) {
@@ -915,6 +1168,8 @@ PyMethodDef g_stopwatch_methods[] = {
      "set_worker_label($self, label, /)\n--\n\nIn a worker process, the label its figures carry "
      "in the parent's report (default \"pid N\"); e.g. from a DataLoader worker_init_fn."},
     {"_noop", sw_noop, METH_O, "_noop($self, name, /)\n--\n\nDoes nothing (benchmark floor)."},
+    {"_noop2", sw_noop2, METH_O,
+     "_noop2($self, name, /)\n--\n\nReturns name (benchmark floor: another function)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef g_stopwatch_getset[] = {
@@ -947,25 +1202,52 @@ PyType_Spec g_stopwatch_spec = {"laptime.Stopwatch", sizeof(PyObject), 0,
 // laptime.NVTXRangeWrapper: the facade of laptime::NVTXRangeWrapper
 
 // range_push(range_name), the seed's keyword; names as in start_meas.
-PyObject* nvtx_range_push(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* name = one_arg("range_push", "range_name", args, nargs, kwnames);
-  if (LAPTIME_UNLIKELY(name == nullptr)) return nullptr;
-  if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
+// As start_meas: the method is the common case, the rest tail calls.
+LAPTIME_NOINLINE PyObject* range_push_enabled(PyObject* name) {
   return with_name("range_push", name, [](std::string_view n) { nvtx().range_push(n); });
+}
+
+[[gnu::cold]] LAPTIME_NOINLINE PyObject* range_push_other_args(PyObject* const* args,
+                                                               Py_ssize_t nargs,
+                                                               PyObject* kwnames) {
+  PyObject* name = required_arg("range_push", "range_name", args, nargs, kwnames);
+  if (name == nullptr) return nullptr;
+  if (!nvtx().is_enabled()) Py_RETURN_NONE;
+  return range_push_enabled(name);
+}
+
+PyObject* nvtx_range_push(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (LAPTIME_UNLIKELY(nargs != 1 || kwnames != nullptr)) {
+    return range_push_other_args(args, nargs, kwnames);
+  }
+  if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
+  return range_push_enabled(args[0]);
 }
 
 // range_pop(range_name=None) (the seed's keyword; `expected` is laptime 0.1's spelling): with an
 // expected name and order tracking on, the innermost range is checked before anything is popped.
-PyObject* nvtx_range_pop(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* expected = nargs == 1 ? args[0] : nullptr;
-  if (LAPTIME_UNLIKELY(kwnames != nullptr || nargs > 1) &&
-      !parse_one_arg("range_pop", "range_name", "expected", false, args, nargs, kwnames,
+LAPTIME_NOINLINE PyObject* range_pop_enabled(PyObject* expected) {
+  if (expected == nullptr || expected == Py_None) return call_none([] { nvtx().range_pop(); });
+  return with_name("range_pop", expected, [](std::string_view n) { nvtx().range_pop(n); });
+}
+
+[[gnu::cold]] LAPTIME_NOINLINE PyObject* range_pop_other_args(PyObject* const* args,
+                                                              Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* expected = nullptr;
+  if (!parse_one_arg("range_pop", "range_name", "expected", false, args, nargs, kwnames,
                      expected)) {
     return nullptr;
   }
+  if (!nvtx().is_enabled()) Py_RETURN_NONE;
+  return range_pop_enabled(expected);
+}
+
+PyObject* nvtx_range_pop(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (LAPTIME_UNLIKELY(kwnames != nullptr || nargs > 1)) {
+    return range_pop_other_args(args, nargs, kwnames);
+  }
   if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
-  if (expected == nullptr || expected == Py_None) return call_none([] { nvtx().range_pop(); });
-  return with_name("range_pop", expected, [](std::string_view n) { nvtx().range_pop(n); });
+  return range_pop_enabled(nargs == 1 ? args[0] : nullptr);
 }
 
 PyObject* nvtx_enable(PyObject*, PyObject* args, PyObject* kwargs) {
@@ -1041,7 +1323,7 @@ PyObject* nvtx_profiler_stop(PyObject*, PyObject*) {
 }
 
 PyObject* nvtx_range(PyObject*, PyObject* name) {
-  return scope_new(name, ScopeKind::Range);
+  return cached_scope(name, ScopeKind::Range);
 }
 
 PyObject* nvtx_repr(PyObject*) {
@@ -1262,6 +1544,7 @@ PyObject* mod_testing_reset(PyObject*, PyObject*) {
   }
   laptime::set_error_policy(laptime::ErrorPolicy::Throw);
   stopwatch().set_print_function(print_to_sys_stdout, nullptr);
+  clear_scope_cache();
   Py_RETURN_NONE;
 }
 
@@ -1332,14 +1615,16 @@ extern "C" __attribute__((visibility("default"))) PyObject* PyInit__laptime() {
   PyTypeObject* stopwatch_type = add_type(module, &g_stopwatch_spec, "Stopwatch");
   PyTypeObject* nvtx_type = add_type(module, &g_nvtx_spec, "NVTXRangeWrapper");
   g_scope_type = add_type(module, &g_scope_spec, "_Scope");
+  g_scope_descr_type = add_type(module, &g_scope_descr_spec, "_ScopeMethodDescr");
   g_name_cache = PyDict_New();
   g_subclass_instances = PyDict_New();
   g_stopwatch = make_instance(stopwatch_type);
   g_nvtx = make_instance(nvtx_type);
   Py_XDECREF(stopwatch_type);
   Py_XDECREF(nvtx_type);
-  if (g_usage_error == nullptr || g_scope_type == nullptr || g_stopwatch == nullptr ||
-      g_name_cache == nullptr || g_subclass_instances == nullptr || g_nvtx == nullptr ||
+  if (g_usage_error == nullptr || g_scope_type == nullptr || g_scope_descr_type == nullptr ||
+      !add_scope_methods(g_scope_type) || g_stopwatch == nullptr || g_name_cache == nullptr ||
+      g_subclass_instances == nullptr || g_nvtx == nullptr ||
       PyModule_AddObject(module, "UsageError", Py_NewRef(g_usage_error)) < 0 ||
       PyModule_AddStringConstant(module, "__version__", LAPTIME_VERSION_STRING) < 0 ||
       PyModule_AddIntConstant(module, "HAVE_NVTX", LAPTIME_HAVE_NVTX) < 0) {
