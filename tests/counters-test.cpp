@@ -3,14 +3,17 @@
 // extension as Nsight Systems does (InitializeInjectionNvtxExtension) and logs every counter
 // registration and sample. The cases assert the counters' names, units and limits, and that the
 // values of constructed intervals are right: a busy loop, a sleep, a written and fsynced file.
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <string>
 #include <thread>
@@ -124,6 +127,34 @@ void spin_for(std::chrono::milliseconds d) {
   const auto until = std::chrono::steady_clock::now() + d;
   volatile std::uint64_t sink = 0;
   while (std::chrono::steady_clock::now() < until) sink = sink + 1;
+}
+
+/// Threads of this process named `name` (/proc/self/task/*/comm).
+int threads_named(const std::string& name) {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/self/task")) {
+    while (const dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+      std::string line;
+      if (std::getline(comm, line) && line == name) ++n;
+    }
+    ::closedir(d);
+  }
+  return n;
+}
+
+/// The program run again with `mode` as its argument and no NVTX tool: its exit status.
+int run_self_without_tool(const char* mode) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::unsetenv("NVTX_INJECTION64_PATH");
+    ::execl("/proc/self/exe", "counters-test", mode, static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 /// Counters off and the Stopwatch fresh, before and after a case.
@@ -290,6 +321,7 @@ TEST_CASE("the background sampler publishes the process tree at its rate, and st
   CountersOff off;
   clear_events();
   laptime::enable_nvtx_counters(50);
+  CHECK(threads_named("laptime-counter") == 1);
   const std::int64_t cpu_before = thread_cpu_ns();
   const std::int64_t wall_before = now_ns();
   spin_for(std::chrono::milliseconds(500));
@@ -317,6 +349,7 @@ TEST_CASE("the background sampler publishes the process tree at its rate, and st
   clear_events();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   CHECK(samples_of("process tree CPU").empty());
+  CHECK(threads_named("laptime-counter") == 0);
 
   // On again (a thread that was about to end keeps running instead): samples come back.
   laptime::enable_nvtx_counters(50);
@@ -337,6 +370,12 @@ TEST_CASE("with the counters off, tracked intervals publish nothing" * NEEDS_REC
     sw.end_meas("quiet");
   }
   CHECK(starting_with("counter").empty());
+}
+
+TEST_CASE("without a profiler attached, the counters start no thread and publish nothing" *
+          NEEDS_RECORDER) {
+  // In a process of its own: NVTX looks for its tool once, at its first call.
+  CHECK(run_self_without_tool("--no-tool-child") == 0);
 }
 
 TEST_CASE("a sample rate outside 0..1000 per second is a usage error" * LAPTIME_NEEDS_ENABLED) {
@@ -387,7 +426,20 @@ TEST_CASE("LAPTIME_NVTX_COUNTERS and LAPTIME_NVTX_COUNTERS_HZ, and the profiling
   }
 }
 
+// The child of "without a profiler attached": counters asked for at 50 Hz, a tracked interval,
+// and then no sampler thread (exit 0), or one (exit 1).
+int no_tool_child() {
+  laptime::Stopwatch& sw = tracking({"alone"});
+  laptime::enable_nvtx_counters(50);
+  if (!laptime::nvtx_counters_enabled()) return 2;
+  sw.start_meas("alone");
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  sw.end_meas("alone");
+  return threads_named("laptime-counter") == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--no-tool-child") return no_tool_child();
 #ifdef LAPTIME_NVTX_RECORDER_PATH
   // NVTX reads this at its first call, which comes later: every case runs under the recorder.
   ::setenv("NVTX_INJECTION64_PATH", LAPTIME_NVTX_RECORDER_PATH, 1);

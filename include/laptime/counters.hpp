@@ -10,9 +10,10 @@
 // ("process tree CPU", ...) over each period. LAPTIME_NVTX_COUNTERS=1 and LAPTIME_NVTX_COUNTERS_HZ
 // switch it from the environment; LAPTIME_PROFILE=profiling turns it on at 10 Hz.
 //
-// Cost: off, one relaxed load per tracked interval end. On without a profiler attached, NVTX's
-// counter registration returns no id and nothing more is done per interval; the background thread
-// is not started. docs/resources.md has the counters, their units and the tests behind them.
+// Cost: off, one relaxed load per tracked interval end. On without a profiler attached (NVTX then
+// gives laptime's domain no handle), the same: nothing is registered or published, and the
+// background thread is not started. docs/resources.md has the counters, their units, their cost
+// and the tests behind them.
 #pragma once
 
 #include "laptime/config.hpp"

@@ -7,9 +7,9 @@
 // or "MB/s"), an absolute value that holds since the previous sample (the figure describes the
 // window that ends at the sample), and for percentages the limits 0..100.
 //
-// Without a tool attached NVTX's registration returns 0 (its no-tool path: one load and a branch
-// per call after the first); a name whose counters got no id publishes nothing more, and the
-// background thread is not started. Off, a tracked interval's end pays one relaxed load.
+// Without a tool attached NVTX gives laptime's domain a NULL handle (and a registration id 0): the
+// counters stay off, a tracked interval's end pays one relaxed load as when they are off, and the
+// background thread is not started. (A name whose counters got no id publishes nothing either.)
 //
 // This is the one place that calls the counters API (detail/nvtx_api.hpp holds the core API); it
 // is part of the implementation part (stopwatch_state.hpp includes it).
@@ -67,8 +67,10 @@ struct NvtxCounterSet {
 
 /// The process-wide state (one per process, process_singleton "nvtx_counters").
 struct NvtxCountersState {
-  // Read at every tracked interval end: apart from what only configuration writes.
+  // Read at every tracked interval end: apart from what only configuration writes. `on`: enabled
+  // and a tool attached (NVTX gave laptime's domain a handle; without a tool it gives NULL).
   alignas(64) std::atomic<bool> on{false};
+  std::atomic<bool> requested{false};  // enable_nvtx_counters() in effect
   std::atomic<void*> domain{nullptr};
   std::atomic<int> cpus{0};
   // by_name[id]: the counters of the Stopwatch's name `id`; the table is made at the first enable.
@@ -316,7 +318,7 @@ void nvtx_counters_start_sampler(NvtxCountersState& c) {
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (ok) {
-    pthread_setname_np(tid, "laptime-counters");
+    pthread_setname_np(tid, "laptime-counter");
   } else {
     c.thread_running.store(false, std::memory_order_release);
     warn_once("nvtx-counters-thread",
@@ -348,12 +350,16 @@ LAPTIME_IMPL void nvtx_counters_enable(double sample_hz) {
                     std::memory_order_release);
   }
   c.cpus.store(resources::online_cpus(), std::memory_order_relaxed);
-  (void)nvtx_counters_domain(c);
+  const bool tool = nvtx_counters_domain(c) != nullptr;
   const std::int64_t period =
       sample_hz > 0 ? static_cast<std::int64_t>(std::llround(1e9 / sample_hz)) : 0;
-  if (period > 0 && c.sampler_set == nullptr) c.sampler_set = nvtx_counters_register(c, "");
-  c.period_ns.store(period > 0 && c.sampler_set->any ? period : 0, std::memory_order_release);
-  c.on.store(true, std::memory_order_release);
+  if (tool && period > 0 && c.sampler_set == nullptr) {
+    c.sampler_set = nvtx_counters_register(c, "");
+  }
+  c.period_ns.store(tool && period > 0 && c.sampler_set->any ? period : 0,
+                    std::memory_order_release);
+  c.requested.store(true, std::memory_order_release);
+  c.on.store(tool, std::memory_order_release);
   if (c.period_ns.load(std::memory_order_relaxed) > 0) nvtx_counters_start_sampler(c);
 }
 
@@ -363,10 +369,11 @@ LAPTIME_IMPL void nvtx_counters_disable() {
   std::lock_guard<std::mutex> lock(c.mutex);
   c.period_ns.store(0, std::memory_order_release);
   c.on.store(false, std::memory_order_release);
+  c.requested.store(false, std::memory_order_release);
 }
 
 LAPTIME_IMPL bool nvtx_counters_enabled() {
-  return nvtx_counters_state().on.load(std::memory_order_acquire);
+  return nvtx_counters_state().requested.load(std::memory_order_acquire);
 }
 
 #endif  // LAPTIME_ENABLED
