@@ -276,6 +276,8 @@ void nvtx_counters_sampler_run(NvtxCountersState& c) noexcept {
       if (c.period_ns.load(std::memory_order_seq_cst) <= 0) return;
       bool expected = false;
       if (!c.thread_running.compare_exchange_strong(expected, true)) return;  // a new thread runs
+      prev = resources::sample_at("/proc", self, /*precise_self=*/true);      // a fresh window
+      prev_ns = resources::detail::monotonic_ns();
       continue;
     }
     // Sleeps to the next multiple of the period after the last sample.
