@@ -147,11 +147,12 @@ int threads_named(const std::string& name) {
   return n;
 }
 
-/// The program run again with `mode` as its argument and no NVTX tool: its exit status.
-int run_self_without_tool(const char* mode) {
+/// The program run again with `mode` as its argument (with no NVTX tool unless `tool`): its exit
+/// status.
+int run_self(const char* mode, bool tool) {
   const pid_t pid = ::fork();
   if (pid == 0) {
-    ::unsetenv("NVTX_INJECTION64_PATH");
+    if (!tool) ::unsetenv("NVTX_INJECTION64_PATH");
     ::execl("/proc/self/exe", "counters-test", mode, static_cast<char*>(nullptr));
     ::_exit(127);
   }
@@ -403,7 +404,12 @@ TEST_CASE("with the counters off, tracked intervals publish nothing" * NEEDS_REC
 TEST_CASE("without a profiler attached, the counters start no thread and publish nothing" *
           NEEDS_RECORDER) {
   // In a process of its own: NVTX looks for its tool once, at its first call.
-  CHECK(run_self_without_tool("--no-tool-child") == 0);
+  CHECK(run_self("--no-tool-child", false) == 0);
+}
+
+TEST_CASE("the counters go to the NVTX wrapper's named domain where it has one" * NEEDS_RECORDER) {
+  // In a process of its own: the domain is chosen once per process, at the first enable.
+  CHECK(run_self("--domain-child", true) == 0);
 }
 
 TEST_CASE("a sample rate outside 0..1000 per second is a usage error" * LAPTIME_NEEDS_ENABLED) {
@@ -466,12 +472,29 @@ int no_tool_child() {
   return threads_named("laptime-counter") == 0 ? 0 : 1;
 }
 
+// The child of "the NVTX wrapper's named domain": the wrapper enabled with the domain "trainer",
+// then the counters; exit 0 if a tracked interval's counters were registered and sampled there.
+int domain_child() {
+  laptime::NVTXOptions options;
+  options.domain = "trainer";
+  laptime::NVTXRangeWrapper::instance().enable(false, false, false, options);
+  laptime::Stopwatch& sw = tracking({"step"});
+  laptime::enable_nvtx_counters();
+  sw.start_meas("step");
+  sw.end_meas("step");
+  const auto registered = starting_with("counter-register trainer \"step: ");
+  const auto sampled = starting_with("counter trainer \"step: process tree CPU\" ");
+  const bool elsewhere = !starting_with("counter-register laptime").empty();
+  return registered.size() == 4 && sampled.size() == 1 && !elsewhere ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--no-tool-child") return no_tool_child();
 #ifdef LAPTIME_NVTX_RECORDER_PATH
   // NVTX reads this at its first call, which comes later: every case runs under the recorder.
   ::setenv("NVTX_INJECTION64_PATH", LAPTIME_NVTX_RECORDER_PATH, 1);
 #endif
+  if (argc == 2 && std::string(argv[1]) == "--domain-child") return domain_child();
   doctest::Context context(argc, argv);
   return context.run();
 }
