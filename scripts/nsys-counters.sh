@@ -161,11 +161,20 @@ if "NVTX_COUNTER_GROUPS" in tables:
     if "NVTX_DOMAINS" in tables:  # best effort: the domain's name for the printout
         dcols = columns("NVTX_DOMAINS")
         print("NVTX_DOMAINS columns:", ", ".join(dcols))
-    for group in db.execute("SELECT domainId, counterGroupId, name FROM NVTX_COUNTER_GROUPS"):
-        domain, gid, name = group
+    # Column names as nsys's own recipes read them; another nsys may spell them otherwise.
+    pick = lambda *names: next((c for n in names for c in cols if c.lower() == n.lower()), None)
+    dcol, gcol, ncol = pick("domainId"), pick("counterGroupId", "counterId", "id"), pick("name")
+    if not (dcol and gcol and ncol):
+        print("NVTX_COUNTER_GROUPS has unexpected columns; its rows:")
+        for r in db.execute("SELECT * FROM NVTX_COUNTER_GROUPS LIMIT 20"):
+            print("   ", r)
+    groups = db.execute(f'SELECT "{dcol}", "{gcol}", "{ncol}" FROM NVTX_COUNTER_GROUPS').fetchall() \
+        if dcol and gcol and ncol else []
+    for domain, gid, name in groups:
         table = f"NVTX_COUNTER_SAMPLES_{domain}_{gid}"
         if table not in tables:
-            print(f"counter {name!r}: no table {table}")
+            near = [t for t in tables if t.startswith("NVTX_COUNTER_SAMPLES")][:5]
+            print(f"counter {name!r}: no table {table} (sample tables: {near})")
             samples[name] = []
             continue
         scols = columns(table)
