@@ -31,6 +31,9 @@
 #if LAPTIME_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
 #endif
+#if LAPTIME_HAVE_NVTX_COUNTERS
+#include <nvtx3/nvToolsExtCounters.h>
+#endif
 
 namespace {
 
@@ -524,6 +527,90 @@ void BM_CpuSample_Tree8(benchmark::State& state) {
   ::close(fds[1]);
 }
 BENCHMARK(BM_CpuSample_Tree8);
+
+// ---- Issue 18: CPU and I/O as NVTX counters (laptime/counters.hpp) ----------------------------
+
+#if LAPTIME_HAVE_NVTX_COUNTERS
+// Two samples 10 ms apart, with every figure valid: what an interval's end publishes.
+std::pair<laptime::resources::Sample, laptime::resources::Sample> counter_window() {
+  laptime::resources::Sample a, b;
+  a.tree_cpu_ok = b.tree_cpu_ok = a.system_ok = b.system_ok = a.io_ok = b.io_ok = true;
+  a.tree_cpu_s = 1.0;
+  b.tree_cpu_s = 1.005;
+  a.system_total_ticks = 1000;
+  b.system_total_ticks = 1002;
+  b.system_busy_ticks = 1;
+  b.read_bytes = b.write_bytes = 4096;
+  a.taken_ns = 1'000'000'000;
+  b.taken_ns = 1'010'000'000;
+  return {a, b};
+}
+
+// The raw baseline: one nvtxCounterSampleFloat64 with no tool attached (NVTX's own no-tool path:
+// a load of the extension's slot and a branch, after the first call).
+void BM_NvtxCounterSampleRaw(benchmark::State& state) {
+  const nvtxDomainHandle_t domain = nvtxDomainCreateA("laptime-bench");
+  double v = 12.5;
+  for (auto _ : state) {
+    nvtxCounterSampleFloat64(domain, NVTX_COUNTER_ID_STATIC_START, v);
+    benchmark::DoNotOptimize(v);
+  }
+}
+BENCHMARK(BM_NvtxCounterSampleRaw);
+
+// laptime publishing one window's four figures (the interval's Usage arithmetic, then four
+// samples) with no tool attached: a counter set with ids, as a tool would have given.
+void BM_NvtxCountersPublish_NoTool(benchmark::State& state) {
+  namespace d = laptime::detail;
+  d::NvtxCountersState& c = d::nvtx_counters_state();
+  laptime::enable_nvtx_counters();  // the domain and the CPU count
+  d::NvtxCounterSet set;
+  for (int i = 0; i < d::kCounterFigures; ++i) {
+    set.id[i] = NVTX_COUNTER_ID_STATIC_START + static_cast<std::uint64_t>(i);
+  }
+  set.any = true;
+  const auto [a, b] = counter_window();
+  for (auto _ : state) {
+    d::nvtx_counters_publish(c, set, a, b, 10'000'000);
+    benchmark::ClobberMemory();
+  }
+  laptime::disable_nvtx_counters();
+}
+BENCHMARK(BM_NvtxCountersPublish_NoTool);
+
+// What a tracked interval's end adds (the Stopwatch's hook), counters off, and on with no tool
+// attached (the name's counters got no id at registration: nothing is published).
+void counters_interval_end(benchmark::State& state, bool on) {
+  namespace d = laptime::detail;
+  enable_stopwatch();
+  Stopwatch::instance().track_cpu_usage("counted");
+  if (on) laptime::enable_nvtx_counters();
+  Stopwatch::instance().start_meas("counted");  // interns the name: its id and text
+  Stopwatch::instance().end_meas("counted");
+  d::StopwatchState& sw = d::stopwatch_state();
+  std::uint32_t id = 0;
+  while (id < LAPTIME_MAX_NAMES - 1) {
+    const std::string* n = sw.names[id].load();
+    if (n == nullptr || *n == "counted") break;
+    ++id;
+  }
+  const auto [a, b] = counter_window();
+  for (auto _ : state) {
+    d::nvtx_counters_interval_end(id, sw.names[id], a, b, 10'000'000);
+    benchmark::ClobberMemory();
+  }
+  laptime::disable_nvtx_counters();
+  laptime::detail::testing_reset_stopwatch();
+}
+void BM_NvtxCountersIntervalEnd_Off(benchmark::State& state) {
+  counters_interval_end(state, false);
+}
+BENCHMARK(BM_NvtxCountersIntervalEnd_Off);
+void BM_NvtxCountersIntervalEnd_NoTool(benchmark::State& state) {
+  counters_interval_end(state, true);
+}
+BENCHMARK(BM_NvtxCountersIntervalEnd_NoTool);
+#endif  // LAPTIME_HAVE_NVTX_COUNTERS
 
 // ---- Issue 16: the histogram's insert and memory per (thread, name) --------------------------
 

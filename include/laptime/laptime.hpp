@@ -5,7 +5,7 @@
 // Stopwatch (timing per iteration, percentiles, CPU and I/O of tracked names, GPU time),
 // NVTXRangeWrapper (ranges for Nsight Systems with order checks), resources (/proc sampling),
 // cuda (run-time driver access: sync, events, profiler capture), settings (configure from the
-// environment). docs/ has the user guide.
+// environment), counters (CPU and I/O as NVTX counters). docs/ has the user guide.
 //
 // A single-file program needs nothing else: no library, no define. A program of several files
 // may include this in each of them (the implementation's functions are weak, linked once), or,
@@ -15,6 +15,7 @@
 #pragma once
 
 #include "laptime/config.hpp"
+#include "laptime/counters.hpp"
 #include "laptime/cuda.hpp"
 #include "laptime/error.hpp"
 #include "laptime/nvtx.hpp"

@@ -3,7 +3,8 @@
 //
 //   LAPTIME_PROFILE=training     everything off (the real run)
 //   LAPTIME_PROFILE=evaluation   Stopwatch only
-//   LAPTIME_PROFILE=profiling    Stopwatch and NVTX ranges, no range-order checks (cheapest)
+//   LAPTIME_PROFILE=profiling    Stopwatch and NVTX ranges, no range-order checks (cheapest),
+//                                CPU and I/O as NVTX counters (counters.hpp) at 10 Hz
 //   LAPTIME_PROFILE=debugging    Stopwatch and NVTX ranges with range-order checks
 //
 // and one variable per setting on top (docs/configuration.md lists them all). In the program:
@@ -44,6 +45,9 @@ struct Settings {
   bool nvtx_sync_on_pop = false;
   bool nvtx_check_order = false;
   std::string nvtx_domain;
+
+  bool nvtx_counters = false;   ///< LAPTIME_NVTX_COUNTERS: tracked names' CPU and I/O as counters
+  double nvtx_counters_hz = 0;  ///< LAPTIME_NVTX_COUNTERS_HZ: process-tree samples per second
 
   std::vector<std::string> warnings;  ///< one line per malformed variable (it was ignored)
 

@@ -41,6 +41,8 @@ from ._laptime import (
     set_max_names,
 )
 
+from ._laptime import disable_nvtx_counters, enable_nvtx_counters  # noqa: E402 (issue 18)
+
 __version__ = _laptime.__version__
 
 __all__ = [
@@ -55,6 +57,7 @@ __all__ = [
     "set_error_policy",
     "set_max_names",
 ]
+__all__ += ["disable_nvtx_counters", "enable_nvtx_counters"]
 
 
 def _decorate(scope, func):

@@ -11,6 +11,9 @@ from ._laptime import (
     set_max_names as set_max_names,
 )
 
+from ._laptime import disable_nvtx_counters as disable_nvtx_counters
+from ._laptime import enable_nvtx_counters as enable_nvtx_counters
+
 __version__: str
 __all__ = [
     "NVTXRangeWrapper",
@@ -23,4 +26,6 @@ __all__ = [
     "max_names",
     "set_error_policy",
     "set_max_names",
+    "disable_nvtx_counters",
+    "enable_nvtx_counters",
 ]

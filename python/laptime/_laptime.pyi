@@ -204,3 +204,10 @@ def set_max_names(n: int, /) -> int:
 
 def max_names() -> int:
     """The limit on distinct measurement names in force."""
+
+def enable_nvtx_counters(sample_hz: float = 0.0) -> None:
+    """Publishes the CPU % and storage MB/s of tracked names as NVTX counters at the end of each
+    tracked interval; with ``sample_hz`` > 0 also the process tree's, that many times a second."""
+
+def disable_nvtx_counters() -> None:
+    """Stops publishing NVTX counters."""

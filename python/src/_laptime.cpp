@@ -1548,6 +1548,27 @@ PyObject* mod_testing_reset(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// enable_nvtx_counters(sample_hz=0.0) / disable_nvtx_counters(): laptime/counters.hpp.
+PyObject* mod_enable_nvtx_counters(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"sample_hz", nullptr};
+  double hz = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|d:enable_nvtx_counters",
+                                   const_cast<char**>(keywords), &hz)) {
+    return nullptr;
+  }
+  try {
+    laptime::enable_nvtx_counters(hz);
+  } catch (...) {
+    return set_python_error();
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* mod_disable_nvtx_counters(PyObject*, PyObject*) {
+  laptime::disable_nvtx_counters();
+  Py_RETURN_NONE;
+}
+
 PyMethodDef g_module_methods[] = {
     {"set_error_policy", mod_set_error_policy, METH_O,
      "set_error_policy(policy, /)\n--\n\nWhat a usage error does, process-wide: 'throw' (raise "
@@ -1568,6 +1589,13 @@ PyMethodDef g_module_methods[] = {
      "the limit in force."},
     {"max_names", mod_max_names, METH_NOARGS,
      "max_names()\n--\n\nThe limit on distinct measurement names in force."},
+    {"enable_nvtx_counters", as_cfunction(mod_enable_nvtx_counters), METH_VARARGS | METH_KEYWORDS,
+     "enable_nvtx_counters(sample_hz=0.0)\n--\n\nPublishes the CPU % and storage MB/s of "
+     "tracked names as NVTX counters at the end of each tracked interval; with sample_hz > 0 "
+     "also the process tree's, that many times a second (also LAPTIME_NVTX_COUNTERS, "
+     "LAPTIME_NVTX_COUNTERS_HZ)."},
+    {"disable_nvtx_counters", mod_disable_nvtx_counters, METH_NOARGS,
+     "disable_nvtx_counters()\n--\n\nStops publishing NVTX counters."},
     {"_install_print_function", mod_install_print_function, METH_NOARGS, nullptr},
     {"_uninstall_print_function", mod_uninstall_print_function, METH_NOARGS, nullptr},
     {"_testing_reset", mod_testing_reset, METH_NOARGS, nullptr},

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "laptime/counters.hpp"
 #include "laptime/detail/env.hpp"
 #include "laptime/detail/stopwatch_config.hpp"
 #include "laptime/error.hpp"
@@ -59,6 +60,8 @@ LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx) {
       s.stopwatch = true;
     } else if (*profile == "profiling") {
       s.stopwatch = s.nvtx = true;
+      s.nvtx_counters = true;
+      s.nvtx_counters_hz = 10;
     } else if (*profile == "debugging") {
       s.stopwatch = s.nvtx = s.nvtx_check_order = true;
     } else {
@@ -174,6 +177,19 @@ LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx) {
   flag("LAPTIME_NVTX_SYNC_POP", s.nvtx_sync_on_pop);
   flag("LAPTIME_NVTX_CHECK_ORDER", s.nvtx_check_order);
   if (auto v = get("LAPTIME_NVTX_DOMAIN")) s.nvtx_domain = std::string(*v);
+  flag("LAPTIME_NVTX_COUNTERS", s.nvtx_counters);
+  if (auto v = get("LAPTIME_NVTX_COUNTERS_HZ")) {
+    const std::string text(*v);
+    char* end = nullptr;
+    const double hz = std::strtod(text.c_str(), &end);
+    if (end != nullptr && *end == '\0' && hz >= 0 && hz <= 1000) {  // NaN fails the comparisons
+      s.nvtx_counters_hz = hz;
+      // A rate turns the counters on, unless LAPTIME_NVTX_COUNTERS said no.
+      if (hz > 0 && !get("LAPTIME_NVTX_COUNTERS")) s.nvtx_counters = true;
+    } else {
+      malformed("LAPTIME_NVTX_COUNTERS_HZ", *v, "is not a rate between 0 and 1000 per second");
+    }
+  }
   return s;
 }
 }  // namespace detail
@@ -238,6 +254,10 @@ LAPTIME_IMPL void apply_settings(const Settings& s, int rank) noexcept {
       NVTXRangeWrapper::instance().enable(s.nvtx_sync_on_push, s.nvtx_sync_on_pop,
                                           s.nvtx_check_order, options);
     });
+  }
+  // After the wrapper: the counters go to its named domain where it has one.
+  if (s.nvtx_counters) {
+    step("LAPTIME_NVTX_COUNTERS", [&] { enable_nvtx_counters(s.nvtx_counters_hz); });
   }
 }
 

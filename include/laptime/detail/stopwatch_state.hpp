@@ -28,6 +28,7 @@
 #include "laptime/detail/clock_impl.hpp"
 #include "laptime/detail/env.hpp"
 #include "laptime/detail/histogram.hpp"
+#include "laptime/detail/nvtx_counters.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/stopwatch_figures.hpp"
 #include "laptime/detail/stopwatch_hot.hpp"
@@ -448,6 +449,9 @@ inline void StopwatchState::end_features(ThreadRecord& owner, Slot& run_slot, st
       std::lock_guard<std::mutex> lock(owner.mutex);
       r->usage.add(r->start, end_sample, static_cast<std::uint64_t>(dt));
     }
+    // The interval's figures on the profiler's timeline, warm-up included (enable_nvtx_counters).
+    nvtx_counters_interval_end(
+        id, names[id], run_slot.resources.load(std::memory_order_acquire)->start, end_sample, dt);
   }
   const std::uint32_t token =
       run_slot.gpu_token.exchange(cuda::GpuEventTimer::kInvalid, std::memory_order_relaxed);

@@ -1,0 +1,384 @@
+// laptime internals: the CPU and I/O of tracked names as NVTX counters (counters.hpp is the API).
+//
+// NVTX's counters extension (nvtx3/nvToolsExtCounters.h, NVTX 3.2; the CUDA 13 toolkit has it):
+// nvtxCounterRegister once per counter, cold, under this state's lock; then one
+// nvtxCounterSampleFloat64 per figure (nvtxCounterSampleNoValue where /proc could not give it),
+// whose timestamp the tool takes. Each counter is a double with counter semantics: its unit ("%"
+// or "MB/s"), an absolute value that holds since the previous sample (the figure describes the
+// window that ends at the sample), and for percentages the limits 0..100.
+//
+// Without a tool attached NVTX gives laptime's domain a NULL handle (and a registration id 0): the
+// counters stay off, a tracked interval's end pays one relaxed load as when they are off, and the
+// background thread is not started. (A name whose counters got no id publishes nothing either.)
+//
+// This is the one place that calls the counters API (detail/nvtx_api.hpp holds the core API); it
+// is part of the implementation part (stopwatch_state.hpp includes it).
+#pragma once
+
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "laptime/config.hpp"
+#include "laptime/counters.hpp"
+#include "laptime/detail/nvtx_setup.hpp"
+#include "laptime/detail/process_singleton.hpp"
+#include "laptime/error.hpp"
+#include "laptime/resources.hpp"
+
+// LAPTIME_HAVE_NVTX_COUNTERS: whether NVTX's counters extension header is there (NVTX 3.2 and
+// later). Without it enable_nvtx_counters() warns once and publishes nothing. Cost: none.
+#ifndef LAPTIME_HAVE_NVTX_COUNTERS
+#if LAPTIME_ENABLED && LAPTIME_HAVE_NVTX && defined(__has_include)
+#if __has_include(<nvtx3/nvToolsExtCounters.h>)
+#define LAPTIME_HAVE_NVTX_COUNTERS 1
+#endif
+#endif
+#endif
+#ifndef LAPTIME_HAVE_NVTX_COUNTERS
+#define LAPTIME_HAVE_NVTX_COUNTERS 0
+#endif
+
+#if LAPTIME_HAVE_NVTX_COUNTERS
+#include <nvtx3/nvToolsExtCounters.h>
+#include <nvtx3/nvToolsExtSemanticsCounters.h>
+#endif
+
+LAPTIME_BEGIN_NAMESPACE
+namespace detail {
+
+#if LAPTIME_ENABLED
+
+/// The figures each set of counters publishes, in this order.
+enum NvtxCounterFigure : int { kCounterProcessCpu, kCounterSystemCpu, kCounterRead, kCounterWrite };
+inline constexpr int kCounterFigures = 4;
+
+/// One set of counters (a tracked name's, or the background sampler's). Never destroyed.
+struct NvtxCounterSet {
+  std::uint64_t id[kCounterFigures] = {};  // 0: NVTX gave none (no tool attached)
+  bool any = false;                        // some id is not 0
+};
+
+/// The process-wide state (one per process, process_singleton "nvtx_counters").
+struct NvtxCountersState {
+  // Read at every tracked interval end: apart from what only configuration writes. `on`: enabled
+  // and a tool attached (NVTX gave laptime's domain a handle; without a tool it gives NULL).
+  alignas(64) std::atomic<bool> on{false};
+  std::atomic<bool> requested{false};  // enable_nvtx_counters() in effect
+  std::atomic<void*> domain{nullptr};
+  std::atomic<int> cpus{0};
+  // by_name[id]: the counters of the Stopwatch's name `id`; the table is made at the first enable.
+  std::atomic<std::atomic<const NvtxCounterSet*>*> by_name{nullptr};
+
+  // The lock of registration and configuration; held across fork (kForkNvtxCounters). While
+  // holding it the code may take the NVTX wrapper's configuration lock and warn, nothing else.
+  alignas(64) std::mutex mutex;
+  bool domain_ready = false;
+  const NvtxCounterSet* sampler_set = nullptr;
+
+  // The background sampler: its period (0: off) and whether its thread runs in this process.
+  std::atomic<std::int64_t> period_ns{0};
+  std::atomic<bool> thread_running{false};
+};
+
+// Between the Stopwatch's locks (kForkStopwatch) and the NVTX wrapper's (kForkNvtx): registration
+// takes the wrapper's configuration lock while it holds this state's lock.
+inline constexpr ForkRank kForkNvtxCounters = static_cast<ForkRank>(15);
+
+LAPTIME_ALWAYS_INLINE NvtxCountersState& nvtx_counters_state() {
+  return process_singleton<NvtxCountersState>("nvtx_counters");
+}
+
+/// Joins the fork plan: by enable and disable, before they take the lock (registration takes it
+/// only after an enable). The warning table and the wrapper's locks join first: both are taken
+/// under this state's lock.
+inline void nvtx_counters_join_fork_plan() {
+  nvtx_join_fork_plan();
+  fork_participate(
+      kForkNvtxCounters, [] { nvtx_counters_state().mutex.lock(); },
+      [] { nvtx_counters_state().mutex.unlock(); },
+      [] {
+        NvtxCountersState& c = nvtx_counters_state();
+        c.mutex.unlock();
+        // The sampler thread is not copied into the child; the parent's tree includes the child.
+        c.thread_running.store(false, std::memory_order_relaxed);
+        c.period_ns.store(0, std::memory_order_relaxed);
+      });
+}
+
+// ---- The counters API (no-ops without the extension's header) ---------------------------------
+
+/// Registers one double counter named `name` with `unit`; 0 where no tool gave it an id.
+inline std::uint64_t nvtx_counter_register(void* domain, const std::string& name, const char* unit,
+                                           const char* description, bool percent) noexcept {
+#if LAPTIME_HAVE_NVTX_COUNTERS
+  nvtxSemanticsCounter_t sem{};
+  sem.header.structSize = sizeof sem;
+  sem.header.semanticId = NVTX_SEMANTIC_ID_COUNTERS_V1;
+  sem.header.version = NVTX_COUNTER_SEMANTIC_VERSION;
+  sem.header.next = nullptr;
+  sem.flags = NVTX_COUNTER_FLAG_VALUETYPE_ABSOLUTE | NVTX_COUNTER_FLAG_INTERPOLATION_SINCE_LAST;
+  sem.unit = unit;
+  sem.unitScaleNumerator = 1;
+  sem.unitScaleDenominator = 1;
+  sem.limitType = NVTX_COUNTER_LIMIT_UNDEFINED;
+  if (percent) {
+    sem.flags |= NVTX_COUNTER_FLAG_LIMITS;
+    sem.limitType = NVTX_COUNTER_LIMIT_F64;
+    sem.min.f64 = 0.0;
+    sem.max.f64 = 100.0;
+  }
+  nvtxCounterAttr_t attr{};
+  attr.structSize = sizeof attr;
+  attr.schemaId = NVTX_PAYLOAD_ENTRY_TYPE_DOUBLE;
+  attr.name = name.c_str();
+  attr.description = description;
+  attr.scopeId = NVTX_SCOPE_NONE;
+  attr.semantics = &sem.header;
+  attr.counterId = NVTX_COUNTER_ID_NONE;  // the tool numbers them
+  return nvtxCounterRegister(static_cast<nvtxDomainHandle_t>(domain), &attr);
+#else
+  (void)domain;
+  (void)name;
+  (void)unit;
+  (void)description;
+  (void)percent;
+  return 0;
+#endif
+}
+
+inline void nvtx_counter_sample(void* domain, std::uint64_t id, std::optional<double> v) noexcept {
+#if LAPTIME_HAVE_NVTX_COUNTERS
+  if (id == 0) return;
+  const auto d = static_cast<nvtxDomainHandle_t>(domain);
+  if (v) {
+    nvtxCounterSampleFloat64(d, id, *v);
+  } else {
+    nvtxCounterSampleNoValue(d, id, NVTX_COUNTER_SAMPLE_UNAVAILABLE);
+  }
+#else
+  (void)domain;
+  (void)id;
+  (void)v;
+#endif
+}
+
+// ---- Registration (cold, under the state's lock) -----------------------------------------------
+
+/// laptime's NVTX domain: the wrapper's named domain if it was enabled with one, else "laptime".
+template <int = 0>
+void* nvtx_counters_domain(NvtxCountersState& c) {
+  if (!c.domain_ready) {
+    NvtxState& w = nvtx_state();
+    std::lock_guard<std::mutex> lock(w.config_mutex);
+    const bool named = (w.state.load(std::memory_order_relaxed) & NvtxState::kEnabled) != 0 &&
+                       !w.options_domain.empty();
+    c.domain.store(nvtx_find_or_create_domain(w, named ? w.options_domain : std::string("laptime")),
+                   std::memory_order_release);
+    c.domain_ready = true;
+  }
+  return c.domain.load(std::memory_order_relaxed);
+}
+
+/// Registers the four counters "<prefix>process tree CPU", ... (prefix "" or "<name>: ").
+template <int = 0>
+const NvtxCounterSet* nvtx_counters_register(NvtxCountersState& c, const std::string& prefix) {
+  void* domain = nvtx_counters_domain(c);
+  auto* set = new NvtxCounterSet();
+  set->id[kCounterProcessCpu] = nvtx_counter_register(
+      domain, prefix + "process tree CPU", "%",
+      "CPU time of this process and its descendants over the window, % of all CPUs", true);
+  set->id[kCounterSystemCpu] = nvtx_counter_register(
+      domain, prefix + "system CPU", "%", "busy share of the machine's CPUs over the window", true);
+  set->id[kCounterRead] = nvtx_counter_register(domain, prefix + "read", "MB/s",
+                                                "bytes the process tree read from storage", false);
+  set->id[kCounterWrite] =
+      nvtx_counter_register(domain, prefix + "write", "MB/s",
+                            "bytes the process tree caused to be written to storage", false);
+  for (const std::uint64_t id : set->id) set->any = set->any || id != 0;
+  return set;
+}
+
+/// The counters of the Stopwatch's name `id` (text in `name`), registered at its first interval.
+template <int = 0>
+LAPTIME_NOINLINE const NvtxCounterSet* nvtx_counters_for(
+    NvtxCountersState& c, std::uint32_t id, const std::atomic<const std::string*>& name) {
+  std::atomic<const NvtxCounterSet*>* table = c.by_name.load(std::memory_order_acquire);
+  if (table == nullptr || id >= static_cast<std::uint32_t>(LAPTIME_MAX_NAMES)) return nullptr;
+  if (const NvtxCounterSet* s = table[id].load(std::memory_order_acquire)) return s;
+  const std::string* text = name.load(std::memory_order_acquire);
+  if (text == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (const NvtxCounterSet* s = table[id].load(std::memory_order_acquire)) return s;
+  const NvtxCounterSet* s = nvtx_counters_register(c, *text + ": ");
+  table[id].store(s, std::memory_order_release);
+  return s;
+}
+
+// ---- Publishing
+// ----------------------------------------------------------------------------------
+
+/// Publishes the figures of the window from `start` to `end` (`wall_ns` long).
+template <int = 0>
+void nvtx_counters_publish(const NvtxCountersState& c, const NvtxCounterSet& set,
+                           const resources::Sample& start, const resources::Sample& end,
+                           std::uint64_t wall_ns) noexcept {
+  resources::Usage u;
+  u.add(start, end, wall_ns);
+  void* domain = c.domain.load(std::memory_order_acquire);
+  nvtx_counter_sample(domain, set.id[kCounterProcessCpu],
+                      u.process_percent(c.cpus.load(std::memory_order_relaxed)));
+  nvtx_counter_sample(domain, set.id[kCounterSystemCpu], u.system_percent());
+  nvtx_counter_sample(domain, set.id[kCounterRead], u.read_mb_per_s());
+  nvtx_counter_sample(domain, set.id[kCounterWrite], u.write_mb_per_s());
+}
+
+/// The slow half of nvtx_counters_interval_end.
+template <int = 0>
+LAPTIME_NOINLINE void nvtx_counters_interval(NvtxCountersState& c, std::uint32_t id,
+                                             const std::atomic<const std::string*>& name,
+                                             const resources::Sample& start,
+                                             const resources::Sample& end, std::int64_t dt) {
+  const NvtxCounterSet* set = nvtx_counters_for(c, id, name);
+  if (set == nullptr || !set->any) return;
+  nvtx_counters_publish(c, *set, start, end, static_cast<std::uint64_t>(dt > 0 ? dt : 0));
+}
+
+/// The Stopwatch's hook: a tracked interval of name `id` ended (StopwatchState::end_features).
+LAPTIME_ALWAYS_INLINE void nvtx_counters_interval_end(std::uint32_t id,
+                                                      const std::atomic<const std::string*>& name,
+                                                      const resources::Sample& start,
+                                                      const resources::Sample& end,
+                                                      std::int64_t dt) {
+  NvtxCountersState& c = nvtx_counters_state();
+  if (LAPTIME_LIKELY(!c.on.load(std::memory_order_relaxed))) return;
+  nvtx_counters_interval(c, id, name, start, end, dt);
+}
+
+// ---- The background sampler --------------------------------------------------------------------
+
+template <int = 0>
+void nvtx_counters_sampler_run(NvtxCountersState& c) noexcept {
+  const pid_t self = ::getpid();
+  resources::Sample prev = resources::sample_at("/proc", self, /*precise_self=*/true);
+  std::int64_t prev_ns = resources::detail::monotonic_ns();
+  for (;;) {
+    const std::int64_t period = c.period_ns.load(std::memory_order_acquire);
+    if (period <= 0) {
+      // Exit, unless an enable came between the load above and this store.
+      c.thread_running.store(false, std::memory_order_seq_cst);
+      if (c.period_ns.load(std::memory_order_seq_cst) <= 0) return;
+      bool expected = false;
+      if (!c.thread_running.compare_exchange_strong(expected, true)) return;  // a new thread runs
+      prev = resources::sample_at("/proc", self, /*precise_self=*/true);      // a fresh window
+      prev_ns = resources::detail::monotonic_ns();
+      continue;
+    }
+    // Sleeps to the next multiple of the period after the last sample.
+    const std::int64_t wake = prev_ns + period;
+    const timespec until{static_cast<time_t>(wake / 1000000000),
+                         static_cast<long>(wake % 1000000000)};
+    ::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr);
+    if (c.period_ns.load(std::memory_order_acquire) <= 0) continue;
+    const resources::Sample now = resources::sample_at("/proc", self, /*precise_self=*/true);
+    const std::int64_t now_ns = resources::detail::monotonic_ns();
+    if (c.on.load(std::memory_order_relaxed) && c.sampler_set != nullptr) {
+      nvtx_counters_publish(c, *c.sampler_set, prev, now,
+                            static_cast<std::uint64_t>(now_ns - prev_ns));
+    }
+    prev = now;
+    prev_ns = now_ns;
+  }
+}
+
+template <int = 0>
+void* nvtx_counters_sampler_main(void*) {
+  nvtx_counters_sampler_run(nvtx_counters_state());
+  return nullptr;
+}
+
+/// Starts the sampler thread unless it runs. Called under the state's lock.
+template <int = 0>
+void nvtx_counters_start_sampler(NvtxCountersState& c) {
+  bool expected = false;
+  if (!c.thread_running.compare_exchange_strong(expected, true)) return;
+  // The thread takes no signal meant for the program's threads.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_t tid{};
+  bool ok = pthread_attr_init(&attr) == 0;
+  ok = ok && pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0;
+  ok = ok && pthread_create(&tid, &attr, &nvtx_counters_sampler_main<>, nullptr) == 0;
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (ok) {
+    pthread_setname_np(tid, "laptime-counter");
+  } else {
+    c.thread_running.store(false, std::memory_order_release);
+    warn_once("nvtx-counters-thread",
+              "enable_nvtx_counters(): cannot start the sampler thread; only tracked intervals "
+              "publish counters");
+  }
+}
+
+// ---- What counters.hpp declares (LAPTIME_IMPL)
+// ----------------------------------------------------
+
+LAPTIME_IMPL void nvtx_counters_enable(double sample_hz) {
+  if (!(sample_hz >= 0 && sample_hz <= 1000)) {  // NaN too
+    usage_error("enable_nvtx_counters(" + std::to_string(sample_hz) + ")",
+                "the sample rate must be between 0 (no background samples) and 1000 per second; "
+                "nothing changed");
+    return;
+  }
+#if !LAPTIME_HAVE_NVTX_COUNTERS
+  warn_once("nvtx-counters-unavailable",
+            "enable_nvtx_counters(): laptime was compiled without NVTX's counters extension "
+            "(nvtx3/nvToolsExtCounters.h); no counter will reach a profiler");
+#endif
+  nvtx_counters_join_fork_plan();
+  NvtxCountersState& c = nvtx_counters_state();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (c.by_name.load(std::memory_order_relaxed) == nullptr) {
+    c.by_name.store(new std::atomic<const NvtxCounterSet*>[LAPTIME_MAX_NAMES](),
+                    std::memory_order_release);
+  }
+  c.cpus.store(resources::online_cpus(), std::memory_order_relaxed);
+  const bool tool = nvtx_counters_domain(c) != nullptr;
+  const std::int64_t period =
+      sample_hz > 0 ? static_cast<std::int64_t>(std::llround(1e9 / sample_hz)) : 0;
+  if (tool && period > 0 && c.sampler_set == nullptr) {
+    c.sampler_set = nvtx_counters_register(c, "");
+  }
+  c.period_ns.store(tool && period > 0 && c.sampler_set->any ? period : 0,
+                    std::memory_order_release);
+  c.requested.store(true, std::memory_order_release);
+  c.on.store(tool, std::memory_order_release);
+  if (c.period_ns.load(std::memory_order_relaxed) > 0) nvtx_counters_start_sampler(c);
+}
+
+LAPTIME_IMPL void nvtx_counters_disable() {
+  nvtx_counters_join_fork_plan();
+  NvtxCountersState& c = nvtx_counters_state();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.period_ns.store(0, std::memory_order_release);
+  c.on.store(false, std::memory_order_release);
+  c.requested.store(false, std::memory_order_release);
+}
+
+LAPTIME_IMPL bool nvtx_counters_enabled() {
+  return nvtx_counters_state().requested.load(std::memory_order_acquire);
+}
+
+#endif  // LAPTIME_ENABLED
+
+}  // namespace detail
+LAPTIME_END_NAMESPACE
