@@ -69,6 +69,15 @@ LAPTIME_IMPL void Stopwatch::set_print_function(PrintFunction fn, void* user_dat
 LAPTIME_IMPL void Stopwatch::set_exit_signal_handlers(bool on) {
   detail::choose_exit_signal_handlers(on);
 }
+LAPTIME_IMPL void Stopwatch::set_data_name(std::string_view name) {
+  detail::stopwatch_state().set_data_name(name, /*from_env=*/false);
+}
+LAPTIME_IMPL void Stopwatch::set_total_iters(std::int64_t n) noexcept {
+  detail::stopwatch_state().total_iters.store(n > 0 ? n : 0, std::memory_order_relaxed);
+}
+LAPTIME_IMPL void Stopwatch::set_progress(ProgressMode mode) {
+  detail::stopwatch_state().set_progress(mode, /*from_env=*/false);
+}
 LAPTIME_IMPL void Stopwatch::start_one_time_measurement(std::string_view name) {
   detail::start_one_time(name);
 }
