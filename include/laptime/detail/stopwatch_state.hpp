@@ -595,11 +595,11 @@ inline void StopwatchState::finish_iter() {
 inline bool StopwatchState::line_due(std::int64_t finished, std::int64_t now) {
   if (print_every.load(std::memory_order_relaxed) > 0) return prints_after(finished);
   if (finished - warmup.load(std::memory_order_relaxed) <= 0) return false;
-  if (print_rank0_only.load(std::memory_order_relaxed) && rank_info().rank != 0) return false;
-  std::lock_guard<std::mutex> lock(iter_mutex);
-  if (progress_line_ns != 0 && now - progress_line_ns < 500000000) return false;
-  progress_line_ns = now;
-  return true;
+  {
+    std::lock_guard<std::mutex> lock(iter_mutex);
+    if (progress_line_ns != 0 && now - progress_line_ns < 500000000) return false;
+  }
+  return !print_rank0_only.load(std::memory_order_relaxed) || rank_info().rank == 0;
 }
 
 inline void StopwatchState::print_progress(std::int64_t finished, std::int64_t now) {
