@@ -23,11 +23,11 @@
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) {
+[[maybe_unused]] bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-std::size_t occurrences(const std::string& text, const std::string& part) {
+[[maybe_unused]] std::size_t occurrences(const std::string& text, const std::string& part) {
   std::size_t n = 0;
   for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) {
     ++n;

@@ -34,12 +34,12 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-void sleep_ms(int ms) {
+[[maybe_unused]] void sleep_ms(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
 // Keeps the CPU busy for `ms` of wall time.
-void spin_ms(int ms) {
+[[maybe_unused]] void spin_ms(int ms) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   volatile unsigned x = 0;
   while (std::chrono::steady_clock::now() < end) x = x + 1;

@@ -19,15 +19,15 @@ LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
 /// Data-bound: the loop waits for data at least this share of each iteration.
-constexpr double kDataBoundShare = 0.5;
+inline constexpr double kDataBoundShare = 0.5;
 /// GPU-bound: the GPU is busy at least this share of the step (the iteration less the data wait).
-constexpr double kGpuBoundShare = 0.8;
+inline constexpr double kGpuBoundShare = 0.8;
 /// Workers saturated: their CPU is at least this share of the cores the main process leaves.
-constexpr double kSaturatedShare = 0.9;
+inline constexpr double kSaturatedShare = 0.9;
 
 /// The default data-wait names, normalised (normalized_name): the names users of the seed tool
 /// and of laptime's examples give the fetch of the next batch.
-constexpr std::string_view kDefaultDataNames[] = {
+inline constexpr std::string_view kDefaultDataNames[] = {
     "data",        "data fetch", "data loading", "data load",    "data wait",
     "data time",   "dataloader", "data loader",  "next batch",   "get batch",
     "fetch batch", "load batch", "batch fetch",  "batch loading"};
