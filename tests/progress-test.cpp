@@ -263,17 +263,24 @@ std::string child_output(Dest dest, const char* term, const char* ci, Body&& bod
   return out;
 }
 
-// Line mode every 2 measured iterations of a 9-iteration run (1 warm-up), then the whole
-// report once.
-void progress_run() {
-  laptime::detail::testing_reset_stopwatch();
+// Line mode every 2 measured iterations of a 13-iteration run (1 warm-up): lines at 3, 5, 7, 9;
+// the whole periodic report at 11; a line at 13; then print_eval_times().
+void progress_steps() {
   auto& sw = laptime::Stopwatch::instance();
   sw.enable(1, 2);
   sw.set_progress(laptime::ProgressMode::Line);
-  sw.set_total_iters(9);
+  sw.set_total_iters(13);
   iterate(9, 2);
   sw.set_progress(laptime::ProgressMode::Report);
   iterate(2, 2);
+  sw.set_progress(laptime::ProgressMode::Line);
+  iterate(2, 2);
+  sw.print_eval_times();
+}
+
+void progress_run() {
+  laptime::detail::testing_reset_stopwatch();
+  progress_steps();
 }
 
 }  // namespace
@@ -281,18 +288,22 @@ void progress_run() {
 TEST_CASE("on a pseudo-terminal the line rewrites itself with '\\r'; the report starts below it") {
   const std::string out = child_output(Dest::Pty, "xterm", nullptr, progress_run);
   INFO(out);
-  CHECK(out.rfind("\rlaptime: iter 3/9 | ", 0) == 0);
-  for (const char* it :
-       {"\rlaptime: iter 5/9 | ", "\rlaptime: iter 7/9 | ", "\rlaptime: iter 9/9 | "}) {
+  CHECK(out.rfind("\rlaptime: iter 3/13 | ", 0) == 0);
+  for (const char* it : {"\rlaptime: iter 5/13 | ", "\rlaptime: iter 7/13 | ",
+                         "\rlaptime: iter 9/13 | ", "\rlaptime: iter 13/13 | "}) {
     CHECK(contains(out, it));
   }
-  CHECK(occurrences(out, "\x1b[K") == 4);  // each clears what a longer line left
+  CHECK(occurrences(out, "\x1b[K") == 5);  // each clears what a longer line left
   CHECK(contains(out, "| ETA 0s | loop p50 "));
   CHECK(contains(out, "(last 8) | CPU "));
+  // The periodic report, and print_eval_times(), start below the line, not over it.
   const std::size_t report = out.find("laptime stopwatch: 10 measured iterations");
   REQUIRE(report != std::string::npos);
-  CHECK(out.substr(report - 4, 4) == "\x1b[K\n");  // the report below the line, not over it
+  CHECK(out.substr(report - 4, 4) == "\x1b[K\n");
   CHECK(out.substr(0, report - 1).find('\n') == std::string::npos);  // no line end before
+  const std::size_t last = out.find("laptime stopwatch: 12 measured iterations");
+  REQUIRE(last != std::string::npos);
+  CHECK(out.substr(last - 4, 4) == "\x1b[K\n");
 }
 
 TEST_CASE("on a pipe, with TERM=dumb, with CI=true or through a print function: plain lines") {
@@ -300,10 +311,12 @@ TEST_CASE("on a pipe, with TERM=dumb, with CI=true or through a print function: 
     INFO(out);
     CHECK(out.find('\r') == std::string::npos);
     CHECK(out.find("\x1b[K") == std::string::npos);
-    CHECK(out.rfind("laptime: iter 3/9 | ", 0) == 0);
-    CHECK(contains(out, " | CPU n/a\nlaptime: iter 5/9 | "));  // no CPU figure before a second
-    CHECK(contains(out, "\nlaptime: iter 9/9 | "));
+    CHECK(out.rfind("laptime: iter 3/13 | ", 0) == 0);
+    CHECK(contains(out, " | CPU n/a\nlaptime: iter 5/13 | "));  // no CPU figure before a second
+    CHECK(contains(out, "\nlaptime: iter 13/13 | "));
     CHECK(contains(out, "\nlaptime stopwatch: 10 measured iterations"));
+    CHECK(contains(out, "\nlaptime stopwatch: 12 measured iterations"));
+    CHECK_FALSE(contains(out, "\n\n"));  // no blank line: plain lines end themselves
   };
   SUBCASE("a pipe") {
     check_plain(child_output(Dest::Pipe, "xterm", nullptr, progress_run));
@@ -326,13 +339,7 @@ TEST_CASE("on a pipe, with TERM=dumb, with CI=true or through a print function: 
             std::fflush(stdout);
           },
           nullptr);
-      auto& sw = laptime::Stopwatch::instance();
-      sw.enable(1, 2);
-      sw.set_progress(laptime::ProgressMode::Line);
-      sw.set_total_iters(9);
-      iterate(9, 2);
-      sw.set_progress(laptime::ProgressMode::Report);
-      iterate(2, 2);
+      progress_steps();
     }));
   }
 }

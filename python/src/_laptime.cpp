@@ -754,6 +754,12 @@ PyObject* sw_print_eval_times(PyObject*, PyObject* const* args, Py_ssize_t nargs
     return set_python_error();
   }
   if (text.empty()) Py_RETURN_NONE;
+#if LAPTIME_ENABLED
+  // Below a progress line rewritten in place on the terminal, not over it.
+  if (file == PySys_GetObject("stdout") && laptime::detail::stopwatch_state().take_open_line()) {
+    text.insert(text.begin(), '\n');
+  }
+#endif
   if (!write_to(file, text)) return nullptr;
   Py_RETURN_NONE;
 }

@@ -67,14 +67,17 @@ import time, laptime
 sw = laptime.Stopwatch()
 sw.enable(1, 2)
 sw.set_progress("line")
-sw.set_total_iters(9)
-for i in range(11):
+sw.set_total_iters(13)
+for i in range(13):
     if i == 9:
         sw.set_progress("report")
+    if i == 11:
+        sw.set_progress("line")
     sw.start_meas("step")
     time.sleep(0.002)
     sw.end_meas("step")
     sw.finish_iter()
+sw.print_eval_times()
 """
 
 
@@ -110,14 +113,16 @@ def read_pty(term="xterm", ci=None):
 
 def test_on_a_pseudo_terminal_the_progress_line_rewrites_itself():
     out = read_pty()
-    assert out.startswith("\rlaptime: iter 3/9 | "), out
-    for it in ("\rlaptime: iter 5/9 | ", "\rlaptime: iter 7/9 | ", "\rlaptime: iter 9/9 | "):
+    assert out.startswith("\rlaptime: iter 3/13 | "), out
+    for it in ("\rlaptime: iter 5/13 | ", "\rlaptime: iter 9/13 | ", "\rlaptime: iter 13/13 | "):
         assert it in out
-    assert out.count("\x1b[K") == 4
+    assert out.count("\x1b[K") == 5
     assert "| ETA 0s | loop p50 " in out
     report = out.index("laptime stopwatch: 10 measured iterations")
     assert out[report - 4:report] == "\x1b[K\n"  # the report starts below the line
     assert "\n" not in out[:report - 1]
+    last = out.index("laptime stopwatch: 12 measured iterations")  # print_eval_times()
+    assert out[last - 4:last] == "\x1b[K\n"
 
 
 @pytest.mark.parametrize("where", ["pipe", "TERM=dumb", "CI=true"])
@@ -129,6 +134,8 @@ def test_elsewhere_the_progress_line_is_plain_lines(where):
     else:
         out = read_pty(term="dumb") if where == "TERM=dumb" else read_pty(ci="true")
     assert "\r" not in out and "\x1b[K" not in out, out
-    assert out.startswith("laptime: iter 3/9 | ")
-    assert "\nlaptime: iter 5/9 | " in out
+    assert out.startswith("laptime: iter 3/13 | ")
+    assert "\nlaptime: iter 5/13 | " in out
     assert "\nlaptime stopwatch: 10 measured iterations" in out
+    assert "\nlaptime stopwatch: 12 measured iterations" in out
+    assert "\n\n" not in out

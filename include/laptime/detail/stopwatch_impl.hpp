@@ -99,6 +99,8 @@ LAPTIME_IMPL void Stopwatch::print_eval_times(std::ostream& os) const {
   if (!is_enabled() && r.measurements.empty() && r.one_time.empty() && r.iterations_finished == 0) {
     return;
   }
+  // Below a progress line rewritten in place on the terminal, not over it.
+  if (&os == &std::cout && detail::stopwatch_state().take_open_line()) os << '\n';
   os << r.to_text() << std::flush;
 }
 LAPTIME_IMPL std::string Stopwatch::report() const {

@@ -190,6 +190,14 @@ struct StopwatchState : StopwatchCore {
   void set_progress(ProgressMode mode, bool from_env);
   bool line_due(std::int64_t finished, std::int64_t now);
   void print_progress(std::int64_t finished, std::int64_t now);
+  /// Whether a rewritten progress line ends stdout now (then a report written there starts with
+  /// a line end); forgets it.
+  bool take_open_line() {
+    std::lock_guard<std::mutex> lock(report_mutex);
+    const bool open = line_open;
+    line_open = false;
+    return open;
+  }
   void reset();
   void before_fork();
   void after_fork_in_parent();
