@@ -38,6 +38,8 @@ struct Sample {
   /// threads, live and exited) plus every descendant already reaped.
   bool tree_cpu_ok = false;
   double tree_cpu_s = 0;
+  /// The process's own part of tree_cpu_s (all its threads; no child process), in seconds.
+  double self_cpu_s = 0;
   /// The "cpu" line of /proc/stat in clock ticks: busy = total - idle - iowait.
   bool system_ok = false;
   std::uint64_t system_busy_ticks = 0, system_total_ticks = 0;
@@ -64,6 +66,7 @@ inline Sample to_sample(const Reading& r) noexcept {
   out.system_total_ticks = r.system.total;
   out.tree_cpu_ok = r.cpu_ok;
   out.tree_cpu_s = r.cpu_s;
+  out.self_cpu_s = r.self_cpu_s;
   out.taken_ns = r.taken_ns;
   out.processes = r.processes;
   out.io_ok = r.io_ok;
@@ -151,6 +154,7 @@ class Usage {
     ++intervals_;
     if (start.tree_cpu_ok && end.tree_cpu_ok && end.tree_cpu_s >= start.tree_cpu_s) {
       cpu_s_ += end.tree_cpu_s - start.tree_cpu_s;
+      self_cpu_s_ += end.self_cpu_s >= start.self_cpu_s ? end.self_cpu_s - start.self_cpu_s : 0.0;
       // The CPU counters were read taken_ns apart: that, not the interval, is their window.
       const bool timed = start.taken_ns > 0 && end.taken_ns > start.taken_ns;
       cpu_wall_ns_ += timed ? static_cast<std::uint64_t>(end.taken_ns - start.taken_ns) : wall_ns;
@@ -185,6 +189,7 @@ class Usage {
 #if LAPTIME_ENABLED
     intervals_ += other.intervals_;
     cpu_s_ += other.cpu_s_;
+    self_cpu_s_ += other.self_cpu_s_;
     cpu_wall_ns_ += other.cpu_wall_ns_;
     busy_ticks_ += other.busy_ticks_;
     total_ticks_ += other.total_ticks_;
@@ -204,6 +209,12 @@ class Usage {
     return cpu_s_ / (static_cast<double>(cpu_wall_ns_) * 1e-9);
   }
 
+  /// The part of process_cores() the process itself used (all its threads), without its child
+  /// processes: process_cores() - main_cores() is what the children (loader workers) used.
+  std::optional<double> main_cores() const {
+    if (cpu_wall_ns_ == 0) return std::nullopt;
+    return self_cpu_s_ / (static_cast<double>(cpu_wall_ns_) * 1e-9);
+  }
   /// process_cores() as a percentage of `cpus` CPUs: 100 is all of them. nullopt without a
   /// valid interval or with `cpus` <= 0 (unknown).
   ///
@@ -256,6 +267,7 @@ class Usage {
 
   std::uint64_t intervals_ = 0;
   double cpu_s_ = 0;
+  double self_cpu_s_ = 0;  // the process's own part of cpu_s_
   std::uint64_t cpu_wall_ns_ = 0;
   std::uint64_t busy_ticks_ = 0, total_ticks_ = 0;
   std::uint64_t read_bytes_ = 0, write_bytes_ = 0, rchar_ = 0, wchar_ = 0;

@@ -25,6 +25,9 @@ struct ResourceFigures {
   std::optional<double> write_mb_per_s;   ///< storage writes of the tree (write_bytes)
   std::optional<double> rchar_mb_per_s;   ///< all reads, page cache included (rchar)
   std::optional<double> wchar_mb_per_s;   ///< all writes (wchar)
+  /// The process's own part of process_cores (its threads, no child process); the rest is what
+  /// its child processes (loader workers) used.
+  std::optional<double> main_cores;
 };
 
 /// GPU time of a name's intervals, from CUDA events (Stopwatch::enable_gpu_timing).
@@ -92,6 +95,27 @@ struct Samples {
   std::uint64_t unrecorded = 0;  ///< ended on a thread that had no ring yet
 };
 
+/// The loop: the time between consecutive finish_iter() calls, for iterations after warm-up
+/// (the first one needs the finish_iter before it). Durations in nanoseconds.
+struct LoopFigures {
+  std::uint64_t count = 0;  ///< iterations timed
+  double total_ns = 0, mean_ns = 0, min_ns = 0, median_ns = 0, p90_ns = 0, max_ns = 0;
+};
+
+/// What bounds the loop, from laptime's own figures (detail/verdict.hpp has the rule).
+struct Verdict {
+  /// "data-bound", "compute-bound", "gpu-bound", or "none" (figures missing; `text` says which).
+  std::string kind;
+  /// The line after "verdict: ", e.g. "data-bound: 61 % of each iteration waits in 'data' (...)".
+  std::string text;
+  std::optional<double> data_share;    ///< data wait / loop time
+  std::optional<double> gpu_share;     ///< GPU busy / loop time
+  std::optional<double> worker_cores;  ///< child processes' CPU during the tracked name
+  std::optional<double> main_cores;    ///< the main process's own CPU during it
+  int cpus = 0;                        ///< CPUs online (0: unknown)
+  std::optional<bool> workers_saturated;
+};
+
 /// Everything the Stopwatch knows, at one moment.
 struct Results {
   int schema = 1;
@@ -117,6 +141,12 @@ struct Results {
   /// the shared file (their measurements are missing from this report).
   int worker_processes = 0;
   int workers_unrecorded = 0;
+  std::optional<LoopFigures> loop;  ///< none before two finish_iter() calls after warm-up
+  /// The name whose intervals are the loop's wait for data (Stopwatch::set_data_name, or the
+  /// default rule of detail/verdict.hpp); empty: none.
+  std::string data_name;
+  int cpus = 0;                    ///< CPUs online when the results were taken (0: unknown)
+  std::optional<Verdict> verdict;  ///< detail::verdict_of(*this); none in a hand-built Results
 
   /// The report print_eval_times writes (SPEC §1).
   std::string to_text() const;

@@ -39,6 +39,8 @@ struct Settings {
   bool print_rank0_only = true;
   std::vector<std::string> track_cpu;           ///< names whose CPU and I/O are sampled
   std::optional<std::size_t> record_intervals;  ///< LAPTIME_RECORD: intervals kept per thread
+  std::optional<std::string> data_name;         ///< LAPTIME_DATA_NAME: the verdict's data-wait name
+  std::string progress;  ///< LAPTIME_PROGRESS: "report", "line" or "off"; empty: unset
 
   bool nvtx = false;
   bool nvtx_sync_on_push = false;

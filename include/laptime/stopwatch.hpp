@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -57,6 +58,11 @@ using PrintFunction = void (*)(const char* text, std::size_t size, void* user_da
 
 /// The process-wide stopwatch: named intervals per iteration, with warm-up, percentiles, CPU and
 /// I/O of tracked names, and optional GPU time.
+/// What periodic printing (print_every_n_iters) prints: the whole report (the default, as the
+/// seed did), one compact progress line (rewritten in place on a terminal), or nothing.
+/// LAPTIME_PROGRESS=report|line|off, when set, wins.
+enum class ProgressMode { Report, Line, Off };
+
 class Stopwatch {
  public:
   /// The singleton. `laptime::Stopwatch::instance().start_meas("step");`
@@ -140,6 +146,17 @@ class Stopwatch {
   void set_print_rank0_only(bool on) noexcept;
   /// Where periodic and at-exit reports go (default: stdout). nullptr restores stdout.
   void set_print_function(PrintFunction fn, void* user_data) noexcept;
+  /// The name whose intervals are the loop's wait for data, for the report's bottleneck verdict
+  /// (docs/stopwatch.md). Empty: the default rule (the first name such as "data", "data fetch",
+  /// "data_loading", "next batch"). LAPTIME_DATA_NAME, when set, wins.
+  /// `laptime::Stopwatch::instance().set_data_name("fetch");`
+  void set_data_name(std::string_view name);
+  /// The iterations the run will finish (warm-up included), for the progress line's ETA; 0:
+  /// unknown.
+  void set_total_iters(std::int64_t n) noexcept;
+  /// What periodic printing prints (ProgressMode). In Line mode without print_every_n_iters the
+  /// line is refreshed at most twice a second.
+  void set_progress(ProgressMode mode);
   /// Whether SIGTERM, SIGINT, SIGHUP and abort() save the LAPTIME_OUTPUT file before the signal
   /// takes its course (on by default where LAPTIME_OUTPUT is set; LAPTIME_SIGNAL_HANDLERS, when
   /// set, wins). Takes effect at the first enable(), or at once after it (off restores the
@@ -285,6 +302,9 @@ inline bool Stopwatch::is_worker() const noexcept {
 }
 inline void Stopwatch::set_print_function(PrintFunction, void*) noexcept {}
 inline void Stopwatch::set_exit_signal_handlers(bool) {}
+inline void Stopwatch::set_data_name(std::string_view) {}
+inline void Stopwatch::set_total_iters(std::int64_t) noexcept {}
+inline void Stopwatch::set_progress(ProgressMode) {}
 inline void Stopwatch::start_one_time_measurement(std::string_view) {}
 inline void Stopwatch::end_one_time_measurement(std::string_view) {}
 inline int Stopwatch::get_num_nonwarmup_iters_measured() const {

@@ -119,6 +119,15 @@ class Stopwatch:
     def set_rank(self, rank: int, world_size: int = 0) -> None:
         """This process's rank and world size (0 keeps the detected one), for programs that
         learn their rank from MPI or NCCL rather than the launcher's variables."""
+    def set_data_name(self, name: Optional[str], /) -> None:
+        """The name whose intervals are the loop's wait for data, for the report's bottleneck
+        verdict (None or "": the default rule: "data", "data fetch", ...). ``LAPTIME_DATA_NAME``,
+        when set, wins."""
+    def set_total_iters(self, n: Optional[int], /) -> None:
+        """The iterations the run will finish (warm-up included), for the progress line's ETA."""
+    def set_progress(self, mode: str, /) -> None:
+        """What periodic printing prints: ``"report"`` (the default), ``"line"`` (one compact
+        line, rewritten in place on a terminal) or ``"off"``. ``LAPTIME_PROGRESS`` wins."""
     def enable_recording(self, max_intervals: int, /) -> None:
         """Keeps each thread's last ``max_intervals`` intervals (name, start, duration, iteration)
         for ``laptime plot`` and ``laptime trace``: the JSON's ``samples``. 0: off.

@@ -461,6 +461,10 @@ void print_to_sys_stdout(const char* text, std::size_t size, void* /*user_data*/
 }
 
 PyObject* mod_install_print_function(PyObject*, PyObject*) {
+#if LAPTIME_ENABLED
+  // It writes the program's stdout: a progress line may rewrite itself there on a terminal.
+  laptime::detail::stopwatch_state().stdout_print_fn.store(print_to_sys_stdout);
+#endif
   stopwatch().set_print_function(print_to_sys_stdout, nullptr);
   Py_RETURN_NONE;
 }
@@ -1005,6 +1009,12 @@ PyObject* sw_print_eval_times(PyObject*, PyObject* const* args, Py_ssize_t nargs
     return set_python_error();
   }
   if (text.empty()) Py_RETURN_NONE;
+#if LAPTIME_ENABLED
+  // Below a progress line rewritten in place on the terminal, not over it.
+  if (file == PySys_GetObject("stdout") && laptime::detail::stopwatch_state().take_open_line()) {
+    text.insert(text.begin(), '\n');
+  }
+#endif
   if (!write_to(file, text)) return nullptr;
   Py_RETURN_NONE;
 }
@@ -1064,6 +1074,48 @@ PyObject* sw_enable_recording(PyObject*, PyObject* n_obj) {
     return nullptr;
   }
   return call_none([&] { stopwatch().enable_recording(static_cast<std::size_t>(n)); });
+}
+
+// set_data_name(name): the verdict's data-wait name ("" or None: the default rule).
+PyObject* sw_set_data_name(PyObject*, PyObject* name) {
+  if (name == Py_None) return call_none([] { stopwatch().set_data_name(""); });
+  return with_name("set_data_name", name, [](std::string_view n) { stopwatch().set_data_name(n); });
+}
+
+// set_total_iters(n): the iterations of the run, for the progress line's ETA (0 or None: unknown).
+PyObject* sw_set_total_iters(PyObject*, PyObject* n_obj) {
+  long long n = 0;
+  if (n_obj != Py_None) {
+    n = PyLong_AsLongLong(n_obj);
+    if (n == -1 && PyErr_Occurred()) return nullptr;
+  }
+  if (n < 0) {
+    PyErr_SetString(PyExc_ValueError, "laptime: set_total_iters(n): must be >= 0 (0: unknown)");
+    return nullptr;
+  }
+  stopwatch().set_total_iters(static_cast<std::int64_t>(n));
+  Py_RETURN_NONE;
+}
+
+// set_progress(mode): "report", "line" or "off".
+PyObject* sw_set_progress(PyObject*, PyObject* mode_obj) {
+  const char* mode = PyUnicode_Check(mode_obj) ? PyUnicode_AsUTF8(mode_obj) : nullptr;
+  if (mode == nullptr) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "laptime: set_progress(mode): a str");
+    return nullptr;
+  }
+  const std::string_view m(mode);
+  laptime::ProgressMode pm = laptime::ProgressMode::Report;
+  if (m == "line") {
+    pm = laptime::ProgressMode::Line;
+  } else if (m == "off") {
+    pm = laptime::ProgressMode::Off;
+  } else if (m != "report") {
+    PyErr_Format(PyExc_ValueError,
+                 "laptime: set_progress(mode): '%s' is not one of 'report', 'line', 'off'", mode);
+    return nullptr;
+  }
+  return call_none([&] { stopwatch().set_progress(pm); });
 }
 
 PyObject* sw_set_gpu_stream(PyObject*, PyObject* stream_obj) {
@@ -1156,6 +1208,15 @@ PyMethodDef g_stopwatch_methods[] = {
      "enable_recording($self, max_intervals, /)\n--\n\nKeeps each thread's last `max_intervals` "
      "intervals for `laptime plot` / `laptime trace` (the JSON's \"samples\"); 0: off. "
      "LAPTIME_RECORD=N, when set, wins."},
+    {"set_data_name", sw_set_data_name, METH_O,
+     "set_data_name($self, name, /)\n--\n\nThe name whose intervals are the loop's wait for data, "
+     "for the bottleneck verdict (None: the default rule). LAPTIME_DATA_NAME wins."},
+    {"set_total_iters", sw_set_total_iters, METH_O,
+     "set_total_iters($self, n, /)\n--\n\nThe iterations of the run (warm-up included), for the "
+     "progress line's ETA (0: unknown)."},
+    {"set_progress", sw_set_progress, METH_O,
+     "set_progress($self, mode, /)\n--\n\nWhat periodic printing prints: 'report' (default), "
+     "'line' (a compact line, rewritten in place on a terminal) or 'off'. LAPTIME_PROGRESS wins."},
     {"set_gpu_stream", sw_set_gpu_stream, METH_O,
      "set_gpu_stream($self, stream, /)\n--\n\nChanges the stream GPU timing records on."},
     {"disable_gpu_timing", sw_disable_gpu_timing, METH_NOARGS,

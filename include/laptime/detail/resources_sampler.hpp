@@ -503,8 +503,8 @@ inline Reading read_self() noexcept {
       continue;
     }
     out.cpu_ok = true;
-    out.cpu_s = static_cast<double>(own.tv_sec) + static_cast<double>(own.tv_nsec) * 1e-9 +
-                ss.at_least(reaped->cpu_s + d->cpu_s);
+    out.self_cpu_s = static_cast<double>(own.tv_sec) + static_cast<double>(own.tv_nsec) * 1e-9;
+    out.cpu_s = out.self_cpu_s + ss.at_least(reaped->cpu_s + d->cpu_s);
     out.taken_ns = now;
     out.processes = 1 + d->processes;
     out.io += d->io;

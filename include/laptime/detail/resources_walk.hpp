@@ -411,6 +411,7 @@ struct Reading {
   std::uint64_t sampler_bytes = 0;
   bool cpu_ok = false;
   double cpu_s = 0;
+  double self_cpu_s = 0;  ///< the process's own part of cpu_s (its threads, not its children)
   std::int64_t taken_ns = 0;
   std::uint32_t processes = 0;
 };
@@ -471,6 +472,7 @@ inline Reading walk_at(std::string_view proc_root, pid_t pid, bool precise_self)
         if (hz > 0) {
           out.cpu_ok = true;
           out.cpu_s = static_cast<double>(t.ticks) / static_cast<double>(hz);
+          out.self_cpu_s = static_cast<double>(walk.root_own_ticks()) / static_cast<double>(hz);
           timespec self{};
           timespec mono{};
           if (precise_self && ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &self) == 0 &&
@@ -479,6 +481,7 @@ inline Reading walk_at(std::string_view proc_root, pid_t pid, bool precise_self)
             out.cpu_s =
                 static_cast<double>(t.ticks - walk.root_own_ticks()) / static_cast<double>(hz) +
                 static_cast<double>(self.tv_sec) + self.tv_nsec * 1e-9;
+            out.self_cpu_s = static_cast<double>(self.tv_sec) + self.tv_nsec * 1e-9;
           }
         }
         if (!walk.root_io_failed()) {

@@ -166,6 +166,24 @@ LAPTIME_IMPL std::string Results::to_text() const {
       }
     }
   }
+  if (loop) {
+    out += "  loop (between finish_iter calls): ";
+    out += format_duration(loop->mean_ns);
+    out += " per iteration, median ";
+    out += format_duration(loop->median_ns);
+    out += ", p90 ";
+    out += format_duration(loop->p90_ns);
+    out += ", max ";
+    out += format_duration(loop->max_ns);
+    out += ", ";
+    append_int(out, loop->count);
+    out += loop->count == 1 ? " iteration timed\n" : " iterations timed\n";
+  }
+  if (verdict) {
+    out += "  verdict: ";
+    out += detail::escaped(verdict->text);  // holds names: escaped, as in the table
+    out += '\n';
+  }
   if (!one_time.empty()) {
     out += "  one-time measurements:\n";
     for (const auto& o : one_time) {
@@ -309,6 +327,7 @@ LAPTIME_IMPL std::string Results::to_json() const {
       o += ", \"cpu\": {\"process_percent\": ";
       json_number(o, r.process_percent);
       num("process_cores", r.process_cores);
+      num("main_cores", r.main_cores);
       num("system_percent", r.system_percent);
       o += "}, \"io\": {\"read_mb_per_s\": ";
       json_number(o, r.read_mb_per_s);
@@ -374,6 +393,38 @@ LAPTIME_IMPL std::string Results::to_json() const {
       json_string(o, warnings[i]);
     }
     o += "]";
+  }
+  if (loop) {
+    o += ", \"loop\": {\"count\": ";
+    append_int(o, loop->count);
+    num("total_s", seconds(loop->total_ns));
+    num("mean_s", seconds(loop->mean_ns));
+    num("min_s", seconds(loop->min_ns));
+    quantile("median_s", seconds(loop->median_ns));
+    quantile("p90_s", seconds(loop->p90_ns));
+    num("max_s", seconds(loop->max_ns));
+    o += "}";
+  }
+  if (verdict) {
+    const Verdict& v = *verdict;
+    o += ", \"verdict\": {\"kind\": ";
+    json_string(o, v.kind);
+    o += ", \"text\": ";
+    json_string(o, v.text);
+    o += ", \"data_name\": ";
+    if (data_name.empty()) {
+      o += "null";
+    } else {
+      json_string(o, data_name);
+    }
+    num("data_share", v.data_share);
+    num("gpu_share", v.gpu_share);
+    num("worker_cores", v.worker_cores);
+    num("main_cores", v.main_cores);
+    integer("cpus", v.cpus);
+    o += ", \"workers_saturated\": ";
+    o += !v.workers_saturated ? "null" : *v.workers_saturated ? "true" : "false";
+    o += "}";
   }
   if (samples) detail::append_samples_json(o, *samples);
   o += "}";

@@ -15,6 +15,7 @@
 
 #include "laptime/counters.hpp"
 #include "laptime/detail/env.hpp"
+#include "laptime/detail/progress.hpp"
 #include "laptime/detail/stopwatch_config.hpp"
 #include "laptime/error.hpp"
 #include "laptime/nvtx.hpp"
@@ -172,6 +173,14 @@ LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx) {
       malformed("LAPTIME_RECORD", *v, "is not a number of intervals per thread (0: off)");
     }
   }
+  if (auto v = get("LAPTIME_DATA_NAME")) s.data_name = std::string(*v);
+  if (auto v = get("LAPTIME_PROGRESS")) {
+    if (detail::parse_progress(*v)) {
+      s.progress = std::string(*v);
+    } else {
+      malformed("LAPTIME_PROGRESS", *v, "is not one of report, line, off");
+    }
+  }
   flag("LAPTIME_NVTX", s.nvtx);
   flag("LAPTIME_NVTX_SYNC_PUSH", s.nvtx_sync_on_push);
   flag("LAPTIME_NVTX_SYNC_POP", s.nvtx_sync_on_pop);
@@ -245,6 +254,14 @@ LAPTIME_IMPL void apply_settings(const Settings& s, int rank) noexcept {
   if (s.record_intervals) {
     step("LAPTIME_RECORD",
          [&] { detail::stopwatch_state().set_recording(*s.record_intervals, true); });
+  }
+  if (s.data_name) {
+    step("LAPTIME_DATA_NAME",
+         [&] { detail::stopwatch_state().set_data_name(*s.data_name, /*from_env=*/true); });
+  }
+  if (const auto mode = detail::parse_progress(s.progress)) {
+    step("LAPTIME_PROGRESS",
+         [&] { detail::stopwatch_state().set_progress(*mode, /*from_env=*/true); });
   }
 #endif
   if (s.nvtx) {

@@ -75,6 +75,15 @@ LAPTIME_IMPL void Stopwatch::set_print_function(PrintFunction fn, void* user_dat
 LAPTIME_IMPL void Stopwatch::set_exit_signal_handlers(bool on) {
   detail::choose_exit_signal_handlers(on);
 }
+LAPTIME_IMPL void Stopwatch::set_data_name(std::string_view name) {
+  detail::stopwatch_state().set_data_name(name, /*from_env=*/false);
+}
+LAPTIME_IMPL void Stopwatch::set_total_iters(std::int64_t n) noexcept {
+  detail::stopwatch_state().total_iters.store(n > 0 ? n : 0, std::memory_order_relaxed);
+}
+LAPTIME_IMPL void Stopwatch::set_progress(ProgressMode mode) {
+  detail::stopwatch_state().set_progress(mode, /*from_env=*/false);
+}
 LAPTIME_IMPL void Stopwatch::start_one_time_measurement(std::string_view name) {
   detail::start_one_time(name);
 }
@@ -96,6 +105,8 @@ LAPTIME_IMPL void Stopwatch::print_eval_times(std::ostream& os) const {
   if (!is_enabled() && r.measurements.empty() && r.one_time.empty() && r.iterations_finished == 0) {
     return;
   }
+  // Below a progress line rewritten in place on the terminal, not over it.
+  if (&os == &std::cout && detail::stopwatch_state().take_open_line()) os << '\n';
   os << r.to_text() << std::flush;
 }
 LAPTIME_IMPL std::string Stopwatch::report() const {

@@ -30,9 +30,11 @@
 #include "laptime/detail/histogram.hpp"
 #include "laptime/detail/nvtx_counters.hpp"
 #include "laptime/detail/process_singleton.hpp"
+#include "laptime/detail/progress.hpp"
 #include "laptime/detail/stopwatch_figures.hpp"
 #include "laptime/detail/stopwatch_hot.hpp"
 #include "laptime/detail/thread_registry.hpp"
+#include "laptime/detail/verdict.hpp"
 #include "laptime/detail/worker_share.hpp"
 #include "laptime/error.hpp"
 #include "laptime/nvtx.hpp"
@@ -124,6 +126,19 @@ struct StopwatchState : StopwatchCore {
   std::vector<std::pair<std::int64_t, std::int64_t>> iter_ends;
   std::size_t iter_next = 0;
   std::size_t iter_capacity = 0;
+  // --- the loop's time, the verdict's data name, the progress line (detail/progress.hpp) ---
+  LoopTimes loop;                            // under iter_mutex
+  resources::Sample progress_cpu;            // under iter_mutex: the CPU at the last line
+  std::int64_t progress_line_ns = 0;         // under iter_mutex: when the last line was printed
+  std::string data_name;                     // under config_mutex; empty: the default rule
+  bool data_name_from_env = false;           // under config_mutex: the code's calls yield
+  bool progress_from_env = false;            // under config_mutex: the code's calls yield
+  std::atomic<int> progress{0};              // ProgressMode
+  std::atomic<std::int64_t> total_iters{0};  // 0: unknown
+  bool line_open = false;  // under report_mutex: a rewritten line ends the terminal's output
+  // A print function of laptime's own that writes this process's stdout (the Python module's
+  // sys.stdout printer): the progress line may rewrite itself through it, never through a user's.
+  std::atomic<PrintFn> stdout_print_fn{nullptr};
 
   // --- worker processes (detail/worker_share.hpp) ---
   WorkerShare share;
@@ -178,6 +193,18 @@ struct StopwatchState : StopwatchCore {
   RankInfo rank_info();
   void set_rank(int rank, int world_size);
   void print(const std::string& text);
+  void set_data_name(std::string_view name, bool from_env);
+  void set_progress(ProgressMode mode, bool from_env);
+  bool line_due(std::int64_t finished, std::int64_t now);
+  void print_progress(std::int64_t finished, std::int64_t now);
+  /// Whether a rewritten progress line ends stdout now (then a report written there starts with
+  /// a line end); forgets it.
+  bool take_open_line() {
+    std::lock_guard<std::mutex> lock(report_mutex);
+    const bool open = line_open;
+    line_open = false;
+    return open;
+  }
   void reset();
   void before_fork();
   void after_fork_in_parent();
@@ -612,6 +639,11 @@ inline void StopwatchState::finish_iter() {
   if (share.is_worker()) return;
   if (share.regions_short()) share.reap();
   const std::int64_t finished = iter_gate().finished.fetch_add(1, std::memory_order_relaxed) + 1;
+  const std::int64_t now = now_ns();
+  {
+    std::lock_guard<std::mutex> lock(iter_mutex);
+    loop.add(now, finished > iter_gate().warmup.load(std::memory_order_relaxed));
+  }
   if (features.load(std::memory_order_relaxed) & kFeatRecord) record_iteration_end(finished);
   if (NVTXRangeWrapper::instance().is_enabled()) {
     char text[48];
@@ -621,7 +653,74 @@ inline void StopwatchState::finish_iter() {
   if (features.load(std::memory_order_relaxed) & (kFeatGpuTiming | kFeatGpuNames)) {
     collect_gpu(false);
   }
-  if (prints_after(finished)) print(results(/*wait_for_gpu=*/false).to_text());
+  const auto mode = static_cast<ProgressMode>(progress.load(std::memory_order_relaxed));
+  if (mode == ProgressMode::Line) {
+    if (line_due(finished, now)) print_progress(finished, now);
+  } else if (mode == ProgressMode::Report && prints_after(finished)) {
+    print(results(/*wait_for_gpu=*/false).to_text());
+  }
+}
+
+// The progress line follows the periodic-print rule; without print_every_n_iters it is refreshed
+// at most twice a second (after warm-up, on rank 0 where printing is limited to it).
+inline bool StopwatchState::line_due(std::int64_t finished, std::int64_t now) {
+  if (print_every.load(std::memory_order_relaxed) > 0) return prints_after(finished);
+  if (finished - iter_gate().warmup.load(std::memory_order_relaxed) <= 0) return false;
+  {
+    std::lock_guard<std::mutex> lock(iter_mutex);
+    if (progress_line_ns != 0 && now - progress_line_ns < 500000000) return false;
+  }
+  return !print_rank0_only.load(std::memory_order_relaxed) || rank_info().rank == 0;
+}
+
+inline void StopwatchState::print_progress(std::int64_t finished, std::int64_t now) {
+  ProgressFigures f;
+  f.finished = finished;
+  if (const std::int64_t total = total_iters.load(std::memory_order_relaxed); total > 0) {
+    f.total = total;
+  }
+  const resources::Sample cpu = resources::sample();  // the process tree: a /proc read
+  {
+    std::lock_guard<std::mutex> lock(iter_mutex);
+    window_figures(loop, f);
+    const resources::Sample& prev = progress_cpu;
+    if (prev.tree_cpu_ok && cpu.tree_cpu_ok && cpu.taken_ns > prev.taken_ns &&
+        cpu.tree_cpu_s >= prev.tree_cpu_s) {
+      f.cpu_percent = (cpu.tree_cpu_s - prev.tree_cpu_s) /
+                      (static_cast<double>(cpu.taken_ns - prev.taken_ns) * 1e-9) * 100.0;
+    }
+    progress_cpu = cpu;
+    progress_line_ns = now;
+  }
+  const std::string line = progress_line(f);
+  std::lock_guard<std::mutex> lock(report_mutex);
+  const PrintFn fn = print_fn.load();
+  // A user's print function gets plain lines; laptime's own printers write this process's stdout.
+  const bool user_fn = fn != nullptr && fn != stdout_print_fn.load();
+  const bool rewrite =
+      rewrites_line(::isatty(::fileno(stdout)) == 1, user_fn, env_raw("TERM"), env_raw("CI"));
+  const std::string text = rewrite ? "\r" + line + "\x1b[K" : line + "\n";
+  line_open = rewrite;
+  if (fn != nullptr) {
+    fn(text.data(), text.size(), print_user.load());
+  } else {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+}
+
+inline void StopwatchState::set_data_name(std::string_view name, bool from_env) {
+  std::lock_guard<std::mutex> lock(config_mutex);
+  if (data_name_from_env && !from_env) return;  // the user's LAPTIME_DATA_NAME wins (SPEC §8)
+  data_name_from_env = data_name_from_env || from_env;
+  data_name = std::string(name);
+}
+
+inline void StopwatchState::set_progress(ProgressMode mode, bool from_env) {
+  std::lock_guard<std::mutex> lock(config_mutex);
+  if (progress_from_env && !from_env) return;  // the user's LAPTIME_PROGRESS wins (SPEC §8)
+  progress_from_env = progress_from_env || from_env;
+  progress.store(static_cast<int>(mode), std::memory_order_relaxed);
 }
 
 // The one home of the periodic-print rule (SPEC §1): every n measured iterations, n > 0 (0: never),
@@ -653,8 +752,11 @@ inline std::size_t StopwatchState::collect_gpu(bool wait) {
   return timer.poll(on_done);
 }
 
-inline void StopwatchState::print(const std::string& text) {
+inline void StopwatchState::print(const std::string& report) {
   std::lock_guard<std::mutex> lock(report_mutex);
+  // Below a rewritten progress line, not over it.
+  const std::string& text = line_open ? "\n" + report : report;
+  line_open = false;
   if (PrintFn fn = print_fn.load()) {
     fn(text.data(), text.size(), print_user.load());
   } else {
@@ -737,6 +839,11 @@ inline Results StopwatchState::results(bool wait_for_gpu) {
   r.world_size = ri.world_size;
   r.pid = static_cast<long>(::getpid());
   r.host = host;
+  std::string chosen_data_name;
+  {
+    std::lock_guard<std::mutex> lock(config_mutex);
+    chosen_data_name = data_name;
+  }
   {
     std::string c = clock_description();  // "clock: tsc 2.60 GHz"
     r.clock = c.rfind("clock: ", 0) == 0 ? c.substr(7) : c;
@@ -817,6 +924,13 @@ inline Results StopwatchState::results(bool wait_for_gpu) {
     }
   }
   if (record_capacity.load(std::memory_order_relaxed) > 0) r.samples = samples();
+  {
+    std::lock_guard<std::mutex> lock(iter_mutex);
+    r.loop = loop.figures();
+  }
+  r.cpus = resources::online_cpus();
+  r.data_name = find_data_name(r.measurements, chosen_data_name);
+  r.verdict = verdict_of(r);
   return r;
 }
 
@@ -842,6 +956,8 @@ inline void StopwatchState::reset() {
     std::lock_guard<std::mutex> lock(iter_mutex);
     iter_ends.clear();
     iter_next = 0;
+    loop.clear();
+    progress_line_ns = 0;
   }
   std::lock_guard<std::mutex> lock(gpu_mutex);
   gpu.clear();
@@ -868,6 +984,11 @@ inline void testing_reset_stopwatch_impl() {
     s.gpu_stream.store(nullptr);
     s.record_capacity.store(0);
     s.record_from_env = false;
+    s.data_name.clear();
+    s.data_name_from_env = false;
+    s.progress_from_env = false;
+    s.progress.store(0);
+    s.total_iters.store(0);
   }
   const std::uint32_t n = s.name_count.load(std::memory_order_acquire);
   for (std::uint32_t id = 0; id < n; ++id) s.name_flags[id].store(0);

@@ -1,0 +1,213 @@
+// laptime internals: the bottleneck verdict of a report ("verdict: data-bound: 61 % of each
+// iteration waits in 'data fetch' ..."), from laptime's own figures. Pure functions of plain data
+// (no clock, no /proc, no CUDA), tested with constructed figures in tests/verdict-test.cpp;
+// docs/stopwatch.md ("Bottleneck verdict") states the rule for users.
+#pragma once
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "laptime/config.hpp"
+#include "laptime/detail/format.hpp"
+#include "laptime/results.hpp"
+
+LAPTIME_BEGIN_NAMESPACE
+namespace detail {
+
+/// Data-bound: the loop waits for data at least this share of each iteration.
+inline constexpr double kDataBoundShare = 0.5;
+/// GPU-bound: the GPU is busy at least this share of the step (the iteration less the data wait).
+inline constexpr double kGpuBoundShare = 0.8;
+/// Workers saturated: their CPU is at least this share of the cores the main process leaves.
+inline constexpr double kSaturatedShare = 0.9;
+
+/// The default data-wait names, normalised (normalized_name): the names users of the seed tool
+/// and of laptime's examples give the fetch of the next batch.
+inline constexpr std::string_view kDefaultDataNames[] = {
+    "data",        "data fetch", "data loading", "data load",    "data wait",
+    "data time",   "dataloader", "data loader",  "next batch",   "get batch",
+    "fetch batch", "load batch", "batch fetch",  "batch loading"};
+
+/// Lower case; '_', '-', '.', '/' and ':' as spaces; spaces collapsed and trimmed:
+/// "Data_Fetch" -> "data fetch".
+inline std::string normalized_name(std::string_view name) {
+  std::string out;
+  for (const char ch : name) {
+    char c = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (c == '_' || c == '-' || c == '.' || c == '/' || c == ':' || c == '\t') c = ' ';
+    if (c == ' ' && (out.empty() || out.back() == ' ')) continue;
+    out += c;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+/// Whether the default rule takes `name` as the data wait: its normalised form is one of
+/// kDefaultDataNames ("data", "Data fetch", "data_loading", "next-batch", ...).
+inline bool is_default_data_name(std::string_view name) {
+  const std::string n = normalized_name(name);
+  for (const std::string_view d : kDefaultDataNames) {
+    if (n == d) return true;
+  }
+  return false;
+}
+
+/// The data-wait name among `measurements`: `chosen` (Stopwatch::set_data_name) where given,
+/// else the first (first-seen order) that is_default_data_name; empty when none.
+inline std::string find_data_name(const std::vector<MeasurementResult>& measurements,
+                                  std::string_view chosen) {
+  if (!chosen.empty()) return std::string(chosen);
+  for (const MeasurementResult& m : measurements) {
+    if (is_default_data_name(m.name)) return m.name;
+  }
+  return {};
+}
+
+/// The figures a verdict is made of, per measured iteration. Absent: not measured.
+struct VerdictFigures {
+  std::optional<double> loop_ns;  ///< mean time between finish_iter() calls
+  std::string data_name;          ///< the data-wait name; empty: none set and none by default
+  bool data_seen = false;         ///< data_name was measured (in warm-up or after)
+  double data_ns = 0;             ///< its host time per iteration
+  std::optional<double> gpu_ns;   ///< GPU busy per iteration (the busiest name but the data's)
+  std::string gpu_name;
+  std::optional<double> tree_cores;  ///< process tree CPU during `cpu_name`
+  std::optional<double> main_cores;  ///< the main process's own part of it
+  std::string cpu_name;              ///< the tracked name the CPU figures come from
+  int cpus = 0;                      ///< CPUs online; 0: unknown
+};
+
+/// "61 %": a share as a whole percentage.
+inline std::string percent(double share) {
+  std::string s;
+  append_fixed(s, share * 100.0, 0);
+  s += " %";
+  return s;
+}
+
+/// The verdict rule (docs/stopwatch.md, "Bottleneck verdict"):
+///  - no verdict without a timed loop, or without a data-wait name that was measured;
+///  - data-bound when the data wait is >= kDataBoundShare of the loop;
+///  - else GPU-bound when the GPU is busy >= kGpuBoundShare of the step (loop - data wait);
+///  - else compute-bound (the host step dominates; said so with the GPU share where GPU timing
+///    ran, with "GPU time not measured" where it did not).
+/// Where the CPU of a tracked name is known, the loader workers (the process tree less the main
+/// process) are added, saturated when they use >= kSaturatedShare of the cores the main process
+/// leaves.
+inline Verdict verdict(const VerdictFigures& f) {
+  Verdict v;
+  v.cpus = f.cpus;
+  std::string workers;  // "; workers use 7.6 of 16 cores (...)"
+  if (f.tree_cores && f.main_cores) {
+    const double w = std::max(0.0, *f.tree_cores - *f.main_cores);
+    v.worker_cores = w;
+    v.main_cores = *f.main_cores;
+    workers = "; loader workers (child processes) use ";
+    append_fixed(workers, w, 1);
+    if (f.cpus > 0) {
+      workers += " of ";
+      append_int(workers, f.cpus);
+      // The cores the main process leaves; workers that fill them cannot be helped by more.
+      const double room = static_cast<double>(f.cpus) - *f.main_cores;
+      v.workers_saturated = w > 0.05 && w >= kSaturatedShare * room;
+    }
+    workers += " cores";
+    if (v.workers_saturated) {
+      workers += *v.workers_saturated ? " (saturated: no core left for more)" : " (not saturated)";
+    }
+    workers += ", main process ";
+    append_fixed(workers, *f.main_cores, 1);
+    workers += " (CPU of " + quoted(f.cpu_name) + ")";
+  }
+  if (!f.loop_ns || *f.loop_ns <= 0) {
+    v.kind = "none";
+    v.text = "no verdict: no loop time yet (it needs two finish_iter() calls after warm-up)";
+    return v;
+  }
+  const double loop = *f.loop_ns;
+  if (f.gpu_ns) v.gpu_share = *f.gpu_ns / loop;
+  if (f.data_name.empty() || !f.data_seen) {
+    v.kind = "none";
+    v.text = f.data_name.empty()
+                 ? "no verdict: no data-wait name (name the fetch of the batch \"data\" or "
+                   "\"data fetch\", or call set_data_name(), or set LAPTIME_DATA_NAME)"
+                 : "no verdict: the data-wait name " + quoted(f.data_name) + " was never measured";
+    v.text += workers;
+    return v;
+  }
+  const double data = std::min(f.data_ns, loop);
+  const double share = data / loop;
+  v.data_share = share;
+  const std::string of_loop = format_duration(loop) + " per iteration";
+  if (share >= kDataBoundShare) {
+    v.kind = "data-bound";
+    v.text = "data-bound: " + percent(share) + " of each iteration waits in " +
+             quoted(f.data_name) + " (" + format_duration(data) + " of " + of_loop + ")";
+  } else if (f.gpu_ns && *f.gpu_ns >= kGpuBoundShare * (loop - data)) {
+    v.kind = "gpu-bound";
+    v.text = "gpu-bound: the GPU is busy " + percent(std::min(*f.gpu_ns / loop, 1.0)) +
+             " of each iteration (" + quoted(f.gpu_name) + ": " + format_duration(*f.gpu_ns) +
+             " of " + of_loop + "); " + percent(share) + " waits in " + quoted(f.data_name);
+  } else {
+    v.kind = "compute-bound";
+    v.text = "compute-bound: the host step takes " + percent(1.0 - share) + " of each iteration (" +
+             format_duration(loop - data) + " of " + of_loop + "); " + percent(share) +
+             " waits in " + quoted(f.data_name);
+    if (f.gpu_ns) {
+      v.text += "; the GPU is busy " + percent(std::min(*f.gpu_ns / loop, 1.0)) + " (" +
+                quoted(f.gpu_name) + ")";
+    } else {
+      v.text += "; GPU time not measured (enable_gpu_timing tells GPU-bound apart)";
+    }
+  }
+  v.text += workers;
+  return v;
+}
+
+/// The figures of `r` a verdict needs (pure: `r.loop`, `r.data_name`, `r.cpus` and the
+/// measurements). GPU busy: the largest GPU time per iteration among the names other than the
+/// data wait that do not enclose it (host time per iteration <= the step + 5 % of the loop: a
+/// name around the fetch would count the GPU's idle time during the wait). CPU: the tracked name
+/// with the largest total time.
+inline VerdictFigures verdict_figures(const Results& r) {
+  VerdictFigures f;
+  f.cpus = r.cpus;
+  if (r.loop && r.loop->count > 0) f.loop_ns = r.loop->mean_ns;
+  f.data_name = r.data_name;
+  for (const MeasurementResult& m : r.measurements) {
+    if (!f.data_name.empty() && m.name == f.data_name) {
+      f.data_seen = true;
+      f.data_ns = m.mean_per_iter_ns;
+    }
+  }
+  const double step_limit = f.loop_ns ? *f.loop_ns - f.data_ns + 0.05 * *f.loop_ns : 0.0;
+  double best_total = -1;
+  for (const MeasurementResult& m : r.measurements) {
+    if (m.resources && m.resources->process_cores && m.resources->main_cores &&
+        m.total_ns > best_total) {
+      best_total = m.total_ns;
+      f.tree_cores = m.resources->process_cores;
+      f.main_cores = m.resources->main_cores;
+      f.cpu_name = m.name;
+    }
+    if (m.name == f.data_name || !m.gpu || m.gpu->count == 0) continue;
+    if (f.loop_ns && m.mean_per_iter_ns > step_limit) continue;  // encloses the data wait
+    if (!f.gpu_ns || m.gpu->mean_per_iter_ns > *f.gpu_ns) {
+      f.gpu_ns = m.gpu->mean_per_iter_ns;
+      f.gpu_name = m.name;
+    }
+  }
+  return f;
+}
+
+/// The verdict of `r` (what Stopwatch::results() puts in Results::verdict).
+inline Verdict verdict_of(const Results& r) {
+  return verdict(verdict_figures(r));
+}
+
+}  // namespace detail
+LAPTIME_END_NAMESPACE
