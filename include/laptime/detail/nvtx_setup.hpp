@@ -158,6 +158,8 @@ void nvtx_pop_error_message(const NvtxThread& t, std::string_view expected, int 
     call = "range_pop()";
   } else if (how == kPopChecked) {
     call = "range_pop(" + detail::quoted(expected) + ")";
+  } else if (how == kPopMeasured) {
+    call = "end_meas(" + detail::quoted(expected) + ") (Stopwatch NVTX ranges)";
   } else {
     call = "NVTXScopedRange(" + detail::quoted(expected) + ") at the end of its scope";
   }
@@ -367,6 +369,64 @@ void nvtx_mark(NvtxState& w, std::string_view message) {
   nvtx_api::mark(w.domain.load(std::memory_order_relaxed), &a);
 }
 
+// ---- The Stopwatch's NVTX ranges (Stopwatch::set_nvtx_ranges) ---------------------------------
+// Out of line, reached from the Stopwatch's feature branches only. The push and the tracked pop are
+// the wrapper's own (nvtx_push, the stack and its order check), so a Stopwatch range nests with the
+// user's range_push/range_pop and is checked like one.
+
+template <int = 0>
+std::uint32_t nvtx_measured_open(NvtxState& w, std::string_view text, bool start_end,
+                                 std::uint64_t* range) {
+  if (!start_end) return nvtx_push(w, text, nullptr, nullptr);
+  const std::uint32_t s = w.state.load(std::memory_order_acquire);
+  if ((s & NvtxState::kEnabled) == 0) return 0;
+  if ((s & NvtxState::kSyncPush) != 0) nvtx_ops(w).sync();
+  NvtxThread& t = nvtx_thread(w, s);
+  const NvtxName* name = t.find_cached(text);
+  if (name == nullptr) name = nvtx_find_slow(t, text);
+  if (name != nullptr) {
+    *range = nvtx_api::range_start(t.domain, &name->attributes);
+    return s;
+  }
+  // Beyond LAPTIME_NVTX_MAX_NAMES: as text, as range_push does (nvtx_push_unregistered).
+  const std::string copy(text);
+  const std::vector<std::uint32_t> no_colors;
+  const NvtxEventAttributes a = nvtx_text_attributes(
+      copy.c_str(), t.session != nullptr ? t.session->colors : no_colors, text);
+  *range = nvtx_api::range_start(t.domain, &a);
+  return s;
+}
+
+template <int = 0>
+bool nvtx_measured_pop(NvtxState& w, std::uint32_t opened, std::string_view text, bool report) {
+  const std::uint32_t s = w.state.load(std::memory_order_acquire);
+  if (s != opened) return true;  // disabled or re-enabled since: not this wrapper's range anymore
+  if ((s & NvtxState::kTrack) == 0) {
+    if ((s & NvtxState::kSyncPop) != 0) nvtx_ops(w).sync();
+    nvtx_api::pop(w.domain.load(std::memory_order_relaxed));
+    return true;
+  }
+  NvtxThread& t = nvtx_thread(w, s);
+  // The check comes before the sync and the pop: on a mismatch nothing at all happens.
+  if (t.stack.empty() || t.top_text() != text) {
+    if (report) nvtx_pop_error(t, text, kPopMeasured);
+    return false;
+  }
+  if ((s & NvtxState::kSyncPop) != 0) nvtx_ops(w).sync();
+  if (t.stack.back() == nullptr) t.unregistered.pop_back();
+  t.stack.pop_back();
+  nvtx_api::pop(t.domain);
+  return true;
+}
+
+template <int = 0>
+void nvtx_measured_end(NvtxState& w, std::uint32_t opened, std::uint64_t range) {
+  const std::uint32_t s = w.state.load(std::memory_order_acquire);
+  if (s != opened) return;
+  if ((s & NvtxState::kSyncPop) != 0) nvtx_ops(w).sync();
+  nvtx_api::range_end(w.domain.load(std::memory_order_relaxed), range);
+}
+
 /// The test reset (nvtx_reset_for_testing).
 template <int = 0>
 void nvtx_reset(NvtxState& w) {
@@ -413,6 +473,19 @@ LAPTIME_IMPL void nvtx_pop_scoped(std::uint32_t pushed_state, const NvtxName* pu
 
 LAPTIME_IMPL void nvtx_mark(std::string_view message) {
   nvtx_mark(nvtx_state(), message);
+}
+
+LAPTIME_IMPL std::uint32_t nvtx_measured_open(std::string_view text, bool start_end,
+                                              std::uint64_t* range) {
+  return nvtx_measured_open(nvtx_state(), text, start_end, range);
+}
+
+LAPTIME_IMPL bool nvtx_measured_pop(std::uint32_t opened, std::string_view text, bool report) {
+  return nvtx_measured_pop(nvtx_state(), opened, text, report);
+}
+
+LAPTIME_IMPL void nvtx_measured_end(std::uint32_t opened, std::uint64_t range) {
+  nvtx_measured_end(nvtx_state(), opened, range);
 }
 
 LAPTIME_IMPL void nvtx_enable(bool sync_on_push, bool sync_on_pop, bool track,

@@ -58,7 +58,8 @@ LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx) {
     } else if (*profile == "evaluation") {
       s.stopwatch = true;
     } else if (*profile == "profiling") {
-      s.stopwatch = s.nvtx = true;
+      s.stopwatch = s.nvtx = s.nvtx_ranges = true;
+      s.from_env.nvtx_ranges = true;
     } else if (*profile == "debugging") {
       s.stopwatch = s.nvtx = s.nvtx_check_order = true;
     } else {
@@ -174,6 +175,10 @@ LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx) {
   flag("LAPTIME_NVTX_SYNC_POP", s.nvtx_sync_on_pop);
   flag("LAPTIME_NVTX_CHECK_ORDER", s.nvtx_check_order);
   if (auto v = get("LAPTIME_NVTX_DOMAIN")) s.nvtx_domain = std::string(*v);
+  if (get("LAPTIME_NVTX_RANGES") && detail::parse_bool(*get("LAPTIME_NVTX_RANGES"))) {
+    s.from_env.nvtx_ranges = true;
+  }
+  flag("LAPTIME_NVTX_RANGES", s.nvtx_ranges);
   return s;
 }
 }  // namespace detail
@@ -229,6 +234,14 @@ LAPTIME_IMPL void apply_settings(const Settings& s, int rank) noexcept {
   if (s.record_intervals) {
     step("LAPTIME_RECORD",
          [&] { detail::stopwatch_state().set_recording(*s.record_intervals, true); });
+  }
+#endif
+  // Like LAPTIME_RECORD: on every rank, whoever enables the Stopwatch; only the environment's
+  // choice is applied (it overrides the code's set_nvtx_ranges).
+#if LAPTIME_ENABLED
+  if (s.from_env.nvtx_ranges) {
+    step("LAPTIME_NVTX_RANGES",
+         [&] { detail::stopwatch_state().set_nvtx_ranges(s.nvtx_ranges, true); });
   }
 #endif
   if (s.nvtx) {

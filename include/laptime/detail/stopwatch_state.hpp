@@ -45,6 +45,13 @@ struct ResourceSlot {
   resources::Usage usage;
 };
 
+/// Slot::nvtx (Stopwatch::set_nvtx_ranges): it moves kNvtxRangeNone -> Pushed|Started (owner, at
+/// start) -> None (at the end), or Pushed -> Owed (the ending thread) -> None (the owner).
+inline constexpr std::uint8_t kNvtxRangeNone = 0;
+inline constexpr std::uint8_t kNvtxRangePushed = 1;
+inline constexpr std::uint8_t kNvtxRangeStarted = 2;
+inline constexpr std::uint8_t kNvtxRangeOwed = 3;
+
 struct OneTime {
   std::string name;
   std::int64_t start_ns = 0;
@@ -122,6 +129,9 @@ struct StopwatchState : StopwatchCore {
   std::size_t iter_next = 0;
   std::size_t iter_capacity = 0;
 
+  // --- NVTX ranges (Stopwatch::set_nvtx_ranges, LAPTIME_NVTX_RANGES): under config_mutex ---
+  bool nvtx_ranges_from_env = false;  // the code's calls yield
+
   // --- exit output (LAPTIME_OUTPUT, LAPTIME_PRINT_AT_EXIT) ---
   std::atomic<bool> exit_hook_registered{false};
   std::string exit_output_path;
@@ -146,6 +156,10 @@ struct StopwatchState : StopwatchCore {
   void start_features(Slot& s, std::uint32_t id, unsigned feats, bool measuring);
   void end_features(ThreadRecord& owner, Slot& run_slot, std::uint32_t id, bool measuring,
                     std::int64_t dt);
+  void open_nvtx_range(Slot& s, std::uint32_t id);
+  void close_nvtx_range(ThreadRecord& owner, Slot& run_slot, std::uint32_t id);
+  void close_own_nvtx_range(Slot& s, std::uint32_t id, bool report);
+  void set_nvtx_ranges(bool on, bool from_env);
   int count_running(ThreadRecord& rec, std::string* listed);
   void ensure_ring(ThreadRecord& rec);
   void record_interval(std::uint32_t id, std::int64_t t0, std::int64_t dt);
@@ -292,6 +306,13 @@ inline void StopwatchState::start_running_error(std::string_view name) {
 inline void StopwatchState::drop_interval(Slot& s, std::uint32_t mark) noexcept {
   s.run.store(mark, std::memory_order_relaxed);
   s.sampled.store(false, std::memory_order_relaxed);
+  // Called by the slot's own thread: its NVTX range closes now (where the order check allows).
+  if (s.nvtx.load(std::memory_order_relaxed) != kNvtxRangeNone) {
+    try {
+      close_own_nvtx_range(s, s.id, /*report=*/false);
+    } catch (...) {  // an allocation of the wrapper's first use on this thread: the range stays
+    }
+  }
   const std::uint32_t token =
       s.gpu_token.exchange(cuda::GpuEventTimer::kInvalid, std::memory_order_relaxed);
   if (token != cuda::GpuEventTimer::kInvalid) cuda::GpuEventTimer::instance().cancel(token);
@@ -299,6 +320,8 @@ inline void StopwatchState::drop_interval(Slot& s, std::uint32_t mark) noexcept 
 
 inline void StopwatchState::start_features(Slot& s, std::uint32_t id, unsigned feats,
                                            bool measuring) {
+  // First: the range encloses all the Stopwatch does for the interval (docs/nvtx.md).
+  if (feats & kFeatNvtx) open_nvtx_range(s, id);
   if (feats & kFeatRecord) ensure_ring(threads.local());
   const std::uint8_t flags = name_flags[id].load(std::memory_order_relaxed);
   if ((feats & kFeatTracked) && (flags & kNameTracked)) {
@@ -404,6 +427,100 @@ inline void StopwatchState::end_features(ThreadRecord& owner, Slot& run_slot, st
         (measuring ? 0 : (std::uint64_t{1} << 63)) |
         (std::uint64_t{generation.load(std::memory_order_relaxed) & 0x7fffffffu} << 32) | id;
     cuda::GpuEventTimer::instance().stop(token, gpu_stream.load(std::memory_order_relaxed), tag);
+  }
+  // Last, so that the range encloses the rest; may be a usage error (an order check), after the
+  // interval was counted.
+  if (run_slot.nvtx.load(std::memory_order_acquire) != kNvtxRangeNone) {
+    close_nvtx_range(owner, run_slot, id);
+  }
+}
+
+// ---- NVTX ranges (Stopwatch::set_nvtx_ranges; docs/nvtx.md "Stopwatch intervals as ranges") -----
+// Each interval is an NVTX range of the name's text, through the NVTX wrapper (its domain, colours,
+// registered strings, syncs, range stack and order checks), while the wrapper is enabled:
+//   - a push at start_meas, a pop at end_meas on the same thread: ranges nest with each other and
+//     with range_push/range_pop (with order tracking, an end_meas whose range is not the innermost
+//     is a usage error after the interval was counted; nothing is popped);
+//   - a name whose interval once ended on another thread (kNameNvtxCross) uses start/end ranges
+//     from then on (nvtxDomainRangeStartEx/RangeEnd: not tied to a thread's stack), started by
+//     the starting thread and ended by whichever thread ends the interval;
+//   - that first interval was pushed on its starting thread, whose stack only that thread may pop:
+//     the ending thread marks it owed (kNvtxRangeOwed), and the starting thread pops it at its next
+//     start_meas of that name (with order tracking: if it is then the innermost range; otherwise
+//     it stays open, with a one-time warning). On the timeline that one range ends late.
+//   - an interval dropped (of an older enable/reset period) closes its range when it is dropped.
+
+inline void StopwatchState::open_nvtx_range(Slot& s, std::uint32_t id) {
+  // A range left open: owed by an interval that ended elsewhere, or of a dropped interval.
+  if (s.nvtx.load(std::memory_order_acquire) != kNvtxRangeNone) {
+    close_own_nvtx_range(s, id, /*report=*/false);
+  }
+  const bool start_end = (name_flags[id].load(std::memory_order_relaxed) & kNameNvtxCross) != 0;
+  std::uint64_t range = 0;
+  const std::uint32_t opened =
+      nvtx_measured_open(*names[id].load(std::memory_order_acquire), start_end, &range);
+  if (opened == 0) {
+    warn_once("stopwatch-nvtx-off",
+              "Stopwatch NVTX ranges are on, but the NVTX wrapper is not enabled "
+              "(NVTXRangeWrapper::enable, LAPTIME_NVTX=1): no range is sent until it is");
+    return;
+  }
+  s.nvtx_range.store(range, std::memory_order_relaxed);
+  s.nvtx_state.store(opened, std::memory_order_relaxed);
+  s.nvtx.store(start_end ? kNvtxRangeStarted : kNvtxRangePushed, std::memory_order_release);
+}
+
+// The slot's own thread closes its range.
+inline void StopwatchState::close_own_nvtx_range(Slot& s, std::uint32_t id, bool report) {
+  const std::uint8_t how = s.nvtx.exchange(kNvtxRangeNone, std::memory_order_acq_rel);
+  const std::uint32_t opened = s.nvtx_state.load(std::memory_order_relaxed);
+  if (how == kNvtxRangeStarted) {
+    nvtx_measured_end(opened, s.nvtx_range.load(std::memory_order_relaxed));
+  } else if (how == kNvtxRangePushed || how == kNvtxRangeOwed) {
+    const std::string& text = *names[id].load(std::memory_order_acquire);
+    // An owed range is popped without an error: its end_meas already came, on another thread.
+    if (!nvtx_measured_pop(opened, text, report && how == kNvtxRangePushed) &&
+        how == kNvtxRangeOwed) {
+      warn_once("stopwatch-nvtx-owed",
+                "Stopwatch NVTX range " + detail::quoted(text) +
+                    " ended on another thread while ranges pushed after it were still open on its "
+                    "starting thread; that range stays open there");
+    }
+  }
+}
+
+// At the end of an interval (end_features), on the thread that ends it.
+inline void StopwatchState::close_nvtx_range(ThreadRecord& owner, Slot& run_slot,
+                                             std::uint32_t id) {
+  if (&owner == &threads.local()) {
+    close_own_nvtx_range(run_slot, id, /*report=*/true);
+    return;
+  }
+  // Ended on another thread: from now on the name's intervals are start/end ranges.
+  name_flags[id].fetch_or(kNameNvtxCross, std::memory_order_relaxed);
+  std::uint8_t how = run_slot.nvtx.load(std::memory_order_acquire);
+  if (how == kNvtxRangeStarted) {
+    const std::uint32_t opened = run_slot.nvtx_state.load(std::memory_order_relaxed);
+    const std::uint64_t range = run_slot.nvtx_range.load(std::memory_order_relaxed);
+    if (run_slot.nvtx.compare_exchange_strong(how, kNvtxRangeNone, std::memory_order_acq_rel)) {
+      nvtx_measured_end(opened, range);
+    }
+  } else if (how == kNvtxRangePushed) {
+    // Only its own thread may pop it: owed (a compare-exchange, as its owner may be closing it).
+    run_slot.nvtx.compare_exchange_strong(how, kNvtxRangeOwed, std::memory_order_acq_rel);
+  }
+}
+
+/// Stopwatch::set_nvtx_ranges (from_env: LAPTIME_NVTX_RANGES or the profiling profile, which the
+/// code's calls yield to, SPEC §8).
+inline void StopwatchState::set_nvtx_ranges(bool on, bool from_env) {
+  std::lock_guard<std::mutex> lock(config_mutex);
+  if (nvtx_ranges_from_env && !from_env) return;
+  nvtx_ranges_from_env = nvtx_ranges_from_env || from_env;
+  if (on) {
+    features.fetch_or(kFeatNvtx, std::memory_order_relaxed);
+  } else {
+    features.fetch_and(~kFeatNvtx, std::memory_order_relaxed);
   }
 }
 
@@ -746,6 +863,7 @@ inline void testing_reset_stopwatch_impl() {
     s.gpu_stream.store(nullptr);
     s.record_capacity.store(0);
     s.record_from_env = false;
+    s.nvtx_ranges_from_env = false;
   }
   const std::uint32_t n = s.name_count.load(std::memory_order_acquire);
   for (std::uint32_t id = 0; id < n; ++id) s.name_flags[id].store(0);
@@ -773,7 +891,10 @@ LAPTIME_IMPL void ThreadRecord::adopt(long new_tid) noexcept {
   }
   for (auto& c : chunks) {
     if (Slot* s = c.load(std::memory_order_relaxed)) {
-      for (std::size_t i = 0; i < kChunk; ++i) s[i].run.store(0, std::memory_order_relaxed);
+      for (std::size_t i = 0; i < kChunk; ++i) {
+        s[i].run.store(0, std::memory_order_relaxed);
+        s[i].nvtx.store(0, std::memory_order_relaxed);  // the old owner's stack is gone
+      }
     }
   }
 }
