@@ -90,18 +90,6 @@ void nvtx_pop(std::string_view expected, const std::atomic<const NvtxName*>* res
 /// The end of an NVTXScopedRange. Never throws.
 void nvtx_pop_scoped(std::uint32_t pushed_state, const NvtxName* pushed) noexcept;
 void nvtx_mark(std::string_view message);
-// The Stopwatch's NVTX ranges (Stopwatch::set_nvtx_ranges), through the wrapper's domain, colours,
-// registered names, syncs and range stack.
-/// Opens the range `text` on the calling thread: a push, or with `start_end` a start/end range
-/// whose id goes to *range. Returns the wrapper's state it opened under (0: the wrapper is not
-/// enabled, nothing was opened).
-std::uint32_t nvtx_measured_open(std::string_view text, bool start_end, std::uint64_t* range);
-/// Pops the range `text` pushed under `opened` on the calling thread. Nothing when the wrapper was
-/// reset or enabled again since. With order tracking, only if `text` is the innermost range:
-/// otherwise nothing is popped, false is returned and, with `report`, it is a usage error.
-bool nvtx_measured_pop(std::uint32_t opened, std::string_view text, bool report);
-/// Ends the start/end range `range` opened under `opened` (on any thread).
-void nvtx_measured_end(std::uint32_t opened, std::uint64_t range);
 void nvtx_enable(bool sync_on_push, bool sync_on_pop, bool track, const std::string& domain,
                  const std::vector<std::uint32_t>& colors);
 void nvtx_name_current_thread(std::string_view name);

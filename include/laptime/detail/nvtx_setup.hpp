@@ -370,14 +370,19 @@ void nvtx_mark(NvtxState& w, std::string_view message) {
 }
 
 // ---- The Stopwatch's NVTX ranges (Stopwatch::set_nvtx_ranges) ---------------------------------
-// Out of line, reached from the Stopwatch's feature branches only. The push and the tracked pop are
-// the wrapper's own (nvtx_push, the stack and its order check), so a Stopwatch range nests with the
-// user's range_push/range_pop and is checked like one.
+// Called from the Stopwatch's feature branches (detail/stopwatch_state.hpp), where they inline. The
+// push and the tracked pop are the wrapper's own (nvtx_push, the stack and its order check), so a
+// Stopwatch range nests with the user's range_push/range_pop and is checked like one.
 
+/// Opens the range `text` on the calling thread: a push, or with `start_end` a start/end range
+/// whose id goes to *range. `resolved`: the caller's cache of the registered name (as a call
+/// site's NVTXRangeName is). Returns the wrapper's state it opened under (0: the wrapper is not
+/// enabled, nothing was opened).
 template <int = 0>
-std::uint32_t nvtx_measured_open(NvtxState& w, std::string_view text, bool start_end,
+std::uint32_t nvtx_measured_open(NvtxState& w, std::string_view text,
+                                 std::atomic<const NvtxName*>* resolved, bool start_end,
                                  std::uint64_t* range) {
-  if (!start_end) return nvtx_push(w, text, nullptr, nullptr);
+  if (LAPTIME_LIKELY(!start_end)) return nvtx_push(w, text, resolved, nullptr);
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   if ((s & NvtxState::kEnabled) == 0) return 0;
   if ((s & NvtxState::kSyncPush) != 0) nvtx_ops(w).sync();
@@ -397,8 +402,13 @@ std::uint32_t nvtx_measured_open(NvtxState& w, std::string_view text, bool start
   return s;
 }
 
+/// Pops the range `text` pushed under `opened` on the calling thread. Nothing when the wrapper was
+/// reset or enabled again since. With order tracking, only if `text` (registered as `pushed`,
+/// when not nullptr) is the innermost range:
+/// otherwise nothing is popped, false is returned and, with `report`, it is a usage error.
 template <int = 0>
-bool nvtx_measured_pop(NvtxState& w, std::uint32_t opened, std::string_view text, bool report) {
+bool nvtx_measured_pop(NvtxState& w, std::uint32_t opened, std::string_view text,
+                       const NvtxName* pushed, bool report) {
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   if (s != opened) return true;  // disabled or re-enabled since: not this wrapper's range anymore
   if ((s & NvtxState::kTrack) == 0) {
@@ -408,7 +418,7 @@ bool nvtx_measured_pop(NvtxState& w, std::uint32_t opened, std::string_view text
   }
   NvtxThread& t = nvtx_thread(w, s);
   // The check comes before the sync and the pop: on a mismatch nothing at all happens.
-  if (t.stack.empty() || t.top_text() != text) {
+  if (t.stack.empty() || (t.stack.back() != pushed && t.top_text() != text)) {
     if (report) nvtx_pop_error(t, text, kPopMeasured);
     return false;
   }
@@ -419,6 +429,7 @@ bool nvtx_measured_pop(NvtxState& w, std::uint32_t opened, std::string_view text
   return true;
 }
 
+/// Ends the start/end range `range` opened under `opened` (on any thread).
 template <int = 0>
 void nvtx_measured_end(NvtxState& w, std::uint32_t opened, std::uint64_t range) {
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
@@ -473,19 +484,6 @@ LAPTIME_IMPL void nvtx_pop_scoped(std::uint32_t pushed_state, const NvtxName* pu
 
 LAPTIME_IMPL void nvtx_mark(std::string_view message) {
   nvtx_mark(nvtx_state(), message);
-}
-
-LAPTIME_IMPL std::uint32_t nvtx_measured_open(std::string_view text, bool start_end,
-                                              std::uint64_t* range) {
-  return nvtx_measured_open(nvtx_state(), text, start_end, range);
-}
-
-LAPTIME_IMPL bool nvtx_measured_pop(std::uint32_t opened, std::string_view text, bool report) {
-  return nvtx_measured_pop(nvtx_state(), opened, text, report);
-}
-
-LAPTIME_IMPL void nvtx_measured_end(std::uint32_t opened, std::uint64_t range) {
-  nvtx_measured_end(nvtx_state(), opened, range);
 }
 
 LAPTIME_IMPL void nvtx_enable(bool sync_on_push, bool sync_on_pop, bool track,

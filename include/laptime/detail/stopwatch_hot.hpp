@@ -61,6 +61,7 @@ inline constexpr std::uint8_t kNameNvtxCross = 8;
 inline constexpr std::uint32_t kNoGpuToken = 0xffffffffu;
 
 struct ResourceSlot;  // the implementation's (resources::Sample and Usage)
+struct NvtxName;      // detail/nvtx_state.hpp
 
 /// One (thread, name): the running interval, and what this thread accumulated for the name.
 ///
@@ -76,11 +77,12 @@ struct Slot {
   std::atomic<bool> measuring{false};  // started after warm-up (decides the CUDA sync at the end)
   std::atomic<std::uint32_t> gpu_token{kNoGpuToken};
   // The running interval's NVTX range (Stopwatch::set_nvtx_ranges; detail/stopwatch_state.hpp):
-  // how it is open (kNvtxRange*), the NVTX wrapper's state it was opened under, and the id of a
-  // start/end range.
+  // how it is open (kNvtxRange*), the NVTX wrapper's state it was opened under, the id of a
+  // start/end range, and the name's registered string as the owner last resolved it.
   std::atomic<std::uint8_t> nvtx{0};
   std::atomic<std::uint32_t> nvtx_state{0};
   std::atomic<std::uint64_t> nvtx_range{0};
+  std::atomic<const NvtxName*> nvtx_name{nullptr};
   bool prepared = false;                          // owner only
   std::uint32_t id = kNoName;                     // the name's (set when the chunk is made)
   std::atomic<std::uint32_t> generation{0};       // StopwatchState::generation of the statistics

@@ -27,6 +27,7 @@
 #include "laptime/detail/clock_impl.hpp"
 #include "laptime/detail/env.hpp"
 #include "laptime/detail/histogram.hpp"
+#include "laptime/detail/nvtx_setup.hpp"  // the NVTX ranges of set_nvtx_ranges, inlined
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/stopwatch_figures.hpp"
 #include "laptime/detail/stopwatch_hot.hpp"
@@ -321,7 +322,13 @@ inline void StopwatchState::drop_interval(Slot& s, std::uint32_t mark) noexcept 
 inline void StopwatchState::start_features(Slot& s, std::uint32_t id, unsigned feats,
                                            bool measuring) {
   // First: the range encloses all the Stopwatch does for the interval (docs/nvtx.md).
-  if (feats & kFeatNvtx) open_nvtx_range(s, id);
+  if (feats & kFeatNvtx) {
+    open_nvtx_range(s, id);
+    if (LAPTIME_LIKELY(feats == kFeatNvtx)) {  // the NVTX ranges alone: none of the rest
+      s.sampled.store(false, std::memory_order_relaxed);
+      return;
+    }
+  }
   if (feats & kFeatRecord) ensure_ring(threads.local());
   const std::uint8_t flags = name_flags[id].load(std::memory_order_relaxed);
   if ((feats & kFeatTracked) && (flags & kNameTracked)) {
@@ -411,7 +418,10 @@ inline void StopwatchState::drop_stale(ThreadRecord& rec, Slot& s, std::uint32_t
 
 inline void StopwatchState::end_features(ThreadRecord& owner, Slot& run_slot, std::uint32_t id,
                                          bool measuring, std::int64_t dt) {
-  if (run_slot.sampled.exchange(false, std::memory_order_relaxed)) {
+  // A plain load first: the exchange (a locked instruction) only where there is something to
+  // claim, so that a feature other than these (NVTX ranges) does not pay for them.
+  if (run_slot.sampled.load(std::memory_order_relaxed) &&
+      run_slot.sampled.exchange(false, std::memory_order_relaxed)) {
     const resources::Sample end_sample = resources::sample();
     if (measuring) {
       ResourceSlot* r = run_slot.resources.load(std::memory_order_acquire);
@@ -420,7 +430,9 @@ inline void StopwatchState::end_features(ThreadRecord& owner, Slot& run_slot, st
     }
   }
   const std::uint32_t token =
-      run_slot.gpu_token.exchange(cuda::GpuEventTimer::kInvalid, std::memory_order_relaxed);
+      run_slot.gpu_token.load(std::memory_order_relaxed) == cuda::GpuEventTimer::kInvalid
+          ? cuda::GpuEventTimer::kInvalid
+          : run_slot.gpu_token.exchange(cuda::GpuEventTimer::kInvalid, std::memory_order_relaxed);
   if (token != cuda::GpuEventTimer::kInvalid) {
     // tag: bit 63 = discard (warm-up), bits 32..62 = generation, bits 0..31 = name id
     const std::uint64_t tag =
@@ -457,8 +469,8 @@ inline void StopwatchState::open_nvtx_range(Slot& s, std::uint32_t id) {
   }
   const bool start_end = (name_flags[id].load(std::memory_order_relaxed) & kNameNvtxCross) != 0;
   std::uint64_t range = 0;
-  const std::uint32_t opened =
-      nvtx_measured_open(*names[id].load(std::memory_order_acquire), start_end, &range);
+  const std::uint32_t opened = nvtx_measured_open(
+      nvtx_state(), *names[id].load(std::memory_order_acquire), &s.nvtx_name, start_end, &range);
   if (opened == 0) {
     warn_once("stopwatch-nvtx-off",
               "Stopwatch NVTX ranges are on, but the NVTX wrapper is not enabled "
@@ -470,16 +482,20 @@ inline void StopwatchState::open_nvtx_range(Slot& s, std::uint32_t id) {
   s.nvtx.store(start_end ? kNvtxRangeStarted : kNvtxRangePushed, std::memory_order_release);
 }
 
-// The slot's own thread closes its range.
+// The slot's own thread closes its range. A load and a store, no locked instruction: another
+// thread only turns Pushed into Owed (the owner pops either way, once) or ends a Started range at
+// the same moment as its owner (then both end it, as both count the interval: end_elsewhere).
 inline void StopwatchState::close_own_nvtx_range(Slot& s, std::uint32_t id, bool report) {
-  const std::uint8_t how = s.nvtx.exchange(kNvtxRangeNone, std::memory_order_acq_rel);
+  const std::uint8_t how = s.nvtx.load(std::memory_order_acquire);
+  s.nvtx.store(kNvtxRangeNone, std::memory_order_relaxed);
   const std::uint32_t opened = s.nvtx_state.load(std::memory_order_relaxed);
   if (how == kNvtxRangeStarted) {
-    nvtx_measured_end(opened, s.nvtx_range.load(std::memory_order_relaxed));
+    nvtx_measured_end(nvtx_state(), opened, s.nvtx_range.load(std::memory_order_relaxed));
   } else if (how == kNvtxRangePushed || how == kNvtxRangeOwed) {
     const std::string& text = *names[id].load(std::memory_order_acquire);
     // An owed range is popped without an error: its end_meas already came, on another thread.
-    if (!nvtx_measured_pop(opened, text, report && how == kNvtxRangePushed) &&
+    if (!nvtx_measured_pop(nvtx_state(), opened, text, s.nvtx_name.load(std::memory_order_relaxed),
+                           report && how == kNvtxRangePushed) &&
         how == kNvtxRangeOwed) {
       warn_once("stopwatch-nvtx-owed",
                 "Stopwatch NVTX range " + detail::quoted(text) +
@@ -503,7 +519,7 @@ inline void StopwatchState::close_nvtx_range(ThreadRecord& owner, Slot& run_slot
     const std::uint32_t opened = run_slot.nvtx_state.load(std::memory_order_relaxed);
     const std::uint64_t range = run_slot.nvtx_range.load(std::memory_order_relaxed);
     if (run_slot.nvtx.compare_exchange_strong(how, kNvtxRangeNone, std::memory_order_acq_rel)) {
-      nvtx_measured_end(opened, range);
+      nvtx_measured_end(nvtx_state(), opened, range);
     }
   } else if (how == kNvtxRangePushed) {
     // Only its own thread may pop it: owed (a compare-exchange, as its owner may be closing it).
