@@ -374,15 +374,10 @@ void nvtx_mark(NvtxState& w, std::string_view message) {
 // push and the tracked pop are the wrapper's own (nvtx_push, the stack and its order check), so a
 // Stopwatch range nests with the user's range_push/range_pop and is checked like one.
 
-/// Opens the range `text` on the calling thread: a push, or with `start_end` a start/end range
-/// whose id goes to *range. `resolved`: the caller's cache of the registered name (as a call
-/// site's NVTXRangeName is). Returns the wrapper's state it opened under (0: the wrapper is not
-/// enabled, nothing was opened).
+/// A start/end range of `text` on the calling thread (its id in *range); the wrapper's state it
+/// opened under, 0 when the wrapper is not enabled.
 template <int = 0>
-std::uint32_t nvtx_measured_open(NvtxState& w, std::string_view text,
-                                 std::atomic<const NvtxName*>* resolved, bool start_end,
-                                 std::uint64_t* range) {
-  if (LAPTIME_LIKELY(!start_end)) return nvtx_push(w, text, resolved, nullptr);
+std::uint32_t nvtx_measured_start(NvtxState& w, std::string_view text, std::uint64_t* range) {
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   if ((s & NvtxState::kEnabled) == 0) return 0;
   if ((s & NvtxState::kSyncPush) != 0) nvtx_ops(w).sync();
@@ -402,15 +397,26 @@ std::uint32_t nvtx_measured_open(NvtxState& w, std::string_view text,
   return s;
 }
 
+/// Opens the range `text` on the calling thread: a push, or with `start_end` a start/end range
+/// whose id goes to *range. `resolved`: the caller's cache of the registered name (as a call
+/// site's NVTXRangeName is). Returns the wrapper's state it opened under (0: the wrapper is not
+/// enabled, nothing was opened).
+LAPTIME_ALWAYS_INLINE std::uint32_t nvtx_measured_open(NvtxState& w, std::string_view text,
+                                                       std::atomic<const NvtxName*>* resolved,
+                                                       bool start_end, std::uint64_t* range) {
+  if (LAPTIME_UNLIKELY(start_end)) return nvtx_measured_start(w, text, range);
+  return nvtx_push(w, text, resolved, nullptr);
+}
+
 /// Pops the range `text` pushed under `opened` on the calling thread. Nothing when the wrapper was
 /// reset or enabled again since. With order tracking, only if `text` (registered as `pushed`,
-/// when not nullptr) is the innermost range:
-/// otherwise nothing is popped, false is returned and, with `report`, it is a usage error.
-template <int = 0>
-bool nvtx_measured_pop(NvtxState& w, std::uint32_t opened, std::string_view text,
-                       const NvtxName* pushed, bool report) {
+/// when not nullptr) is the innermost range: otherwise nothing is popped, false is returned and,
+/// with `report`, it is a usage error.
+LAPTIME_ALWAYS_INLINE bool nvtx_measured_pop(NvtxState& w, std::uint32_t opened,
+                                             const std::string& text, const NvtxName* pushed,
+                                             bool report) {
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
-  if (s != opened) return true;  // disabled or re-enabled since: not this wrapper's range anymore
+  if (LAPTIME_UNLIKELY(s != opened)) return true;  // disabled or re-enabled since: not ours
   if ((s & NvtxState::kTrack) == 0) {
     if ((s & NvtxState::kSyncPop) != 0) nvtx_ops(w).sync();
     nvtx_api::pop(w.domain.load(std::memory_order_relaxed));
@@ -418,12 +424,13 @@ bool nvtx_measured_pop(NvtxState& w, std::uint32_t opened, std::string_view text
   }
   NvtxThread& t = nvtx_thread(w, s);
   // The check comes before the sync and the pop: on a mismatch nothing at all happens.
-  if (t.stack.empty() || (t.stack.back() != pushed && t.top_text() != text)) {
-    if (report) nvtx_pop_error(t, text, kPopMeasured);
+  if (LAPTIME_UNLIKELY(t.stack.empty() ||
+                       (t.stack.back() != pushed && t.top_text() != std::string_view(text)))) {
+    if (report) nvtx_ops(w).pop_error(t, text, kPopMeasured);
     return false;
   }
   if ((s & NvtxState::kSyncPop) != 0) nvtx_ops(w).sync();
-  if (t.stack.back() == nullptr) t.unregistered.pop_back();
+  if (LAPTIME_UNLIKELY(t.stack.back() == nullptr)) t.unregistered.pop_back();
   t.stack.pop_back();
   nvtx_api::pop(t.domain);
   return true;

@@ -157,9 +157,14 @@ struct StopwatchState : StopwatchCore {
   void start_features(Slot& s, std::uint32_t id, unsigned feats, bool measuring);
   void end_features(ThreadRecord& owner, Slot& run_slot, std::uint32_t id, bool measuring,
                     std::int64_t dt);
+  // end_features' resource window and GPU events (where the interval has them).
+  void end_samples(ThreadRecord& owner, Slot& run_slot, std::uint32_t id, bool measuring,
+                   std::int64_t dt);
   void open_nvtx_range(Slot& s, std::uint32_t id);
   void close_nvtx_range(ThreadRecord& owner, Slot& run_slot, std::uint32_t id);
   void close_own_nvtx_range(Slot& s, std::uint32_t id, bool report);
+  void close_nvtx_range_elsewhere(Slot& run_slot, std::uint32_t id);
+  void nvtx_ranges_without_wrapper();
   void set_nvtx_ranges(bool on, bool from_env);
   int count_running(ThreadRecord& rec, std::string* listed);
   void ensure_ring(ThreadRecord& rec);
@@ -418,10 +423,23 @@ inline void StopwatchState::drop_stale(ThreadRecord& rec, Slot& s, std::uint32_t
 
 inline void StopwatchState::end_features(ThreadRecord& owner, Slot& run_slot, std::uint32_t id,
                                          bool measuring, std::int64_t dt) {
-  // A plain load first: the exchange (a locked instruction) only where there is something to
-  // claim, so that a feature other than these (NVTX ranges) does not pay for them.
-  if (run_slot.sampled.load(std::memory_order_relaxed) &&
-      run_slot.sampled.exchange(false, std::memory_order_relaxed)) {
+  // Resources and GPU events only where the interval has some (plain loads decide): the NVTX
+  // ranges alone pay no locked instruction and no large frame.
+  if (run_slot.sampled.load(std::memory_order_relaxed) ||
+      run_slot.gpu_token.load(std::memory_order_relaxed) != cuda::GpuEventTimer::kInvalid) {
+    end_samples(owner, run_slot, id, measuring, dt);
+  }
+  // Last, so that the range encloses the rest; may be a usage error (an order check), after the
+  // interval was counted.
+  if (run_slot.nvtx.load(std::memory_order_acquire) != kNvtxRangeNone) {
+    close_nvtx_range(owner, run_slot, id);
+  }
+}
+
+LAPTIME_NOINLINE inline void StopwatchState::end_samples(ThreadRecord& owner, Slot& run_slot,
+                                                         std::uint32_t id, bool measuring,
+                                                         std::int64_t dt) {
+  if (run_slot.sampled.exchange(false, std::memory_order_relaxed)) {
     const resources::Sample end_sample = resources::sample();
     if (measuring) {
       ResourceSlot* r = run_slot.resources.load(std::memory_order_acquire);
@@ -430,20 +448,13 @@ inline void StopwatchState::end_features(ThreadRecord& owner, Slot& run_slot, st
     }
   }
   const std::uint32_t token =
-      run_slot.gpu_token.load(std::memory_order_relaxed) == cuda::GpuEventTimer::kInvalid
-          ? cuda::GpuEventTimer::kInvalid
-          : run_slot.gpu_token.exchange(cuda::GpuEventTimer::kInvalid, std::memory_order_relaxed);
+      run_slot.gpu_token.exchange(cuda::GpuEventTimer::kInvalid, std::memory_order_relaxed);
   if (token != cuda::GpuEventTimer::kInvalid) {
     // tag: bit 63 = discard (warm-up), bits 32..62 = generation, bits 0..31 = name id
     const std::uint64_t tag =
         (measuring ? 0 : (std::uint64_t{1} << 63)) |
         (std::uint64_t{generation.load(std::memory_order_relaxed) & 0x7fffffffu} << 32) | id;
     cuda::GpuEventTimer::instance().stop(token, gpu_stream.load(std::memory_order_relaxed), tag);
-  }
-  // Last, so that the range encloses the rest; may be a usage error (an order check), after the
-  // interval was counted.
-  if (run_slot.nvtx.load(std::memory_order_acquire) != kNvtxRangeNone) {
-    close_nvtx_range(owner, run_slot, id);
   }
 }
 
@@ -462,19 +473,17 @@ inline void StopwatchState::end_features(ThreadRecord& owner, Slot& run_slot, st
 //     it stays open, with a one-time warning). On the timeline that one range ends late.
 //   - an interval dropped (of an older enable/reset period) closes its range when it is dropped.
 
-inline void StopwatchState::open_nvtx_range(Slot& s, std::uint32_t id) {
+LAPTIME_ALWAYS_INLINE void StopwatchState::open_nvtx_range(Slot& s, std::uint32_t id) {
   // A range left open: owed by an interval that ended elsewhere, or of a dropped interval.
-  if (s.nvtx.load(std::memory_order_acquire) != kNvtxRangeNone) {
+  if (LAPTIME_UNLIKELY(s.nvtx.load(std::memory_order_acquire) != kNvtxRangeNone)) {
     close_own_nvtx_range(s, id, /*report=*/false);
   }
   const bool start_end = (name_flags[id].load(std::memory_order_relaxed) & kNameNvtxCross) != 0;
   std::uint64_t range = 0;
   const std::uint32_t opened = nvtx_measured_open(
       nvtx_state(), *names[id].load(std::memory_order_acquire), &s.nvtx_name, start_end, &range);
-  if (opened == 0) {
-    warn_once("stopwatch-nvtx-off",
-              "Stopwatch NVTX ranges are on, but the NVTX wrapper is not enabled "
-              "(NVTXRangeWrapper::enable, LAPTIME_NVTX=1): no range is sent until it is");
+  if (LAPTIME_UNLIKELY(opened == 0)) {
+    nvtx_ranges_without_wrapper();
     return;
   }
   s.nvtx_range.store(range, std::memory_order_relaxed);
@@ -482,10 +491,17 @@ inline void StopwatchState::open_nvtx_range(Slot& s, std::uint32_t id) {
   s.nvtx.store(start_end ? kNvtxRangeStarted : kNvtxRangePushed, std::memory_order_release);
 }
 
+LAPTIME_NOINLINE LAPTIME_COLD inline void StopwatchState::nvtx_ranges_without_wrapper() {
+  warn_once("stopwatch-nvtx-off",
+            "Stopwatch NVTX ranges are on, but the NVTX wrapper is not enabled "
+            "(NVTXRangeWrapper::enable, LAPTIME_NVTX=1): no range is sent until it is");
+}
+
 // The slot's own thread closes its range. A load and a store, no locked instruction: another
 // thread only turns Pushed into Owed (the owner pops either way, once) or ends a Started range at
 // the same moment as its owner (then both end it, as both count the interval: end_elsewhere).
-inline void StopwatchState::close_own_nvtx_range(Slot& s, std::uint32_t id, bool report) {
+LAPTIME_NOINLINE inline void StopwatchState::close_own_nvtx_range(Slot& s, std::uint32_t id,
+                                                                  bool report) {
   const std::uint8_t how = s.nvtx.load(std::memory_order_acquire);
   s.nvtx.store(kNvtxRangeNone, std::memory_order_relaxed);
   const std::uint32_t opened = s.nvtx_state.load(std::memory_order_relaxed);
@@ -505,14 +521,27 @@ inline void StopwatchState::close_own_nvtx_range(Slot& s, std::uint32_t id, bool
   }
 }
 
-// At the end of an interval (end_features), on the thread that ends it.
-inline void StopwatchState::close_nvtx_range(ThreadRecord& owner, Slot& run_slot,
-                                             std::uint32_t id) {
-  if (&owner == &threads.local()) {
+// At the end of an interval (end_features), on the thread that ends it. Inline: the common case,
+// a range pushed by this thread, is a load, a store and the wrapper's pop.
+LAPTIME_ALWAYS_INLINE void StopwatchState::close_nvtx_range(ThreadRecord& owner, Slot& run_slot,
+                                                            std::uint32_t id) {
+  if (LAPTIME_LIKELY(&owner == &threads.local())) {
+    if (LAPTIME_LIKELY(run_slot.nvtx.load(std::memory_order_acquire) == kNvtxRangePushed)) {
+      run_slot.nvtx.store(kNvtxRangeNone, std::memory_order_relaxed);
+      (void)nvtx_measured_pop(nvtx_state(), run_slot.nvtx_state.load(std::memory_order_relaxed),
+                              *names[id].load(std::memory_order_acquire),
+                              run_slot.nvtx_name.load(std::memory_order_relaxed), true);
+      return;
+    }
     close_own_nvtx_range(run_slot, id, /*report=*/true);
     return;
   }
-  // Ended on another thread: from now on the name's intervals are start/end ranges.
+  close_nvtx_range_elsewhere(run_slot, id);
+}
+
+// Ended on another thread: from now on the name's intervals are start/end ranges.
+LAPTIME_NOINLINE inline void StopwatchState::close_nvtx_range_elsewhere(Slot& run_slot,
+                                                                        std::uint32_t id) {
   name_flags[id].fetch_or(kNameNvtxCross, std::memory_order_relaxed);
   std::uint8_t how = run_slot.nvtx.load(std::memory_order_acquire);
   if (how == kNvtxRangeStarted) {
