@@ -424,13 +424,14 @@ inline void StopwatchState::drop_stale(ThreadRecord& rec, Slot& s, std::uint32_t
 inline void StopwatchState::end_features(ThreadRecord& owner, Slot& run_slot, std::uint32_t id,
                                          bool measuring, std::int64_t dt) {
   // Resources and GPU events only where the interval has some (plain loads decide): the NVTX
-  // ranges alone pay no locked instruction and no large frame.
-  if (run_slot.sampled.load(std::memory_order_relaxed) ||
-      run_slot.gpu_token.load(std::memory_order_relaxed) != cuda::GpuEventTimer::kInvalid) {
+  // ranges alone pay no locked instruction and no large frame. The range closes last, so that it
+  // encloses the rest; that may be a usage error (an order check), after the interval counted.
+  if (LAPTIME_UNLIKELY(run_slot.sampled.load(std::memory_order_relaxed) ||
+                       run_slot.gpu_token.load(std::memory_order_relaxed) !=
+                           cuda::GpuEventTimer::kInvalid)) {
     end_samples(owner, run_slot, id, measuring, dt);
   }
-  // Last, so that the range encloses the rest; may be a usage error (an order check), after the
-  // interval was counted.
+  // A tail call: the common case (NVTX ranges alone) builds no frame here.
   if (run_slot.nvtx.load(std::memory_order_acquire) != kNvtxRangeNone) {
     close_nvtx_range(owner, run_slot, id);
   }
@@ -521,10 +522,10 @@ LAPTIME_NOINLINE inline void StopwatchState::close_own_nvtx_range(Slot& s, std::
   }
 }
 
-// At the end of an interval (end_features), on the thread that ends it. Inline: the common case,
-// a range pushed by this thread, is a load, a store and the wrapper's pop.
-LAPTIME_ALWAYS_INLINE void StopwatchState::close_nvtx_range(ThreadRecord& owner, Slot& run_slot,
-                                                            std::uint32_t id) {
+// At the end of an interval (end_features), on the thread that ends it. The common case, a range
+// pushed by this thread, is a load, a store and the wrapper's pop, inline.
+LAPTIME_NOINLINE inline void StopwatchState::close_nvtx_range(ThreadRecord& owner, Slot& run_slot,
+                                                              std::uint32_t id) {
   if (LAPTIME_LIKELY(&owner == &threads.local())) {
     if (LAPTIME_LIKELY(run_slot.nvtx.load(std::memory_order_acquire) == kNvtxRangePushed)) {
       run_slot.nvtx.store(kNvtxRangeNone, std::memory_order_relaxed);
