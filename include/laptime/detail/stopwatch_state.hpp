@@ -163,6 +163,7 @@ struct StopwatchState : StopwatchCore {
   void open_nvtx_range(Slot& s, std::uint32_t id);
   void close_nvtx_range(ThreadRecord& owner, Slot& run_slot, std::uint32_t id);
   void close_own_nvtx_range(Slot& s, std::uint32_t id, bool report);
+  void close_nvtx_range_slow(ThreadRecord& owner, Slot& run_slot, std::uint32_t id);
   void close_nvtx_range_elsewhere(Slot& run_slot, std::uint32_t id);
   void nvtx_ranges_without_wrapper();
   void set_nvtx_ranges(bool on, bool from_env);
@@ -522,10 +523,28 @@ LAPTIME_NOINLINE inline void StopwatchState::close_own_nvtx_range(Slot& s, std::
   }
 }
 
-// At the end of an interval (end_features), on the thread that ends it. The common case, a range
-// pushed by this thread, is a load, a store and the wrapper's pop, inline.
+// At the end of an interval (end_features), on the thread that ends it. The common case (a range
+// this thread pushed, the wrapper's state unchanged, no order tracking, no sync) is a few loads, a
+// store and NVTX's pop, with no frame: every other case is a tail call to close_nvtx_range_slow.
 LAPTIME_NOINLINE inline void StopwatchState::close_nvtx_range(ThreadRecord& owner, Slot& run_slot,
                                                               std::uint32_t id) {
+  const NvtxCore* core = nvtx_core_pointer().load(std::memory_order_acquire);
+  if (LAPTIME_LIKELY(threads.find_local() == &owner && core != nullptr &&
+                     run_slot.nvtx.load(std::memory_order_acquire) == kNvtxRangePushed)) {
+    const std::uint32_t st = core->state.load(std::memory_order_acquire);
+    if (LAPTIME_LIKELY(st == run_slot.nvtx_state.load(std::memory_order_relaxed) &&
+                       (st & (NvtxCore::kTrack | NvtxCore::kSyncPop)) == 0)) {
+      run_slot.nvtx.store(kNvtxRangeNone, std::memory_order_relaxed);
+      nvtx_api::pop(core->domain.load(std::memory_order_relaxed));
+      return;
+    }
+  }
+  close_nvtx_range_slow(owner, run_slot, id);
+}
+
+LAPTIME_NOINLINE inline void StopwatchState::close_nvtx_range_slow(ThreadRecord& owner,
+                                                                   Slot& run_slot,
+                                                                   std::uint32_t id) {
   if (LAPTIME_LIKELY(&owner == &threads.local())) {
     if (LAPTIME_LIKELY(run_slot.nvtx.load(std::memory_order_acquire) == kNvtxRangePushed)) {
       run_slot.nvtx.store(kNvtxRangeNone, std::memory_order_relaxed);
