@@ -486,6 +486,64 @@ void BM_NvtxScopedRange_Tracked(benchmark::State& state) {
 }
 BENCHMARK(BM_NvtxScopedRange_Tracked);
 
+// ---- Stopwatch intervals as NVTX ranges (Stopwatch::set_nvtx_ranges, docs/nvtx.md) ------------
+// The same work two ways, in the same run: the option on, and the Stopwatch pair with the wrapper's
+// push/pop written next to it by hand. Goal: unified <= by hand.
+
+void enable_unified(bool on, bool track) {
+  enable_stopwatch();
+  enable_nvtx(track);
+  Stopwatch::instance().set_nvtx_ranges(on);
+}
+
+void BM_UnifiedRange(benchmark::State& state) {
+  if (state.thread_index() == 0) enable_unified(true, false);
+  for (auto _ : state) {
+    Stopwatch::instance().start_meas("unified");
+    Stopwatch::instance().end_meas("unified");
+    benchmark::ClobberMemory();
+  }
+  if (state.thread_index() == 0) Stopwatch::instance().set_nvtx_ranges(false);
+}
+BENCHMARK(BM_UnifiedRange);
+
+void BM_ByHandRange(benchmark::State& state) {
+  if (state.thread_index() == 0) enable_unified(false, false);
+  for (auto _ : state) {
+    NVTXRangeWrapper::instance().range_push("by hand");
+    Stopwatch::instance().start_meas("by hand");
+    Stopwatch::instance().end_meas("by hand");
+    NVTXRangeWrapper::instance().range_pop();
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_ByHandRange);
+
+// With order tracking (the debugging profile): the end checks the innermost range, as
+// range_pop(name) does.
+void BM_UnifiedRange_Tracked(benchmark::State& state) {
+  if (state.thread_index() == 0) enable_unified(true, true);
+  for (auto _ : state) {
+    Stopwatch::instance().start_meas("unified tracked");
+    Stopwatch::instance().end_meas("unified tracked");
+    benchmark::ClobberMemory();
+  }
+  if (state.thread_index() == 0) Stopwatch::instance().set_nvtx_ranges(false);
+}
+BENCHMARK(BM_UnifiedRange_Tracked);
+
+void BM_ByHandRange_Tracked(benchmark::State& state) {
+  if (state.thread_index() == 0) enable_unified(false, true);
+  for (auto _ : state) {
+    NVTXRangeWrapper::instance().range_push("by hand tracked");
+    Stopwatch::instance().start_meas("by hand tracked");
+    Stopwatch::instance().end_meas("by hand tracked");
+    NVTXRangeWrapper::instance().range_pop("by hand tracked");
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_ByHandRange_Tracked);
+
 // ---- /proc sampling ---------------------------------------------------------------------------
 
 void BM_CpuSample_Self(benchmark::State& state) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Every ratio of issue 16 (docs/performance.md) beside its goal, from one run of bench/:
+# Every ratio of issue 16 (docs/performance.md) and of issue 18 (a Stopwatch interval as an NVTX
+# range against the same written by hand, docs/nvtx.md) beside its goal, from one run of bench/:
 #   1. the C++ table (bench/run.sh: laptime_bench, then bench/table.py: SPEC §5's rows and the
-#      issue's rows, PASS/MISS each);
+#      issues' rows, PASS/MISS each);
 #   2. the Python ratios (bench/python_bench.py against the extension built in build-py).
 # Exits 0 when every goal is met, 1 when one is missed, 2 when a row is absent or a build fails.
 # Developers run it; CI only builds the benchmark (machines there are too noisy for ratios).
@@ -39,8 +40,8 @@ fi
 
 echo
 case $status in
-  0) echo "issue 16 goals: all met" ;;
-  1) echo "issue 16 goals: some missed (MISS rows above)" ;;
-  *) echo "issue 16 goals: a row is absent or a build failed" ;;
+  0) echo "issue 16 and 18 goals: all met" ;;
+  1) echo "issue 16 and 18 goals: some missed (MISS rows above)" ;;
+  *) echo "issue 16 and 18 goals: a row is absent or a build failed" ;;
 esac
 exit $status

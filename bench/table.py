@@ -36,6 +36,12 @@ def load(path):
         for key, value in b.items():
             if key not in STANDARD_KEYS and isinstance(value, (int, float)):
                 medians[f'{b["run_name"]}:{key}'] = value
+    # A baseline "A+B" is the sum of two rows' medians (a cost next to its two parts).
+    for _, _, base, _, _ in ROWS:
+        if base and "+" in base:
+            parts = base.split("+")
+            if all(p in medians for p in parts):
+                medians[base] = sum(medians[p] for p in parts)
     return data["context"], medians, errors
 
 
@@ -117,6 +123,14 @@ ROWS = [
     ("Stopwatch pair in a worker process (#18)",
      "BM_StopwatchPair_WorkerBatch/iterations:2000/manual_time",
      "BM_StopwatchPair_ParentBatch/iterations:2000/manual_time", "ratio", 1.1),
+    # Issue 18 (docs/nvtx.md): every Stopwatch interval an NVTX range (set_nvtx_ranges) costs no
+    # more than the Stopwatch pair with the wrapper's push/pop written next to it, same run.
+    ("Stopwatch pair as NVTX range vs by hand (#18)", "BM_UnifiedRange", "BM_ByHandRange",
+     "ratio", 1.0),
+    ("the same, order tracking on (#18)", "BM_UnifiedRange_Tracked", "BM_ByHandRange_Tracked",
+     "ratio", 1.0),
+    ("the same, vs the sum of the two rows (#18)", "BM_UnifiedRange",
+     "BM_StopwatchPair_Enabled/threads:1+BM_NvtxWrapperPushPop", "info", None),
 ]
 
 
@@ -136,7 +150,7 @@ def is_counter(name):
 
 
 def short(name):
-    return name[3:] if name.startswith("BM_") else name
+    return "+".join(n[3:] if n.startswith("BM_") else n for n in name.split("+"))
 
 
 def main(argv):

@@ -86,7 +86,7 @@ DEPS_LIB="$DEPS/usr/lib/x86_64-linux-gnu"
 # ---------------------------------------------------------------- 2. build
 BUILDLOG="$LOGS/build.log"
 TARGETS=(cuda-test gpu-sync-test gpu-event-timing-test gpu-context-test gpu-report-test
-  cuda_train_step laptime_gpu_bench)
+  gpu-verdict-test cuda_train_step laptime_gpu_bench)
 built=0
 if cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$DEPS/usr" -DLAPTIME_BUILD_BENCH=ON -DLAPTIME_BUILD_TESTS=ON \
@@ -125,6 +125,9 @@ if [ $built = 1 ]; then
     "$(kv "$f" kernel_ms) ms kernel: median $(kv "$f" gpu_median_ms), min $(kv "$f" gpu_min_ms), max $(kv "$f" gpu_max_ms) ms ($(kv "$f" gpu_count) intervals)"
   row "host loop not stalled (<= +10 %)" "$(pass_fail "$f" PASS)" \
     "loop $(kv "$f" loop_plain_ms) ms plain, $(kv "$f" loop_gpu_timing_ms) ms with events (x$(kv "$f" ratio)), $(kv "$f" loop_do_cuda_sync_ms) ms with do_cuda_sync; $(kv "$f" pending_at_loop_end) pending at loop end"
+  grep 'RESULT gpu-verdict-test' "$TESTLOG" | sed 's/^[0-9]*: //' >"$f"
+  row "bottleneck verdict on three GPU loops" "$(grep -q . "$f" && ! grep -q FAIL "$f" && echo PASS || echo FAIL)" \
+    "$(awk '{for (i = 1; i <= NF; i++) if ($i ~ /^(expected|kind)=/) printf "%s ", $i; printf "; "}' "$f")"
   grep 'RESULT gpu-report-test' "$TESTLOG" >"$f"
   row "reports wait for the GPU; pending per name" "$(pass_fail "$f" PASS)" \
     "periodic: forward $(kv "$f" pending_forward) + backward $(kv "$f" pending_backward) pending of $(kv "$f" timer_pending); report: $(kv "$f" report_forward_count)/$(kv "$f" report_backward_count) resolved, medians $(kv "$f" forward_ms)/$(kv "$f" backward_ms) ms; data fetch GPU figure: $(kv "$f" data_fetch_gpu)"

@@ -16,6 +16,10 @@
 #            then `laptime compare`
 #   profile  scripts/profile.sh: each loader's training run under nsys, and the C++ example
 #   cpp      examples/ddp_train at world size 1 through ddp_launch, `laptime merge`, the launcher test
+#   workers  issue 18: the reference loader with 8 DataLoader workers (laptime's per-worker figures
+#            in the main report), python/tests/test_workers.py with PyTorch (fork, spawn,
+#            forkserver, DataLoader), and scripts/nsys-counters.sh (CPU/IO counters and unified
+#            Stopwatch/NVTX ranges read back from an nsys report)
 #   compile  bench/compile/trainer/run.sh: the trainer-sized CUDA file built plain, with laptime and
 #            with LAPTIME_DISABLE (nvcc -O3 -arch=sm_90, best of 3), then each build trained 300 steps;
 #            and the Makefile consumer's program built with README's nvcc line
@@ -97,6 +101,16 @@ stage_cpp() {
     --iters 300 --warmup 50 || rc=1
   python3 -m laptime merge "$OUT"/cpp/rank*.json || rc=1
   bash tests/ddp-launch-test.sh "$B/ddp_launch" "$B/ddp_train" || rc=1
+  return $rc
+}
+
+stage_workers() {
+  local rc=0
+  mkdir -p "$OUT/workers"
+  python3 examples/nuscenes/runner.py --loader reference --dataroot "$DATA" --device cuda \
+    --workers 8 --batches 200 --warmup 50 --json "$OUT/workers/reference-w8.json" || rc=1
+  (cd python/tests && python3 -m pytest -q -p no:cacheprovider test_workers.py) || rc=1
+  OUT="$OUT/workers/nsys" bash scripts/nsys-counters.sh --iters 20 --hz 20 || rc=1
   return $rc
 }
 

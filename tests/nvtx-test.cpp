@@ -18,6 +18,8 @@
 // files.
 #include "laptime/cuda.hpp"  // set_sync_function: nvtx.hpp no longer includes cuda.hpp
 #include "laptime/nvtx.hpp"
+#include "laptime/results.hpp"
+#include "laptime/settings.hpp"
 #include "laptime/stopwatch.hpp"
 
 #if LAPTIME_HAVE_NVTX
@@ -704,6 +706,244 @@ TEST_CASE("the Stopwatch's finish_iter marks each iteration while the wrapper is
   sw.finish_iter();
   CHECK_EVENTS(my_events(), {"mark global iteration 2", "mark global iteration 3"});
   laptime::detail::testing_reset_stopwatch();
+#endif
+}
+
+// ---- Stopwatch intervals as NVTX ranges (Stopwatch::set_nvtx_ranges, docs/nvtx.md) -------------
+
+#if LAPTIME_ENABLED
+namespace {
+/// A fresh wrapper and Stopwatch (measuring from the first iteration); both reset afterwards.
+struct FreshUnified : Fresh {
+  FreshUnified() { laptime::detail::testing_reset_stopwatch(); }
+  ~FreshUnified() { laptime::detail::testing_reset_stopwatch(); }
+};
+
+std::int64_t count_of(const std::string& name) {
+  for (const auto& m : laptime::Stopwatch::instance().results().measurements) {
+    if (m.name == name) return m.count;
+  }
+  return -1;
+}
+}  // namespace
+#endif
+
+TEST_CASE(
+    "with NVTX ranges on, every Stopwatch interval is an NVTX range of the same registered name, "
+    "nested on the measuring thread, and shares the wrapper's handle" *
+    NEEDS_RECORDER) {
+#if LAPTIME_ENABLED
+  const FreshUnified fresh;
+  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
+  nvtx.enable(false, false, false);
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(1, std::nullopt, false);
+  sw.set_nvtx_ranges(true);
+  clear_events();
+  for (int i = 0; i < 2; ++i) {  // the warm-up iteration is on the timeline too
+    sw.start_meas("step");
+    sw.start_meas("forward");
+    sw.end_meas("forward");
+    nvtx.range_push("step");  // by hand: the same registered string, not registered again
+    nvtx.range_pop();
+    sw.end_meas("step");
+    sw.finish_iter();
+  }
+  CHECK_EVENTS(my_events(),
+               {"register global step", "push global step", "register global forward",
+                "push global forward", "pop global", "push global step", "pop global", "pop global",
+                "mark global iteration 1", "push global step", "push global forward", "pop global",
+                "push global step", "pop global", "pop global", "mark global iteration 2"});
+  CHECK(recorder_stat("registered") == 6);
+  CHECK(recorder_stat("ascii") == 2);  // the two marks
+  CHECK(count_of("step") == 1);        // the Stopwatch itself is unchanged
+#endif
+}
+
+TEST_CASE(
+    "with NVTX ranges off (the default), or before the Stopwatch is enabled, it emits nothing" *
+    NEEDS_RECORDER) {
+#if LAPTIME_ENABLED
+  const FreshUnified fresh;
+  NVTXRangeWrapper::instance().enable(false, false, true);
+  auto& sw = laptime::Stopwatch::instance();
+  sw.set_nvtx_ranges(true);
+  clear_events();
+  sw.start_meas("before enable");
+  sw.end_meas("before enable");
+  CHECK(my_events().empty());
+  sw.set_nvtx_ranges(false);
+  sw.enable(0, std::nullopt, false);
+  sw.start_meas("off");
+  sw.end_meas("off");
+  sw.set_nvtx_ranges(true);
+  sw.set_nvtx_ranges(false);  // on and off again: back to nothing
+  sw.start_meas("off");
+  sw.end_meas("off");
+  CHECK(my_events().empty());
+  CHECK(count_of("off") == 2);
+#endif
+}
+
+TEST_CASE(
+    "with NVTX ranges on and the NVTX wrapper not enabled nothing is sent; ranges start once it "
+    "is" *
+    NEEDS_RECORDER) {
+#if LAPTIME_ENABLED
+  const FreshUnified fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.set_nvtx_ranges(true);
+  clear_events();
+  sw.start_meas("early");
+  sw.end_meas("early");
+  CHECK(my_events().empty());
+  NVTXRangeWrapper::instance().enable(false, false, false);
+  clear_events();
+  sw.start_meas("early");
+  sw.end_meas("early");
+  CHECK_EVENTS(my_events(), {"register global early", "push global early", "pop global"});
+  CHECK(count_of("early") == 2);
+#endif
+}
+
+TEST_CASE(
+    "an interval ended on another thread: the name uses start/end ranges from then on, and the "
+    "first one's push is popped by its own thread at its next start of the name" *
+    NEEDS_RECORDER) {
+#if LAPTIME_ENABLED
+  const FreshUnified fresh;
+  NVTXRangeWrapper::instance().enable(false, false, false);
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.set_nvtx_ranges(true);
+  clear_events();
+  long ender_tid = 0;
+  const auto end_elsewhere = [&] {
+    std::thread([&] {
+      ender_tid = laptime::detail::current_tid();
+      laptime::Stopwatch::instance().end_meas("batch");
+    }).join();
+  };
+  sw.start_meas("batch");
+  end_elsewhere();  // the first: pushed here, cannot be popped there
+  CHECK(events_of(ender_tid).empty());
+  CHECK_EVENTS(my_events(), {"register global batch", "push global batch"});
+  clear_events();
+  sw.start_meas("batch");  // pops the owed push, then a start/end range
+  end_elsewhere();
+  CHECK_EVENTS(my_events(), {"pop global", "start global batch"});
+  CHECK_EVENTS(events_of(ender_tid), {"end global"});
+  clear_events();
+  sw.start_meas("batch");  // ended on its own thread: still a start/end range
+  sw.end_meas("batch");
+  CHECK_EVENTS(my_events(), {"start global batch", "end global"});
+  CHECK(count_of("batch") == 3);
+#endif
+}
+
+TEST_CASE(
+    "with order tracking, Stopwatch ranges are on the wrapper's stack: range_pop sees them, and "
+    "an end_meas whose range is not the innermost is a usage error after the interval counted" *
+    NEEDS_RECORDER) {
+#if LAPTIME_ENABLED
+  const FreshUnified fresh;
+  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
+  nvtx.enable(false, false, true);
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.set_nvtx_ranges(true);
+  clear_events();
+  nvtx.range_push("outer");
+  sw.start_meas("fwd");
+  CHECK(usage_error_of([&] { nvtx.range_pop("outer"); }).find("innermost open range is 'fwd'") !=
+        std::string::npos);
+  sw.end_meas("fwd");
+  nvtx.range_pop("outer");
+  CHECK_EVENTS(my_events(), {"register global outer", "push global outer", "register global fwd",
+                             "push global fwd", "pop global", "pop global"});
+  clear_events();
+  sw.start_meas("bwd");
+  nvtx.range_push("inner");
+  const std::string message = usage_error_of([&] { sw.end_meas("bwd"); });
+  CHECK(message.find("end_meas('bwd')") != std::string::npos);
+  CHECK(message.find("innermost open range is 'inner'") != std::string::npos);
+  CHECK(message.find("'bwd' > 'inner'") != std::string::npos);
+  CHECK(count_of("bwd") == 1);  // the measurement itself ended
+  nvtx.range_pop("inner");
+  nvtx.range_pop("bwd");  // nothing was popped: the range is still open, as after range_pop
+  CHECK_EVENTS(my_events(), {"register global bwd", "push global bwd", "register global inner",
+                             "push global inner", "pop global", "pop global"});
+  // Without tracking nothing is checked: the pop closes the innermost range, as range_pop() does.
+#endif
+}
+
+TEST_CASE("an interval dropped by reset() closes its NVTX range when its end_meas comes" *
+          NEEDS_RECORDER) {
+#if LAPTIME_ENABLED
+  const FreshUnified fresh;
+  NVTXRangeWrapper::instance().enable(false, false, true);
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.set_nvtx_ranges(true);
+  clear_events();
+  sw.start_meas("dropped");
+  sw.reset();
+  sw.end_meas("dropped");  // silently dropped (SPEC section 1), its range closed
+  CHECK_EVENTS(my_events(), {"register global dropped", "push global dropped", "pop global"});
+  CHECK(count_of("dropped") == -1);
+#endif
+}
+
+TEST_CASE(
+    "LAPTIME_NVTX_RANGES and the profiling profile turn the ranges on, and win over the code's "
+    "set_nvtx_ranges" *
+    NEEDS_RECORDER) {
+#if LAPTIME_ENABLED
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  const auto parse = [](const Env& env) {
+    return laptime::settings_from_env([&](const char* name) -> const char* {
+      for (const auto& [k, v] : env) {
+        if (k == name) return v.c_str();
+      }
+      return nullptr;
+    });
+  };
+  CHECK_FALSE(parse({}).nvtx_ranges);
+  CHECK_FALSE(parse({}).from_env.nvtx_ranges);
+  CHECK(parse({{"LAPTIME_NVTX_RANGES", "1"}}).nvtx_ranges);
+  CHECK(parse({{"LAPTIME_PROFILE", "profiling"}}).nvtx_ranges);
+  CHECK(parse({{"LAPTIME_PROFILE", "profiling"}}).from_env.nvtx_ranges);
+  CHECK_FALSE(parse({{"LAPTIME_PROFILE", "debugging"}}).nvtx_ranges);
+  CHECK_FALSE(parse({{"LAPTIME_PROFILE", "evaluation"}}).from_env.nvtx_ranges);
+  CHECK_FALSE(parse({{"LAPTIME_PROFILE", "profiling"}, {"LAPTIME_NVTX_RANGES", "0"}}).nvtx_ranges);
+  const laptime::Settings bad = parse({{"LAPTIME_NVTX_RANGES", "maybe"}});
+  CHECK_FALSE(bad.nvtx_ranges);
+  CHECK_FALSE(bad.from_env.nvtx_ranges);
+  REQUIRE(bad.warnings.size() == 1);
+  CHECK(bad.warnings[0].find("LAPTIME_NVTX_RANGES") != std::string::npos);
+
+  SUBCASE("the profiling profile: Stopwatch, wrapper and ranges from one variable") {
+    const FreshUnified fresh;
+    laptime::apply_settings(parse({{"LAPTIME_PROFILE", "profiling"}, {"LAPTIME_WARMUP", "0"}}), 0);
+    auto& sw = laptime::Stopwatch::instance();
+    sw.set_nvtx_ranges(false);  // the environment's choice wins (SPEC section 8)
+    clear_events();
+    sw.start_meas("profiled");
+    sw.end_meas("profiled");
+    CHECK_EVENTS(my_events(), {"register global profiled", "push global profiled", "pop global"});
+  }
+  SUBCASE("LAPTIME_NVTX_RANGES=0 wins over the code's set_nvtx_ranges(true)") {
+    const FreshUnified fresh;
+    laptime::apply_settings(parse({{"LAPTIME_NVTX_RANGES", "0"}, {"LAPTIME_NVTX", "1"}}), 0);
+    auto& sw = laptime::Stopwatch::instance();
+    sw.enable(0, std::nullopt, false);
+    sw.set_nvtx_ranges(true);
+    clear_events();
+    sw.start_meas("quiet");
+    sw.end_meas("quiet");
+    CHECK(my_events().empty());
+  }
 #endif
 }
 

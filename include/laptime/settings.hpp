@@ -3,7 +3,8 @@
 //
 //   LAPTIME_PROFILE=training     everything off (the real run)
 //   LAPTIME_PROFILE=evaluation   Stopwatch only
-//   LAPTIME_PROFILE=profiling    Stopwatch and NVTX ranges, no range-order checks (cheapest),
+//   LAPTIME_PROFILE=profiling    Stopwatch and NVTX ranges, no range-order checks (cheapest); every
+//                                Stopwatch interval is also an NVTX range (LAPTIME_NVTX_RANGES);
 //                                CPU and I/O as NVTX counters (counters.hpp) at 10 Hz
 //   LAPTIME_PROFILE=debugging    Stopwatch and NVTX ranges with range-order checks
 //
@@ -47,6 +48,9 @@ struct Settings {
   bool nvtx_sync_on_pop = false;
   bool nvtx_check_order = false;
   std::string nvtx_domain;
+  /// LAPTIME_NVTX_RANGES (on in the profiling profile): every Stopwatch interval is also an NVTX
+  /// range (Stopwatch::set_nvtx_ranges).
+  bool nvtx_ranges = false;
 
   bool nvtx_counters = false;   ///< LAPTIME_NVTX_COUNTERS: tracked names' CPU and I/O as counters
   double nvtx_counters_hz = 0;  ///< LAPTIME_NVTX_COUNTERS_HZ: process-tree samples per second
@@ -58,6 +62,7 @@ struct Settings {
   struct FromEnv {
     bool stopwatch = false;  ///< LAPTIME_PROFILE or LAPTIME_STOPWATCH
     bool num_warmup_iters = false, print_every_n_iters = false, do_cuda_sync = false;
+    bool nvtx_ranges = false;  ///< LAPTIME_NVTX_RANGES or LAPTIME_PROFILE
   } from_env;
 };
 

@@ -137,6 +137,15 @@ class Stopwatch {
   /// `laptime::Stopwatch::instance().enable_recording(100000);`
   void enable_recording(std::size_t max_intervals);
 
+  /// Makes every interval also an NVTX range of the same name, through the NVTX wrapper (its
+  /// domain, colours, registered strings, range stack and order checks), while the wrapper is
+  /// enabled: no range_push next to start_meas. Nested push/pop on the measuring thread; a name
+  /// once ended on another thread uses start/end ranges (docs/nvtx.md says what the first such
+  /// interval shows). Off (the default) the pair costs exactly what it did; on, one NVTX push and
+  /// pop more. LAPTIME_NVTX_RANGES=0/1 (and LAPTIME_PROFILE=profiling), when set, wins.
+  /// `laptime::Stopwatch::instance().set_nvtx_ranges(true);`
+  void set_nvtx_ranges(bool on);
+
   /// Sets this process's rank and world size for reports, the {rank} of output paths and
   /// rank-0-only printing, for programs that learn their rank from MPI or NCCL rather than from
   /// the launcher's variables (RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK). A world size
@@ -294,6 +303,7 @@ inline void Stopwatch::set_gpu_stream(void*) noexcept {}
 inline void Stopwatch::disable_gpu_timing() {}
 inline void Stopwatch::wait_for_gpu_timings() {}
 inline void Stopwatch::enable_recording(std::size_t) {}
+inline void Stopwatch::set_nvtx_ranges(bool) {}
 inline void Stopwatch::set_rank(int, int) {}
 inline void Stopwatch::set_print_rank0_only(bool) noexcept {}
 inline void Stopwatch::set_worker_label(std::string_view) {}

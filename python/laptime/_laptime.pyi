@@ -69,12 +69,17 @@ class Stopwatch:
         """Whether enable() was called."""
     def enable(
         self, num_warmup_iters: _Count, print_every_n_iters: Optional[_Count] = None,
-        do_cuda_sync: bool = False
+        do_cuda_sync: bool = False, *, nvtx: Optional[bool] = None
     ) -> None:
         """Turns measuring on. Iterations before ``num_warmup_iters`` are warm-up; the report is
         printed every ``print_every_n_iters`` measured iterations; ``do_cuda_sync`` synchronises
         the current CUDA context before each timestamp after warm-up (a full GPU sync per call).
-        Again with the same arguments: nothing; with others: UsageError."""
+        Again with the same arguments: nothing; with others: UsageError. ``nvtx=True`` also calls
+        ``set_nvtx_ranges(True)`` (``None``: the setting stays)."""
+    def set_nvtx_ranges(self, on: bool, /) -> None:
+        """Every interval also an NVTX range of the same name, through the NVTX wrapper while it
+        is enabled: no ``range_push`` next to ``start_meas``. ``LAPTIME_NVTX_RANGES``, when set,
+        wins."""
     def disable(self) -> None:
         """Turns measuring off; results stay, and enable() may be called with other arguments."""
     def start_meas(self, name: _Name) -> None:

@@ -833,16 +833,21 @@ PyObject* sw_finish_iter(PyObject*, PyObject*) {
   return call_none_without_gil([] { stopwatch().finish_iter(); });
 }
 
+// nvtx=True/False (keyword only): Stopwatch::set_nvtx_ranges, after a successful enable; None (or
+// left out): the setting stays as it is.
 PyObject* sw_enable(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"num_warmup_iters", "print_every_n_iters", "do_cuda_sync",
-                                   nullptr};
+                                   "nvtx", nullptr};
   PyObject* warmup_obj = nullptr;
   PyObject* every_obj = Py_None;
   int cuda_sync = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Op:enable", const_cast<char**>(keywords),
-                                   &warmup_obj, &every_obj, &cuda_sync)) {
+  PyObject* nvtx_obj = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Op$O:enable", const_cast<char**>(keywords),
+                                   &warmup_obj, &every_obj, &cuda_sync, &nvtx_obj)) {
     return nullptr;
   }
+  const int nvtx_ranges = nvtx_obj == Py_None ? -1 : PyObject_IsTrue(nvtx_obj);
+  if (nvtx_ranges == -1 && PyErr_Occurred()) return nullptr;
   int warmup = 0;
   if (!iteration_count("num_warmup_iters", warmup_obj, warmup)) return nullptr;
   std::optional<int> every;
@@ -853,11 +858,20 @@ PyObject* sw_enable(PyObject*, PyObject* args, PyObject* kwargs) {
   }
 #if LAPTIME_ENABLED
   // Messages in Python's words: None, not std::nullopt.
-  return call_none(
-      [&] { laptime::detail::enable_stopwatch(warmup, every, cuda_sync != 0, "None"); });
+  PyObject* r =
+      call_none([&] { laptime::detail::enable_stopwatch(warmup, every, cuda_sync != 0, "None"); });
 #else
-  return call_none([&] { stopwatch().enable(warmup, every, cuda_sync != 0); });
+  PyObject* r = call_none([&] { stopwatch().enable(warmup, every, cuda_sync != 0); });
 #endif
+  if (r == nullptr || nvtx_ranges < 0) return r;
+  Py_DECREF(r);
+  return call_none([&] { stopwatch().set_nvtx_ranges(nvtx_ranges != 0); });
+}
+
+PyObject* sw_set_nvtx_ranges(PyObject*, PyObject* on) {
+  const int v = PyObject_IsTrue(on);
+  if (v < 0) return nullptr;
+  return call_none([&] { stopwatch().set_nvtx_ranges(v != 0); });
 }
 
 /// tp_new of a facade type: `instance` (the singleton) for the type itself; for a Python
@@ -1163,8 +1177,12 @@ PyMethodDef g_stopwatch_methods[] = {
     {"finish_iter", sw_finish_iter, METH_NOARGS,
      "finish_iter($self)\n--\n\nEnds an iteration: warm-up, NVTX mark, periodic report."},
     {"enable", as_cfunction(sw_enable), METH_VARARGS | METH_KEYWORDS,
-     "enable($self, num_warmup_iters, print_every_n_iters=None, do_cuda_sync=False)\n--\n\n"
-     "Turns measuring on."},
+     "enable($self, num_warmup_iters, print_every_n_iters=None, do_cuda_sync=False, *, "
+     "nvtx=None)\n--\n\nTurns measuring on; nvtx=True also makes every interval an NVTX range "
+     "(set_nvtx_ranges)."},
+    {"set_nvtx_ranges", sw_set_nvtx_ranges, METH_O,
+     "set_nvtx_ranges($self, on, /)\n--\n\nEvery interval also an NVTX range of its name, "
+     "through the NVTX wrapper while it is enabled (LAPTIME_NVTX_RANGES, when set, wins)."},
     {"set_cpu_usage_meas_name", as_cfunction(sw_set_cpu_usage_meas_name),
      METH_FASTCALL | METH_KEYWORDS,
      "set_cpu_usage_meas_name($self, name)\n--\n\nSamples CPU and I/O during the intervals of "

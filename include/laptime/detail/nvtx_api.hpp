@@ -65,6 +65,13 @@ inline void push(void* domain, const NvtxEventAttributes* a) noexcept {
 inline void pop(void* domain) noexcept {
   nvtxDomainRangePop(static_cast<nvtxDomainHandle_t>(domain));
 }
+// Start/end ranges: not bound to a thread's stack (Stopwatch intervals that end on another thread).
+inline std::uint64_t range_start(void* domain, const NvtxEventAttributes* a) noexcept {
+  return nvtxDomainRangeStartEx(static_cast<nvtxDomainHandle_t>(domain), native(a));
+}
+inline void range_end(void* domain, std::uint64_t id) noexcept {
+  nvtxDomainRangeEnd(static_cast<nvtxDomainHandle_t>(domain), id);
+}
 inline void mark(void* domain, const NvtxEventAttributes* a) noexcept {
   nvtxDomainMarkEx(static_cast<nvtxDomainHandle_t>(domain), native(a));
 }
@@ -84,6 +91,10 @@ inline void name_os_thread(long tid, const char* name) noexcept {
 #else
 inline void push(void*, const NvtxEventAttributes*) noexcept {}
 inline void pop(void*) noexcept {}
+inline std::uint64_t range_start(void*, const NvtxEventAttributes*) noexcept {
+  return 0;
+}
+inline void range_end(void*, std::uint64_t) noexcept {}
 inline void mark(void*, const NvtxEventAttributes*) noexcept {}
 inline void* register_string(void*, const char*) noexcept {
   return nullptr;

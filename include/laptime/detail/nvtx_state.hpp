@@ -161,13 +161,15 @@ struct NvtxOps {
   void (*grow_stack)(NvtxThread& t);
   /// Pushes a name beyond LAPTIME_NVTX_MAX_NAMES as text (and onto the stack when tracking).
   void (*push_unregistered)(NvtxThread& t, std::string_view text, bool track);
-  /// A pop that does not match: by the error policy. `how`: kPopPlain, kPopChecked, kPopScoped.
+  /// A pop that does not match: by the error policy. `how`: kPopPlain, kPopChecked, kPopScoped,
+  /// kPopMeasured.
   void (*pop_error)(const NvtxThread& t, std::string_view expected, int how);
   void (*sync)();
 };
-inline constexpr int kPopPlain = 0;    // range_pop()
-inline constexpr int kPopChecked = 1;  // range_pop(expected)
-inline constexpr int kPopScoped = 2;   // the end of an NVTXScopedRange's scope
+inline constexpr int kPopPlain = 0;     // range_pop()
+inline constexpr int kPopChecked = 1;   // range_pop(expected)
+inline constexpr int kPopScoped = 2;    // the end of an NVTXScopedRange's scope
+inline constexpr int kPopMeasured = 3;  // end_meas of a Stopwatch NVTX range (set_nvtx_ranges)
 
 /// The process-wide wrapper state: NvtxCore (nvtx.hpp: the flags the inline API reads) and the
 /// rest.

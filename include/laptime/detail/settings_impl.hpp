@@ -60,7 +60,8 @@ LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx) {
     } else if (*profile == "evaluation") {
       s.stopwatch = true;
     } else if (*profile == "profiling") {
-      s.stopwatch = s.nvtx = true;
+      s.stopwatch = s.nvtx = s.nvtx_ranges = true;
+      s.from_env.nvtx_ranges = true;
       s.nvtx_counters = true;
       s.nvtx_counters_hz = 10;
     } else if (*profile == "debugging") {
@@ -199,6 +200,10 @@ LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx) {
       malformed("LAPTIME_NVTX_COUNTERS_HZ", *v, "is not a rate between 0 and 1000 per second");
     }
   }
+  if (get("LAPTIME_NVTX_RANGES") && detail::parse_bool(*get("LAPTIME_NVTX_RANGES"))) {
+    s.from_env.nvtx_ranges = true;
+  }
+  flag("LAPTIME_NVTX_RANGES", s.nvtx_ranges);
   return s;
 }
 }  // namespace detail
@@ -262,6 +267,14 @@ LAPTIME_IMPL void apply_settings(const Settings& s, int rank) noexcept {
   if (const auto mode = detail::parse_progress(s.progress)) {
     step("LAPTIME_PROGRESS",
          [&] { detail::stopwatch_state().set_progress(*mode, /*from_env=*/true); });
+  }
+#endif
+  // Like LAPTIME_RECORD: on every rank, whoever enables the Stopwatch; only the environment's
+  // choice is applied (it overrides the code's set_nvtx_ranges).
+#if LAPTIME_ENABLED
+  if (s.from_env.nvtx_ranges) {
+    step("LAPTIME_NVTX_RANGES",
+         [&] { detail::stopwatch_state().set_nvtx_ranges(s.nvtx_ranges, true); });
   }
 #endif
   if (s.nvtx) {

@@ -48,15 +48,20 @@ inline constexpr unsigned kFeatGpuTiming = 2;  // every name
 inline constexpr unsigned kFeatTracked = 4;
 inline constexpr unsigned kFeatGpuNames = 8;  // the names flagged kNameGpu only
 inline constexpr unsigned kFeatRecord = 16;   // keep each thread's last intervals (IntervalRing)
+inline constexpr unsigned kFeatNvtx = 32;     // each interval is an NVTX range (set_nvtx_ranges)
 
 // Bits of StopwatchState::name_flags.
 inline constexpr std::uint8_t kNameTracked = 1;
 inline constexpr std::uint8_t kNameSeen = 2;
 inline constexpr std::uint8_t kNameGpu = 4;
+/// An interval of the name ended on another thread than its start: its NVTX ranges are start/end
+/// ranges from then on (Stopwatch::set_nvtx_ranges).
+inline constexpr std::uint8_t kNameNvtxCross = 8;
 /// Slot::gpu_token of an interval without GPU events (cuda::GpuEventTimer::kInvalid).
 inline constexpr std::uint32_t kNoGpuToken = 0xffffffffu;
 
 struct ResourceSlot;  // the implementation's (resources::Sample and Usage)
+struct NvtxName;      // detail/nvtx_state.hpp
 
 /// One (thread, name): the running interval, and what this thread accumulated for the name.
 ///
@@ -71,6 +76,13 @@ struct Slot {
   std::atomic<bool> sampled{false};    // resources were sampled at start
   std::atomic<bool> measuring{false};  // started after warm-up (decides the CUDA sync at the end)
   std::atomic<std::uint32_t> gpu_token{kNoGpuToken};
+  // The running interval's NVTX range (Stopwatch::set_nvtx_ranges; detail/stopwatch_state.hpp):
+  // how it is open (kNvtxRange*), the NVTX wrapper's state it was opened under, the id of a
+  // start/end range, and the name's registered string as the owner last resolved it.
+  std::atomic<std::uint8_t> nvtx{0};
+  std::atomic<std::uint32_t> nvtx_state{0};
+  std::atomic<std::uint64_t> nvtx_range{0};
+  std::atomic<const NvtxName*> nvtx_name{nullptr};
   bool prepared = false;                          // owner only
   std::uint32_t id = kNoName;                     // the name's (set when the chunk is made)
   std::atomic<std::uint32_t> generation{0};       // StopwatchState::generation of the statistics

@@ -57,6 +57,9 @@ LAPTIME_IMPL void Stopwatch::wait_for_gpu_timings() {
 LAPTIME_IMPL void Stopwatch::enable_recording(std::size_t max_intervals) {
   detail::stopwatch_state().set_recording(max_intervals, false);
 }
+LAPTIME_IMPL void Stopwatch::set_nvtx_ranges(bool on) {
+  detail::stopwatch_state().set_nvtx_ranges(on, false);
+}
 LAPTIME_IMPL void Stopwatch::set_rank(int rank, int world_size) {
   detail::set_rank(rank, world_size);
 }

@@ -29,6 +29,7 @@
 #include "laptime/detail/env.hpp"
 #include "laptime/detail/histogram.hpp"
 #include "laptime/detail/nvtx_counters.hpp"
+#include "laptime/detail/nvtx_setup.hpp"  // the NVTX ranges of set_nvtx_ranges, inlined
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/progress.hpp"
 #include "laptime/detail/stopwatch_figures.hpp"
@@ -49,6 +50,13 @@ struct ResourceSlot {
   resources::Sample start;
   resources::Usage usage;
 };
+
+/// Slot::nvtx (Stopwatch::set_nvtx_ranges): it moves kNvtxRangeNone -> Pushed|Started (owner, at
+/// start) -> None (at the end), or Pushed -> Owed (the ending thread) -> None (the owner).
+inline constexpr std::uint8_t kNvtxRangeNone = 0;
+inline constexpr std::uint8_t kNvtxRangePushed = 1;
+inline constexpr std::uint8_t kNvtxRangeStarted = 2;
+inline constexpr std::uint8_t kNvtxRangeOwed = 3;
 
 struct OneTime {
   std::string name;
@@ -144,6 +152,9 @@ struct StopwatchState : StopwatchCore {
   WorkerShare share;
   std::atomic<bool> share_checked{false};  // attach_from_env tried (once per process)
 
+  // --- NVTX ranges (Stopwatch::set_nvtx_ranges, LAPTIME_NVTX_RANGES): under config_mutex ---
+  bool nvtx_ranges_from_env = false;  // the code's calls yield
+
   // --- exit output (LAPTIME_OUTPUT, LAPTIME_PRINT_AT_EXIT) ---
   std::atomic<bool> exit_hook_registered{false};
   std::string exit_output_path;
@@ -168,6 +179,16 @@ struct StopwatchState : StopwatchCore {
   void start_features(Slot& s, std::uint32_t id, unsigned feats, bool measuring);
   void end_features(ThreadRecord& owner, Slot& run_slot, std::uint32_t id, bool measuring,
                     std::int64_t dt);
+  // end_features' resource window and GPU events (where the interval has them).
+  void end_samples(ThreadRecord& owner, Slot& run_slot, std::uint32_t id, bool measuring,
+                   std::int64_t dt);
+  void open_nvtx_range(Slot& s, std::uint32_t id);
+  void close_nvtx_range(ThreadRecord& owner, Slot& run_slot, std::uint32_t id);
+  void close_own_nvtx_range(Slot& s, std::uint32_t id, bool report);
+  void close_nvtx_range_slow(ThreadRecord& owner, Slot& run_slot, std::uint32_t id);
+  void close_nvtx_range_elsewhere(Slot& run_slot, std::uint32_t id);
+  void nvtx_ranges_without_wrapper();
+  void set_nvtx_ranges(bool on, bool from_env);
   int count_running(ThreadRecord& rec, std::string* listed);
   void ensure_ring(ThreadRecord& rec);
   void record_interval(std::uint32_t id, std::int64_t t0, std::int64_t dt);
@@ -373,6 +394,13 @@ inline void StopwatchState::start_running_error(std::string_view name) {
 inline void StopwatchState::drop_interval(Slot& s, std::uint32_t mark) noexcept {
   s.run.store(mark, std::memory_order_relaxed);
   s.sampled.store(false, std::memory_order_relaxed);
+  // Called by the slot's own thread: its NVTX range closes now (where the order check allows).
+  if (s.nvtx.load(std::memory_order_relaxed) != kNvtxRangeNone) {
+    try {
+      close_own_nvtx_range(s, s.id, /*report=*/false);
+    } catch (...) {  // an allocation of the wrapper's first use on this thread: the range stays
+    }
+  }
   const std::uint32_t token =
       s.gpu_token.exchange(cuda::GpuEventTimer::kInvalid, std::memory_order_relaxed);
   if (token != cuda::GpuEventTimer::kInvalid) cuda::GpuEventTimer::instance().cancel(token);
@@ -380,6 +408,14 @@ inline void StopwatchState::drop_interval(Slot& s, std::uint32_t mark) noexcept 
 
 inline void StopwatchState::start_features(Slot& s, std::uint32_t id, unsigned feats,
                                            bool measuring) {
+  // First: the range encloses all the Stopwatch does for the interval (docs/nvtx.md).
+  if (feats & kFeatNvtx) {
+    open_nvtx_range(s, id);
+    if (LAPTIME_LIKELY(feats == kFeatNvtx)) {  // the NVTX ranges alone: none of the rest
+      s.sampled.store(false, std::memory_order_relaxed);
+      return;
+    }
+  }
   if (feats & kFeatRecord) ensure_ring(threads.local());
   const std::uint8_t flags = name_flags[id].load(std::memory_order_relaxed);
   if ((feats & kFeatTracked) && (flags & kNameTracked)) {
@@ -469,6 +505,23 @@ inline void StopwatchState::drop_stale(ThreadRecord& rec, Slot& s, std::uint32_t
 
 inline void StopwatchState::end_features(ThreadRecord& owner, Slot& run_slot, std::uint32_t id,
                                          bool measuring, std::int64_t dt) {
+  // Resources and GPU events only where the interval has some (plain loads decide): the NVTX
+  // ranges alone pay no locked instruction and no large frame. The range closes last, so that it
+  // encloses the rest; that may be a usage error (an order check), after the interval counted.
+  if (LAPTIME_UNLIKELY(run_slot.sampled.load(std::memory_order_relaxed) ||
+                       run_slot.gpu_token.load(std::memory_order_relaxed) !=
+                           cuda::GpuEventTimer::kInvalid)) {
+    end_samples(owner, run_slot, id, measuring, dt);
+  }
+  // A tail call: the common case (NVTX ranges alone) builds no frame here.
+  if (run_slot.nvtx.load(std::memory_order_acquire) != kNvtxRangeNone) {
+    close_nvtx_range(owner, run_slot, id);
+  }
+}
+
+LAPTIME_NOINLINE inline void StopwatchState::end_samples(ThreadRecord& owner, Slot& run_slot,
+                                                         std::uint32_t id, bool measuring,
+                                                         std::int64_t dt) {
   if (run_slot.sampled.exchange(false, std::memory_order_relaxed)) {
     const resources::Sample end_sample = resources::sample();
     if (measuring) {
@@ -490,6 +543,135 @@ inline void StopwatchState::end_features(ThreadRecord& owner, Slot& run_slot, st
          << 32) |
         id;
     cuda::GpuEventTimer::instance().stop(token, gpu_stream.load(std::memory_order_relaxed), tag);
+  }
+}
+
+// ---- NVTX ranges (Stopwatch::set_nvtx_ranges; docs/nvtx.md "Stopwatch intervals as ranges") -----
+// Each interval is an NVTX range of the name's text, through the NVTX wrapper (its domain, colours,
+// registered strings, syncs, range stack and order checks), while the wrapper is enabled:
+//   - a push at start_meas, a pop at end_meas on the same thread: ranges nest with each other and
+//     with range_push/range_pop (with order tracking, an end_meas whose range is not the innermost
+//     is a usage error after the interval was counted; nothing is popped);
+//   - a name whose interval once ended on another thread (kNameNvtxCross) uses start/end ranges
+//     from then on (nvtxDomainRangeStartEx/RangeEnd: not tied to a thread's stack), started by
+//     the starting thread and ended by whichever thread ends the interval;
+//   - that first interval was pushed on its starting thread, whose stack only that thread may pop:
+//     the ending thread marks it owed (kNvtxRangeOwed), and the starting thread pops it at its next
+//     start_meas of that name (with order tracking: if it is then the innermost range; otherwise
+//     it stays open, with a one-time warning). On the timeline that one range ends late.
+//   - an interval dropped (of an older enable/reset period) closes its range when it is dropped.
+
+LAPTIME_ALWAYS_INLINE void StopwatchState::open_nvtx_range(Slot& s, std::uint32_t id) {
+  // A range left open: owed by an interval that ended elsewhere, or of a dropped interval.
+  if (LAPTIME_UNLIKELY(s.nvtx.load(std::memory_order_acquire) != kNvtxRangeNone)) {
+    close_own_nvtx_range(s, id, /*report=*/false);
+  }
+  const bool start_end = (name_flags[id].load(std::memory_order_relaxed) & kNameNvtxCross) != 0;
+  std::uint64_t range = 0;
+  const std::uint32_t opened = nvtx_measured_open(
+      nvtx_state(), *names[id].load(std::memory_order_acquire), &s.nvtx_name, start_end, &range);
+  if (LAPTIME_UNLIKELY(opened == 0)) {
+    nvtx_ranges_without_wrapper();
+    return;
+  }
+  s.nvtx_range.store(range, std::memory_order_relaxed);
+  s.nvtx_state.store(opened, std::memory_order_relaxed);
+  s.nvtx.store(start_end ? kNvtxRangeStarted : kNvtxRangePushed, std::memory_order_release);
+}
+
+LAPTIME_NOINLINE LAPTIME_COLD inline void StopwatchState::nvtx_ranges_without_wrapper() {
+  warn_once("stopwatch-nvtx-off",
+            "Stopwatch NVTX ranges are on, but the NVTX wrapper is not enabled "
+            "(NVTXRangeWrapper::enable, LAPTIME_NVTX=1): no range is sent until it is");
+}
+
+// The slot's own thread closes its range. A load and a store, no locked instruction: another
+// thread only turns Pushed into Owed (the owner pops either way, once) or ends a Started range at
+// the same moment as its owner (then both end it, as both count the interval: end_elsewhere).
+LAPTIME_NOINLINE inline void StopwatchState::close_own_nvtx_range(Slot& s, std::uint32_t id,
+                                                                  bool report) {
+  const std::uint8_t how = s.nvtx.load(std::memory_order_acquire);
+  s.nvtx.store(kNvtxRangeNone, std::memory_order_relaxed);
+  const std::uint32_t opened = s.nvtx_state.load(std::memory_order_relaxed);
+  if (how == kNvtxRangeStarted) {
+    nvtx_measured_end(nvtx_state(), opened, s.nvtx_range.load(std::memory_order_relaxed));
+  } else if (how == kNvtxRangePushed || how == kNvtxRangeOwed) {
+    const std::string& text = *names[id].load(std::memory_order_acquire);
+    // An owed range is popped without an error: its end_meas already came, on another thread.
+    if (!nvtx_measured_pop(nvtx_state(), opened, text, s.nvtx_name.load(std::memory_order_relaxed),
+                           report && how == kNvtxRangePushed) &&
+        how == kNvtxRangeOwed) {
+      warn_once("stopwatch-nvtx-owed",
+                "Stopwatch NVTX range " + detail::quoted(text) +
+                    " ended on another thread while ranges pushed after it were still open on its "
+                    "starting thread; that range stays open there");
+    }
+  }
+}
+
+// At the end of an interval (end_features), on the thread that ends it. The common case (a range
+// this thread pushed, the wrapper's state unchanged, no order tracking, no sync) is a few loads, a
+// store and NVTX's pop, with no frame: every other case is a tail call to close_nvtx_range_slow.
+LAPTIME_NOINLINE inline void StopwatchState::close_nvtx_range(ThreadRecord& owner, Slot& run_slot,
+                                                              std::uint32_t id) {
+  const NvtxCore* core = nvtx_core_pointer().load(std::memory_order_acquire);
+  if (LAPTIME_LIKELY(threads.find_local() == &owner && core != nullptr &&
+                     run_slot.nvtx.load(std::memory_order_acquire) == kNvtxRangePushed)) {
+    const std::uint32_t st = core->state.load(std::memory_order_acquire);
+    if (LAPTIME_LIKELY(st == run_slot.nvtx_state.load(std::memory_order_relaxed) &&
+                       (st & (NvtxCore::kTrack | NvtxCore::kSyncPop)) == 0)) {
+      run_slot.nvtx.store(kNvtxRangeNone, std::memory_order_relaxed);
+      nvtx_api::pop(core->domain.load(std::memory_order_relaxed));
+      return;
+    }
+  }
+  close_nvtx_range_slow(owner, run_slot, id);
+}
+
+LAPTIME_NOINLINE inline void StopwatchState::close_nvtx_range_slow(ThreadRecord& owner,
+                                                                   Slot& run_slot,
+                                                                   std::uint32_t id) {
+  if (LAPTIME_LIKELY(&owner == &threads.local())) {
+    if (LAPTIME_LIKELY(run_slot.nvtx.load(std::memory_order_acquire) == kNvtxRangePushed)) {
+      run_slot.nvtx.store(kNvtxRangeNone, std::memory_order_relaxed);
+      (void)nvtx_measured_pop(nvtx_state(), run_slot.nvtx_state.load(std::memory_order_relaxed),
+                              *names[id].load(std::memory_order_acquire),
+                              run_slot.nvtx_name.load(std::memory_order_relaxed), true);
+      return;
+    }
+    close_own_nvtx_range(run_slot, id, /*report=*/true);
+    return;
+  }
+  close_nvtx_range_elsewhere(run_slot, id);
+}
+
+// Ended on another thread: from now on the name's intervals are start/end ranges.
+LAPTIME_NOINLINE inline void StopwatchState::close_nvtx_range_elsewhere(Slot& run_slot,
+                                                                        std::uint32_t id) {
+  name_flags[id].fetch_or(kNameNvtxCross, std::memory_order_relaxed);
+  std::uint8_t how = run_slot.nvtx.load(std::memory_order_acquire);
+  if (how == kNvtxRangeStarted) {
+    const std::uint32_t opened = run_slot.nvtx_state.load(std::memory_order_relaxed);
+    const std::uint64_t range = run_slot.nvtx_range.load(std::memory_order_relaxed);
+    if (run_slot.nvtx.compare_exchange_strong(how, kNvtxRangeNone, std::memory_order_acq_rel)) {
+      nvtx_measured_end(nvtx_state(), opened, range);
+    }
+  } else if (how == kNvtxRangePushed) {
+    // Only its own thread may pop it: owed (a compare-exchange, as its owner may be closing it).
+    run_slot.nvtx.compare_exchange_strong(how, kNvtxRangeOwed, std::memory_order_acq_rel);
+  }
+}
+
+/// Stopwatch::set_nvtx_ranges (from_env: LAPTIME_NVTX_RANGES or the profiling profile, which the
+/// code's calls yield to, SPEC §8).
+inline void StopwatchState::set_nvtx_ranges(bool on, bool from_env) {
+  std::lock_guard<std::mutex> lock(config_mutex);
+  if (nvtx_ranges_from_env && !from_env) return;
+  nvtx_ranges_from_env = nvtx_ranges_from_env || from_env;
+  if (on) {
+    features.fetch_or(kFeatNvtx, std::memory_order_relaxed);
+  } else {
+    features.fetch_and(~kFeatNvtx, std::memory_order_relaxed);
   }
 }
 
@@ -989,6 +1171,7 @@ inline void testing_reset_stopwatch_impl() {
     s.progress_from_env = false;
     s.progress.store(0);
     s.total_iters.store(0);
+    s.nvtx_ranges_from_env = false;
   }
   const std::uint32_t n = s.name_count.load(std::memory_order_acquire);
   for (std::uint32_t id = 0; id < n; ++id) s.name_flags[id].store(0);
@@ -1016,7 +1199,10 @@ LAPTIME_IMPL void ThreadRecord::adopt(long new_tid) noexcept {
   }
   for (auto& c : chunks) {
     if (Slot* s = c.load(std::memory_order_relaxed)) {
-      for (std::size_t i = 0; i < kChunk; ++i) s[i].run.store(0, std::memory_order_relaxed);
+      for (std::size_t i = 0; i < kChunk; ++i) {
+        s[i].run.store(0, std::memory_order_relaxed);
+        s[i].nvtx.store(0, std::memory_order_relaxed);  // the old owner's stack is gone
+      }
     }
   }
 }
