@@ -16,7 +16,8 @@
 # (a timestamp and the value). If this nsys writes neither, the script lists every table whose
 # name has COUNTER or NVTX in it and dumps their first rows, so that the next run can be fixed.
 #
-# Checks: the 16 counters are there; busy/idle/write have one sample per iteration; "busy"'s
+# Checks: the Stopwatch's intervals are NVTX ranges of their names (set_nvtx_ranges), "spin"
+# nested in "busy"; the 16 counters are there; busy/idle/write have one sample per iteration; "busy"'s
 # process-tree CPU is more than 3x "idle"'s; "write: write" is above 0 MB/s; the sampler published.
 # nsys's importer needs libdw: Debian's .debs in .debs/ are unpacked as scripts/gpu-check.sh does.
 # Output (report, sqlite, logs) goes to $OUT (the device tool's output folder) or
@@ -55,7 +56,9 @@ nsys_() { LD_LIBRARY_PATH="$DEPS_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$NSY
 # ---------------------------------------------------------------- the program
 CUDA_INC=${CUDA_INC:-/usr/local/cuda/include}
 cat >"$WORK/counters_app.cpp" <<'EOF'
-// Three tracked names with known CPU and I/O, their figures as NVTX counters.
+// Three tracked names with known CPU and I/O, their figures as NVTX counters; every interval is
+// also an NVTX range of its name (set_nvtx_ranges: no range_push written by hand), "spin" nested
+// in "busy".
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -76,25 +79,25 @@ int main(int argc, char** argv) {
   nvtx.enable(false, false, false);
   for (const char* n : {"busy", "idle", "write"}) sw.track_cpu_usage(n);
   sw.enable(0, std::nullopt, false);
+  sw.set_nvtx_ranges(true);
   laptime::enable_nvtx_counters(hz);
   const std::string block(16 << 20, 'w');
   for (int i = 0; i < iters; ++i) {
     {
-      LAPTIME_RANGE("busy");
       sw.start_meas("busy");
+      sw.start_meas("spin");
       const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
       volatile unsigned long sink = 0;
       while (std::chrono::steady_clock::now() < until) sink = sink + 1;
+      sw.end_meas("spin");
       sw.end_meas("busy");
     }
     {
-      LAPTIME_RANGE("idle");
       sw.start_meas("idle");
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       sw.end_meas("idle");
     }
     {
-      LAPTIME_RANGE("write");
       const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       sw.start_meas("write");
       const bool ok = fd >= 0 && ::write(fd, block.data(), block.size()) ==
@@ -225,6 +228,26 @@ else:
 sampled = numeric(samples.get("process tree CPU", []))
 row("background sampler samples", len(sampled) > 0,
     f"{len(sampled)} samples, median {statistics.median(sampled) if sampled else 0:.2f} %")
+
+# The Stopwatch's intervals as NVTX ranges (set_nvtx_ranges): one range per interval, named as
+# the interval, "spin" inside "busy".
+ranges = {}
+if "NVTX_EVENTS" in tables:
+    ecols = columns("NVTX_EVENTS")
+    text = "COALESCE(e.text, s.value)" if "StringIds" in tables and "textId" in ecols else "e.text"
+    join = "LEFT JOIN StringIds s ON e.textId = s.id" if "StringIds" in tables and "textId" in ecols else ""
+    for name, start, end in db.execute(
+            f"SELECT {text}, e.start, e.end FROM NVTX_EVENTS e {join} WHERE e.end IS NOT NULL"):
+        ranges.setdefault(name, []).append((start, end))
+    print("NVTX ranges:", {k: len(v) for k, v in ranges.items()})
+for name in ("busy", "spin", "idle", "write"):
+    n = len(ranges.get(name, []))
+    row(f"range '{name}' from the Stopwatch (unified)", n == iters, f"{n} of {iters}")
+busy_r, spin_r = sorted(ranges.get("busy", [])), sorted(ranges.get("spin", []))
+nested = bool(busy_r) and len(busy_r) == len(spin_r) and all(
+    b0 <= s0 and s1 <= b1 for (b0, b1), (s0, s1) in zip(busy_r, spin_r))
+row("'spin' nested in 'busy'", nested,
+    f"median busy {statistics.median([e - s for s, e in busy_r]) / 1e6:.1f} ms" if busy_r else "none")
 
 print()
 print(f"{'check':48} {'result':6} numbers")
