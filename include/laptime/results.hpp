@@ -140,6 +140,7 @@ struct Results {
   /// Worker processes that measured (live and ended), and those that found no free region of
   /// the shared file (their measurements are missing from this report).
   int worker_processes = 0;
+  int workers_alive = 0;  ///< of them, running when the results were taken
   int workers_unrecorded = 0;
   std::optional<LoopFigures> loop;  ///< none before two finish_iter() calls after warm-up
   /// The name whose intervals are the loop's wait for data (Stopwatch::set_data_name, or the

@@ -301,6 +301,7 @@ LAPTIME_IMPL std::string Results::to_json() const {
   }
   if (worker_processes > 0 || workers_unrecorded > 0) {
     integer("worker_processes", worker_processes);
+    integer("workers_alive", workers_alive);
     integer("workers_unrecorded", workers_unrecorded);
   }
   o += ", \"measurements\": [";

@@ -989,7 +989,10 @@ void StopwatchState::merge_workers(Results& r, std::vector<std::unique_ptr<Merge
           it = list.end() - 1;
         }
         it->stats->merge_from(w.stats);
-        if (std::find(pids.begin(), pids.end(), w.pid) == pids.end()) pids.push_back(w.pid);
+        if (std::find(pids.begin(), pids.end(), w.pid) == pids.end()) {
+          pids.push_back(w.pid);
+          if (w.alive) ++r.workers_alive;
+        }
       });
   r.worker_processes = static_cast<int>(pids.size());
   r.workers_unrecorded = static_cast<int>(no_region);

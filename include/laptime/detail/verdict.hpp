@@ -79,6 +79,8 @@ struct VerdictFigures {
   std::optional<double> main_cores;  ///< the main process's own part of it
   std::string cpu_name;              ///< the tracked name the CPU figures come from
   int cpus = 0;                      ///< CPUs online; 0: unknown
+  /// Worker processes measuring for this one now (docs/workers.md); 0: none known.
+  int workers = 0;
 };
 
 /// "61 %": a share as a whole percentage.
@@ -97,7 +99,8 @@ inline std::string percent(double share) {
 ///    ran, with "GPU time not measured" where it did not).
 /// Where the CPU of a tracked name is known, the loader workers (the process tree less the main
 /// process) are added, saturated when they use >= kSaturatedShare of the cores the main process
-/// leaves.
+/// leaves, or, where the worker processes are known (their measurements reach this process),
+/// when each is busy >= kSaturatedShare of the time.
 inline Verdict verdict(const VerdictFigures& f) {
   Verdict v;
   v.cpus = f.cpus;
@@ -108,16 +111,34 @@ inline Verdict verdict(const VerdictFigures& f) {
     v.main_cores = *f.main_cores;
     workers = "; loader workers (child processes) use ";
     append_fixed(workers, w, 1);
+    // The cores the main process leaves; workers that fill them cannot be helped by more.
+    const double room = static_cast<double>(f.cpus) - *f.main_cores;
+    // Known workers (their measurements reach this process) each busy nearly all the time are
+    // saturated too, however many cores are free: more workers would help.
+    const bool busy_workers = f.workers > 0 && w >= kSaturatedShare * f.workers;
     if (f.cpus > 0) {
       workers += " of ";
       append_int(workers, f.cpus);
-      // The cores the main process leaves; workers that fill them cannot be helped by more.
-      const double room = static_cast<double>(f.cpus) - *f.main_cores;
-      v.workers_saturated = w > 0.05 && w >= kSaturatedShare * room;
+      v.workers_saturated = w > 0.05 && (w >= kSaturatedShare * room || busy_workers);
+    } else if (busy_workers) {
+      v.workers_saturated = true;
     }
     workers += " cores";
+    if (f.workers > 0) {
+      workers += ", ";
+      append_int(workers, f.workers);
+      workers += f.workers == 1 ? " worker busy " : " workers each busy ";
+      workers += percent(w / f.workers);
+      workers += " of the time";
+    }
     if (v.workers_saturated) {
-      workers += *v.workers_saturated ? " (saturated: no core left for more)" : " (not saturated)";
+      if (!*v.workers_saturated) {
+        workers += " (not saturated)";
+      } else if (f.cpus > 0 && w >= kSaturatedShare * room) {
+        workers += " (saturated: no core left for more)";
+      } else {
+        workers += " (saturated: every worker is busy; free cores: more workers would help)";
+      }
     }
     workers += ", main process ";
     append_fixed(workers, *f.main_cores, 1);
@@ -176,6 +197,7 @@ inline Verdict verdict(const VerdictFigures& f) {
 inline VerdictFigures verdict_figures(const Results& r) {
   VerdictFigures f;
   f.cpus = r.cpus;
+  f.workers = r.workers_alive;
   if (r.loop && r.loop->count > 0) f.loop_ns = r.loop->mean_ns;
   f.data_name = r.data_name;
   for (const MeasurementResult& m : r.measurements) {
