@@ -67,6 +67,13 @@ class Stopwatch:
     @property
     def is_enabled(self) -> bool:
         """Whether enable() was called."""
+    @property
+    def is_worker(self) -> bool:
+        """Whether this process measures for a parent (a worker: its figures go to the parent's
+        report, docs/workers.md)."""
+    def set_worker_label(self, label: str, /) -> None:
+        """In a worker process, the label its figures carry in the parent's report (default
+        "pid N"); e.g. from a DataLoader worker_init_fn."""
     def enable(
         self, num_warmup_iters: _Count, print_every_n_iters: Optional[_Count] = None,
         do_cuda_sync: bool = False, *, nvtx: Optional[bool] = None
