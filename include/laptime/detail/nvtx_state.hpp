@@ -37,48 +37,21 @@ struct NvtxName {
   NvtxEventAttributes attributes;
 };
 
-/// Names by text: open addressing over a power-of-two vector, grown at half full. Used under the
+/// Names by text (detail/names.hpp's TextTable: the text's hash beside each entry). Used under the
 /// session lock (the process-wide table) or by its one thread (a thread's table). Cold: only a
 /// name that a thread meets for the first time reaches it.
 struct NvtxNameTable {
-  std::vector<const NvtxName*> slots;
-  std::size_t size = 0;
+  TextTable<const NvtxName*> by_text;
 
   const NvtxName* find(std::string_view text) const noexcept {
-    if (slots.empty()) return nullptr;
-    const std::size_t mask = slots.size() - 1;
-    for (std::size_t i = name_hash(text) & mask;; i = (i + 1) & mask) {
-      const NvtxName* n = slots[i];
-      if (n == nullptr) return nullptr;
-      if (same_text(n->text, text)) return n;
-    }
+    const NvtxName* const* n = by_text.find(text);
+    return n != nullptr ? *n : nullptr;
   }
 
   /// Adds `n` (whose text is not in the table). May throw std::bad_alloc; the table is unchanged.
-  void insert(const NvtxName* n) {
-    if (2 * (size + 1) > slots.size()) {
-      std::vector<const NvtxName*> old(slots.empty() ? 16 : 2 * slots.size(), nullptr);
-      old.swap(slots);
-      for (const NvtxName* e : old) {
-        if (e != nullptr) place(e);
-      }
-    }
-    place(n);
-    ++size;
-  }
+  void insert(const NvtxName* n) { by_text.insert(n->text, n); }
 
-  void clear() noexcept {
-    slots.clear();
-    size = 0;
-  }
-
- private:
-  void place(const NvtxName* n) noexcept {
-    const std::size_t mask = slots.size() - 1;
-    std::size_t i = name_hash(n->text) & mask;
-    while (slots[i] != nullptr) i = (i + 1) & mask;
-    slots[i] = n;
-  }
+  void clear() noexcept { by_text.clear(); }
 };
 
 /// The state of one enable(): its domain, colours and the process-wide table of registered names.

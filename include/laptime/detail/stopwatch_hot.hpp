@@ -173,7 +173,7 @@ struct alignas(kCacheLine) SlotChunk {
 struct alignas(kCacheLine) ThreadRecord {
   std::array<std::atomic<Slot*>, kChunks> chunks{};
   NameCache<Slot*> cache;
-  std::unordered_map<std::string_view, std::uint32_t> known;  // keys view interned names
+  TextTable<std::uint32_t> known;  // ids by text (behind the cache), keys are interned names
   // Intervals this thread started and may not have ended: an upper bound (another thread may
   // end one, an epoch may drop one); finish_iter() counts exactly when it is not 0.
   int running = 0;

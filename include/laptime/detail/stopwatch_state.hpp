@@ -350,8 +350,9 @@ inline std::uint32_t StopwatchState::intern(std::string_view name) {
 // Out of line on purpose: keeps the hot path small.
 inline const NameCacheEntry* StopwatchState::lookup_slow(ThreadRecord& rec, std::string_view name) {
   std::uint32_t id;
-  if (auto it = rec.known.find(name); it != rec.known.end()) {
-    id = it->second;
+  const std::uint64_t hash = text_hash(name);
+  if (const std::uint32_t* known = rec.known.find(name, hash)) {
+    id = *known;
   } else {
     id = intern(name);
     if (id == kNoName) {
@@ -362,7 +363,7 @@ inline const NameCacheEntry* StopwatchState::lookup_slow(ThreadRecord& rec, std:
                   "max-names", "calls with names past LAPTIME_MAX_NAMES were not measured");
       return nullptr;
     }
-    rec.known.emplace(*names[id].load(std::memory_order_acquire), id);
+    rec.known.insert(*names[id].load(std::memory_order_acquire), hash, id);
   }
   Slot& slot = rec.slot(id);
   const std::string* interned = names[id].load(std::memory_order_acquire);
