@@ -407,6 +407,16 @@ TEST_CASE("without a profiler attached, the counters start no thread and publish
   CHECK(run_self("--no-tool-child", false) == 0);
 }
 
+TEST_CASE("a tool without the counters extension gets each figure as a mark carrying its value" *
+          NEEDS_RECORDER) {
+  // In a process of its own, under the recorder told to take no counters (as Nsight Systems
+  // 2025.3.1 does: its reports hold no counter): the samples come as marks with a double payload.
+  ::setenv("NVTX_RECORDER_NO_COUNTERS", "1", 1);
+  const int rc = run_self("--marks-child", true);
+  ::unsetenv("NVTX_RECORDER_NO_COUNTERS");
+  CHECK(rc == 0);
+}
+
 TEST_CASE("the counters go to the NVTX wrapper's named domain where it has one" * NEEDS_RECORDER) {
   // In a process of its own: the domain is chosen once per process, at the first enable.
   CHECK(run_self("--domain-child", true) == 0);
@@ -472,6 +482,33 @@ int no_tool_child() {
   return threads_named("laptime-counter") == 0 ? 0 : 1;
 }
 
+// The child of "a tool without the counters extension": a busy and an idle tracked interval;
+// exit 0 if no counter was registered and each figure came as a mark with its value, the busy
+// one's process tree CPU above 3x the idle one's.
+int marks_child() {
+  laptime::Stopwatch& sw = tracking({"busy", "idle"});
+  laptime::enable_nvtx_counters();
+  if (!laptime::nvtx_counters_enabled()) return 2;
+  sw.start_meas("busy");
+  spin_for(std::chrono::milliseconds(60));
+  sw.end_meas("busy");
+  sw.start_meas("idle");
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  sw.end_meas("idle");
+  if (!starting_with("counter-register").empty()) return 3;
+  auto value_of = [](const std::string& mark) -> double {
+    const auto lines = starting_with("mark laptime " + mark + " value=");
+    if (lines.size() != 1) return -1;
+    return std::strtod(lines[0].c_str() + lines[0].find("value=") + 6, nullptr);
+  };
+  const double busy = value_of("busy: process tree CPU");
+  const double idle = value_of("idle: process tree CPU");
+  const double write = value_of("busy: write");
+  if (busy < 0 || idle < 0 || write < 0) return 4;
+  if (value_of("busy: system CPU") < 0 || value_of("idle: read") < 0) return 5;
+  return busy > 3 * idle ? 0 : 6;
+}
+
 // The child of "the NVTX wrapper's named domain": the wrapper enabled with the domain "trainer",
 // then the counters; exit 0 if a tracked interval's counters were registered and sampled there.
 int domain_child() {
@@ -495,6 +532,7 @@ int main(int argc, char** argv) {
   ::setenv("NVTX_INJECTION64_PATH", LAPTIME_NVTX_RECORDER_PATH, 1);
 #endif
   if (argc == 2 && std::string(argv[1]) == "--domain-child") return domain_child();
+  if (argc == 2 && std::string(argv[1]) == "--marks-child") return marks_child();
   doctest::Context context(argc, argv);
   return context.run();
 }

@@ -40,6 +40,7 @@
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -122,6 +123,11 @@ std::string message_text(Recorder& r, const nvtxEventAttributes_t* a) {
   if (a->colorType == NVTX_COLOR_ARGB) {
     char buf[32];
     std::snprintf(buf, sizeof buf, " color=0x%08" PRIx32, a->color);
+    text += buf;
+  }
+  if (a->payloadType == NVTX_PAYLOAD_TYPE_DOUBLE) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, " value=%.6g", a->payload.dValue);
     text += buf;
   }
   return text;
@@ -435,6 +441,10 @@ NVTX_RECORDER_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_e
 NVTX_RECORDER_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t* info) {
   if (info == nullptr) return 0;
 #if NVTX_RECORDER_COUNTERS
+  // NVTX_RECORDER_NO_COUNTERS=1: a tool without the counters module (as Nsight Systems 2025.3.1
+  // behaves: it records no counter), whose registrations then return 0.
+  const char* no_counters = std::getenv("NVTX_RECORDER_NO_COUNTERS");
+  if (no_counters != nullptr && no_counters[0] == '1') return 1;
   if (info->moduleId == NVTX_EXT_COUNTERS_MODULEID &&
       info->compatId == NVTX_EXT_COUNTERS_COMPATID && info->segmentsCount >= 1 &&
       info->segments != nullptr) {

@@ -61,8 +61,11 @@ inline constexpr int kCounterFigures = 4;
 
 /// One set of counters (a tracked name's, or the background sampler's). Never destroyed.
 struct NvtxCounterSet {
-  std::uint64_t id[kCounterFigures] = {};  // 0: NVTX gave none (no tool attached)
-  bool any = false;                        // some id is not 0
+  std::uint64_t id[kCounterFigures] = {};  // 0: NVTX gave none (no tool, or no counters module)
+  // Where the tool took no counter (id 0) but registers strings: the counter's name, for a mark
+  // that carries each sample's value (nvtx_counter_sample).
+  void* mark_name[kCounterFigures] = {};
+  bool any = false;  // some id or mark name is not 0
 };
 
 /// The process-wide state (one per process, process_singleton "nvtx_counters").
@@ -153,18 +156,44 @@ inline std::uint64_t nvtx_counter_register(void* domain, const std::string& name
 #endif
 }
 
-inline void nvtx_counter_sample(void* domain, std::uint64_t id, std::optional<double> v) noexcept {
+/// A tool that takes no counters (Nsight Systems 2025.3.1 records none: docs/resources.md) still
+/// gets the figures: the counter's name registered as a string, for marks carrying the values.
+inline void* nvtx_counter_mark_name(void* domain, const std::string& name) noexcept {
 #if LAPTIME_HAVE_NVTX_COUNTERS
-  if (id == 0) return;
+  return nvtxDomainRegisterStringA(static_cast<nvtxDomainHandle_t>(domain), name.c_str());
+#else
+  (void)domain;
+  (void)name;
+  return nullptr;
+#endif
+}
+
+/// One sample: to the counter `id`, or, where the tool gave no counter, as a mark named after it
+/// whose double payload is the value (a figure /proc could not give is then left out).
+inline void nvtx_counter_sample(void* domain, std::uint64_t id, void* mark_name,
+                                std::optional<double> v) noexcept {
+#if LAPTIME_HAVE_NVTX_COUNTERS
   const auto d = static_cast<nvtxDomainHandle_t>(domain);
-  if (v) {
-    nvtxCounterSampleFloat64(d, id, *v);
-  } else {
-    nvtxCounterSampleNoValue(d, id, NVTX_COUNTER_SAMPLE_UNAVAILABLE);
+  if (id != 0) {
+    if (v) {
+      nvtxCounterSampleFloat64(d, id, *v);
+    } else {
+      nvtxCounterSampleNoValue(d, id, NVTX_COUNTER_SAMPLE_UNAVAILABLE);
+    }
+  } else if (mark_name != nullptr && v) {
+    nvtxEventAttributes_t a{};
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    a.message.registered = static_cast<nvtxStringHandle_t>(mark_name);
+    a.payloadType = NVTX_PAYLOAD_TYPE_DOUBLE;
+    a.payload.dValue = *v;
+    nvtxDomainMarkEx(d, &a);
   }
 #else
   (void)domain;
   (void)id;
+  (void)mark_name;
   (void)v;
 #endif
 }
@@ -201,7 +230,12 @@ const NvtxCounterSet* nvtx_counters_register(NvtxCountersState& c, const std::st
   set->id[kCounterWrite] =
       nvtx_counter_register(domain, prefix + "write", "MB/s",
                             "bytes the process tree caused to be written to storage", false);
-  for (const std::uint64_t id : set->id) set->any = set->any || id != 0;
+  static constexpr const char* kSuffix[kCounterFigures] = {"process tree CPU", "system CPU", "read",
+                                                           "write"};
+  for (int k = 0; k < kCounterFigures; ++k) {
+    if (set->id[k] == 0) set->mark_name[k] = nvtx_counter_mark_name(domain, prefix + kSuffix[k]);
+    set->any = set->any || set->id[k] != 0 || set->mark_name[k] != nullptr;
+  }
   return set;
 }
 
@@ -232,11 +266,12 @@ void nvtx_counters_publish(const NvtxCountersState& c, const NvtxCounterSet& set
   resources::Usage u;
   u.add(start, end, wall_ns);
   void* domain = c.domain.load(std::memory_order_acquire);
-  nvtx_counter_sample(domain, set.id[kCounterProcessCpu],
-                      u.process_percent(c.cpus.load(std::memory_order_relaxed)));
-  nvtx_counter_sample(domain, set.id[kCounterSystemCpu], u.system_percent());
-  nvtx_counter_sample(domain, set.id[kCounterRead], u.read_mb_per_s());
-  nvtx_counter_sample(domain, set.id[kCounterWrite], u.write_mb_per_s());
+  const std::optional<double> figures[kCounterFigures] = {
+      u.process_percent(c.cpus.load(std::memory_order_relaxed)), u.system_percent(),
+      u.read_mb_per_s(), u.write_mb_per_s()};
+  for (int k = 0; k < kCounterFigures; ++k) {
+    nvtx_counter_sample(domain, set.id[k], set.mark_name[k], figures[k]);
+  }
 }
 
 /// The slow half of nvtx_counters_interval_end.

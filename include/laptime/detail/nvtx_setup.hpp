@@ -412,9 +412,11 @@ LAPTIME_ALWAYS_INLINE std::uint32_t nvtx_measured_open(NvtxState& w, std::string
 /// reset or enabled again since. With order tracking, only if `text` (registered as `pushed`,
 /// when not nullptr) is the innermost range: otherwise nothing is popped, false is returned and,
 /// with `report`, it is a usage error.
+// Declared with its attribute (nvcc warns about an attribute on the definition, a redeclaration).
 template <int = 0>
-bool nvtx_measured_pop_tracked(NvtxState& w, std::uint32_t s, const std::string& text,
-                               const NvtxName* pushed, bool report);
+LAPTIME_NOINLINE bool nvtx_measured_pop_tracked(NvtxState& w, std::uint32_t s,
+                                                const std::string& text, const NvtxName* pushed,
+                                                bool report);
 
 LAPTIME_ALWAYS_INLINE bool nvtx_measured_pop(NvtxState& w, std::uint32_t opened,
                                              const std::string& text, const NvtxName* pushed,
@@ -431,9 +433,8 @@ LAPTIME_ALWAYS_INLINE bool nvtx_measured_pop(NvtxState& w, std::uint32_t opened,
 /// nvtx_measured_pop with order tracking or a sync: out of line, so that the plain pop builds no
 /// frame.
 template <int>
-LAPTIME_NOINLINE bool nvtx_measured_pop_tracked(NvtxState& w, std::uint32_t s,
-                                                const std::string& text, const NvtxName* pushed,
-                                                bool report) {
+bool nvtx_measured_pop_tracked(NvtxState& w, std::uint32_t s, const std::string& text,
+                               const NvtxName* pushed, bool report) {
   if ((s & NvtxState::kTrack) == 0) {
     nvtx_ops(w).sync();
     nvtx_api::pop(w.domain.load(std::memory_order_relaxed));
