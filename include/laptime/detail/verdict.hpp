@@ -142,7 +142,7 @@ inline Verdict verdict(const VerdictFigures& f) {
     }
     workers += ", main process ";
     append_fixed(workers, *f.main_cores, 1);
-    workers += " (CPU of " + quoted(f.cpu_name) + ")";
+    workers += " (CPU of " + detail::quoted(f.cpu_name) + ")";
   }
   if (!f.loop_ns || *f.loop_ns <= 0) {
     v.kind = "none";
@@ -156,7 +156,8 @@ inline Verdict verdict(const VerdictFigures& f) {
     v.text = f.data_name.empty()
                  ? "no verdict: no data-wait name (name the fetch of the batch \"data\" or "
                    "\"data fetch\", or call set_data_name(), or set LAPTIME_DATA_NAME)"
-                 : "no verdict: the data-wait name " + quoted(f.data_name) + " was never measured";
+                 : "no verdict: the data-wait name " + detail::quoted(f.data_name) +
+                       " was never measured";
     v.text += workers;
     return v;
   }
@@ -167,20 +168,21 @@ inline Verdict verdict(const VerdictFigures& f) {
   if (share >= kDataBoundShare) {
     v.kind = "data-bound";
     v.text = "data-bound: " + percent(share) + " of each iteration waits in " +
-             quoted(f.data_name) + " (" + format_duration(data) + " of " + of_loop + ")";
+             detail::quoted(f.data_name) + " (" + format_duration(data) + " of " + of_loop + ")";
   } else if (f.gpu_ns && *f.gpu_ns >= kGpuBoundShare * (loop - data)) {
     v.kind = "gpu-bound";
     v.text = "gpu-bound: the GPU is busy " + percent(std::min(*f.gpu_ns / loop, 1.0)) +
-             " of each iteration (" + quoted(f.gpu_name) + ": " + format_duration(*f.gpu_ns) +
-             " of " + of_loop + "); " + percent(share) + " waits in " + quoted(f.data_name);
+             " of each iteration (" + detail::quoted(f.gpu_name) + ": " +
+             format_duration(*f.gpu_ns) + " of " + of_loop + "); " + percent(share) + " waits in " +
+             detail::quoted(f.data_name);
   } else {
     v.kind = "compute-bound";
     v.text = "compute-bound: the host step takes " + percent(1.0 - share) + " of each iteration (" +
              format_duration(loop - data) + " of " + of_loop + "); " + percent(share) +
-             " waits in " + quoted(f.data_name);
+             " waits in " + detail::quoted(f.data_name);
     if (f.gpu_ns) {
       v.text += "; the GPU is busy " + percent(std::min(*f.gpu_ns / loop, 1.0)) + " (" +
-                quoted(f.gpu_name) + ")";
+                detail::quoted(f.gpu_name) + ")";
     } else {
       v.text += "; GPU time not measured (enable_gpu_timing tells GPU-bound apart)";
     }
