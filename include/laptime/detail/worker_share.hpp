@@ -72,7 +72,9 @@ struct alignas(kCacheLine) ShareHeader {
 /// One child's region: this header, then what the child allocates (slot chunks, histograms,
 /// name texts), at offsets from the region's start.
 struct ShareRegion {
-  static constexpr std::uint32_t kFree = 0, kOwned = 1;
+  // kClaiming: a child is setting the region up (pid, start time, fields of a reused region);
+  // the parent reads and reaps only kOwned regions, published once whole.
+  static constexpr std::uint32_t kFree = 0, kOwned = 1, kClaiming = 2;
   std::atomic<std::uint32_t> state{kFree};
   std::atomic<std::int64_t> pid{0};
   std::uint64_t start_time = 0;  // /proc/<pid>/stat field 22: tells the child from a later pid
@@ -399,7 +401,7 @@ class WorkerShare {
     for (std::uint32_t i = 0; i < kShareRegions; ++i) {
       ShareRegion* r = region(i);
       std::uint32_t expected = ShareRegion::kFree;
-      if (!r->state.compare_exchange_strong(expected, ShareRegion::kOwned,
+      if (!r->state.compare_exchange_strong(expected, ShareRegion::kClaiming,
                                             std::memory_order_acq_rel)) {
         continue;
       }
@@ -416,6 +418,7 @@ class WorkerShare {
       write_label();
       // Pages of an earlier worker are zeroed again on allocation (allocate_locked).
       header_->claimed.fetch_add(1, std::memory_order_relaxed);
+      r->state.store(ShareRegion::kOwned, std::memory_order_release);  // whole: the parent reads
       return true;
     }
     claim_failed_ = true;
