@@ -42,8 +42,10 @@ int main(int argc, char** argv) {
     {
       const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       sw.start_meas("write");
-      const bool ok = fd >= 0 && ::write(fd, block.data(), block.size()) ==
-                                     static_cast<ssize_t>(block.size()) && ::fsync(fd) == 0;
+      const bool ok =
+          fd >= 0 &&
+          ::write(fd, block.data(), block.size()) == static_cast<ssize_t>(block.size()) &&
+          ::fsync(fd) == 0;
       sw.end_meas("write");
       if (fd >= 0) ::close(fd);
       if (!ok) std::perror("write");
