@@ -11,7 +11,9 @@
 # name gets four counters ("<name>: process tree CPU" and "<name>: system CPU" in %, "<name>: read"
 # and "<name>: write" in MB/s), published at the end of each of its intervals.
 #
-# Where nsys keeps them: NVTX_COUNTER_GROUPS lists the counters (domainId, counterGroupId, name),
+# Where nsys keeps them: Nsight Systems 2025.3.1 (the H200's) as generic events (GENERIC_EVENT_TYPES
+# names each counter, GENERIC_EVENTS / GENERIC_EVENT_DATA hold its samples); nsys's storage_util
+# recipe reads NVTX_COUNTER_GROUPS, which lists the counters (domainId, counterGroupId, name),
 # and each counter's samples are in the table NVTX_COUNTER_SAMPLES_<domainId>_<counterGroupId>
 # (a timestamp and the value). If this nsys writes neither, the script lists every table whose
 # name has COUNTER or NVTX in it and dumps their first rows, so that the next run can be fixed.
@@ -204,9 +206,26 @@ else:
             for r in db.execute(f'SELECT * FROM "{t}" LIMIT 5'):
                 print("     ", r)
 
+# Nsight Systems 2025.3.1 writes NVTX counters as generic events: one GENERIC_EVENT_TYPES row per
+# counter (its name in StringIds), its samples in GENERIC_EVENTS with the value in
+# GENERIC_EVENT_DATA (field 0, doubleVal).
+if not samples and {"GENERIC_EVENT_TYPES", "GENERIC_EVENTS", "GENERIC_EVENT_DATA",
+                    "StringIds"} <= set(tables):
+    names = dict(db.execute("SELECT t.typeId, s.value FROM GENERIC_EVENT_TYPES t "
+                            "JOIN StringIds s ON t.nameId = s.id"))
+    for tid, value in db.execute(
+            "SELECT e.typeId, d.doubleVal FROM GENERIC_EVENTS e JOIN GENERIC_EVENT_DATA d "
+            "ON d.genericEventId = e.genericEventId AND d.fieldIdx = 0 ORDER BY e.timestamp"):
+        samples.setdefault(names.get(tid, str(tid)), []).append(value)
+    if samples:
+        print("counters as nsys generic events:", {k: len(v) for k, v in samples.items()})
+        for k in list(samples)[:4]:
+            print(f"   {k!r}: {[round(v, 2) for v in samples[k][:5] if v is not None]}")
+generic = bool(samples)
+
 # laptime's fallback where the tool takes no counters (Nsight Systems 2025.3.1 records none):
 # each figure is an NVTX mark named after its counter, carrying the value as a double payload.
-via = "counters" if samples else "none"
+via = "generic events (GENERIC_EVENTS)" if generic else "counters" if samples else "none"
 ecols = columns("NVTX_EVENTS") if "NVTX_EVENTS" in tables else []
 has_ids = "StringIds" in tables and "textId" in ecols
 text = "COALESCE(e.text, s.value)" if has_ids else "e.text"
