@@ -151,16 +151,16 @@ TEST_CASE(
   CHECK_FALSE(v.workers_saturated);
   CHECK(contains(v.text, "use 13.6 cores, main process"));
 
-  // Known worker processes (docs/workers.md): 8 workers using 7.8 of 16 cores are each busy
-  // 98 % of the time: saturated, though cores are free.
+  // Known worker processes (docs/workers.md): 8 workers using 7.9 of 16 cores are each busy
+  // 99 % of the time: saturated, though cores are free.
   f.cpus = 16;
-  f.tree_cores = 8.2;
+  f.tree_cores = 8.32;
   f.main_cores = 0.4;
   f.workers = 8;
   v = laptime::detail::verdict(f);
   CHECK(v.workers_saturated == true);
   CHECK(contains(v.text,
-                 "use 7.8 of 16 cores, 8 workers each busy 98 % of the time (saturated: "
+                 "use 7.9 of 16 cores, 8 workers each busy 99 % of the time (saturated: "
                  "every worker is busy; free cores: more workers would help)"));
   f.tree_cores = 4.4;  // 4.0 cores for 8 workers: half busy
   v = laptime::detail::verdict(f);

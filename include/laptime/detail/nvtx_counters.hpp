@@ -64,8 +64,9 @@ struct NvtxCounterSet {
   std::uint64_t id[kCounterFigures] = {};  // 0: NVTX gave none (no tool, or no counters module)
   // Where the tool took no counter (id 0) but registers strings: the counter's name, for a mark
   // that carries each sample's value (nvtx_counter_sample).
-  void* mark_name[kCounterFigures] = {};
-  bool any = false;  // some id or mark name is not 0
+  void* mark_name[kCounterFigures] = {};  // the tool's handle (opaque: it may be 0)
+  bool mark[kCounterFigures] = {};        // publish as marks: the tool gave no counter id
+  bool any = false;                       // some id is not 0, or some figure goes as marks
 };
 
 /// The process-wide state (one per process, process_singleton "nvtx_counters").
@@ -170,7 +171,7 @@ inline void* nvtx_counter_mark_name(void* domain, const std::string& name) noexc
 
 /// One sample: to the counter `id`, or, where the tool gave no counter, as a mark named after it
 /// whose double payload is the value (a figure /proc could not give is then left out).
-inline void nvtx_counter_sample(void* domain, std::uint64_t id, void* mark_name,
+inline void nvtx_counter_sample(void* domain, std::uint64_t id, bool mark, void* mark_name,
                                 std::optional<double> v) noexcept {
 #if LAPTIME_HAVE_NVTX_COUNTERS
   const auto d = static_cast<nvtxDomainHandle_t>(domain);
@@ -180,7 +181,7 @@ inline void nvtx_counter_sample(void* domain, std::uint64_t id, void* mark_name,
     } else {
       nvtxCounterSampleNoValue(d, id, NVTX_COUNTER_SAMPLE_UNAVAILABLE);
     }
-  } else if (mark_name != nullptr && v) {
+  } else if (mark && v) {
     nvtxEventAttributes_t a{};
     a.version = NVTX_VERSION;
     a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
@@ -193,6 +194,7 @@ inline void nvtx_counter_sample(void* domain, std::uint64_t id, void* mark_name,
 #else
   (void)domain;
   (void)id;
+  (void)mark;
   (void)mark_name;
   (void)v;
 #endif
@@ -233,8 +235,13 @@ const NvtxCounterSet* nvtx_counters_register(NvtxCountersState& c, const std::st
   static constexpr const char* kSuffix[kCounterFigures] = {"process tree CPU", "system CPU", "read",
                                                            "write"};
   for (int k = 0; k < kCounterFigures; ++k) {
-    if (set->id[k] == 0) set->mark_name[k] = nvtx_counter_mark_name(domain, prefix + kSuffix[k]);
-    set->any = set->any || set->id[k] != 0 || set->mark_name[k] != nullptr;
+    // Counters are registered only with a tool attached (the domain has a handle): where it gave
+    // no counter id, it takes marks.
+    if (set->id[k] == 0 && domain != nullptr && LAPTIME_HAVE_NVTX_COUNTERS) {
+      set->mark[k] = true;
+      set->mark_name[k] = nvtx_counter_mark_name(domain, prefix + kSuffix[k]);
+    }
+    set->any = set->any || set->id[k] != 0 || set->mark[k];
   }
   return set;
 }
@@ -270,7 +277,7 @@ void nvtx_counters_publish(const NvtxCountersState& c, const NvtxCounterSet& set
       u.process_percent(c.cpus.load(std::memory_order_relaxed)), u.system_percent(),
       u.read_mb_per_s(), u.write_mb_per_s()};
   for (int k = 0; k < kCounterFigures; ++k) {
-    nvtx_counter_sample(domain, set.id[k], set.mark_name[k], figures[k]);
+    nvtx_counter_sample(domain, set.id[k], set.mark[k], set.mark_name[k], figures[k]);
   }
 }
 
