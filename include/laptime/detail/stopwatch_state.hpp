@@ -530,9 +530,11 @@ LAPTIME_NOINLINE inline void StopwatchState::end_samples(ThreadRecord& owner, Sl
       std::lock_guard<std::mutex> lock(owner.mutex);
       r->usage.add(r->start, end_sample, static_cast<std::uint64_t>(dt));
     }
+#if LAPTIME_ENABLED
     // The interval's figures on the profiler's timeline, warm-up included (enable_nvtx_counters).
     nvtx_counters_interval_end(
         id, names[id], run_slot.resources.load(std::memory_order_acquire)->start, end_sample, dt);
+#endif
   }
   const std::uint32_t token =
       run_slot.gpu_token.exchange(cuda::GpuEventTimer::kInvalid, std::memory_order_relaxed);
@@ -562,6 +564,7 @@ LAPTIME_NOINLINE inline void StopwatchState::end_samples(ThreadRecord& owner, Sl
 //     it stays open, with a one-time warning). On the timeline that one range ends late.
 //   - an interval dropped (of an older enable/reset period) closes its range when it is dropped.
 
+#if LAPTIME_ENABLED
 LAPTIME_ALWAYS_INLINE void StopwatchState::open_nvtx_range(Slot& s, std::uint32_t id) {
   // A range left open: owed by an interval that ended elsewhere, or of a dropped interval.
   if (LAPTIME_UNLIKELY(s.nvtx.load(std::memory_order_acquire) != kNvtxRangeNone)) {
@@ -662,6 +665,15 @@ LAPTIME_NOINLINE inline void StopwatchState::close_nvtx_range_elsewhere(Slot& ru
     run_slot.nvtx.compare_exchange_strong(how, kNvtxRangeOwed, std::memory_order_acq_rel);
   }
 }
+#else
+// Compiled out (LAPTIME_DISABLE): no NVTX, and no feature bit is ever set.
+LAPTIME_ALWAYS_INLINE void StopwatchState::open_nvtx_range(Slot&, std::uint32_t) {}
+inline void StopwatchState::nvtx_ranges_without_wrapper() {}
+inline void StopwatchState::close_own_nvtx_range(Slot&, std::uint32_t, bool) {}
+inline void StopwatchState::close_nvtx_range(ThreadRecord&, Slot&, std::uint32_t) {}
+inline void StopwatchState::close_nvtx_range_slow(ThreadRecord&, Slot&, std::uint32_t) {}
+inline void StopwatchState::close_nvtx_range_elsewhere(Slot&, std::uint32_t) {}
+#endif  // LAPTIME_ENABLED
 
 /// Stopwatch::set_nvtx_ranges (from_env: LAPTIME_NVTX_RANGES or the profiling profile, which the
 /// code's calls yield to, SPEC §8).
