@@ -60,8 +60,8 @@ inline constexpr std::uint32_t kShareChunks = 512;                      // slot 
 
 /// The shared file's first page.
 struct alignas(kCacheLine) ShareHeader {
-  std::uint64_t magic = 0;
-  std::uint64_t layout = 0;  // a child of another build (other sizes) does not attach
+  std::atomic<std::uint64_t> magic{0};  // set last (release): the rest is written before
+  std::uint64_t layout = 0;             // a child of another build (other sizes) does not attach
   std::int64_t owner_pid = 0;
   std::uint64_t nonce = 0;
   std::atomic<std::uint32_t> claimed{0};    // regions owned by a child now
@@ -192,8 +192,7 @@ class WorkerShare {
     h->gate.warmup.store(current.warmup.load());
     h->gate.generation.store(current.generation.load());
     for (std::uint32_t i = 0; i < kShareRegions; ++i) new (region_at(p, i)) ShareRegion();
-    std::atomic_thread_fence(std::memory_order_release);
-    h->magic = kShareMagic;
+    h->magic.store(kShareMagic, std::memory_order_release);
     char value[96];
     std::snprintf(value, sizeof value, "%ld:%d:%llu", static_cast<long>(::getpid()), fd,
                   static_cast<unsigned long long>(h->nonce));
@@ -226,8 +225,8 @@ class WorkerShare {
     ::close(mine);
     if (p == MAP_FAILED) return false;
     auto* h = static_cast<ShareHeader*>(p);
-    if (h->magic != kShareMagic || h->layout != share_layout() || h->owner_pid != pid ||
-        h->nonce != nonce) {
+    if (h->magic.load(std::memory_order_acquire) != kShareMagic || h->layout != share_layout() ||
+        h->owner_pid != pid || h->nonce != nonce) {
       ::munmap(p, bytes);
       return false;
     }
