@@ -56,12 +56,13 @@ inline constexpr const char* kEmptyResultsText =
 /// installs one that writes to sys.stdout.
 using PrintFunction = void (*)(const char* text, std::size_t size, void* user_data);
 
-/// The process-wide stopwatch: named intervals per iteration, with warm-up, percentiles, CPU and
-/// I/O of tracked names, and optional GPU time.
 /// What periodic printing (print_every_n_iters) prints: the whole report (the default, as the
 /// seed did), one compact progress line (rewritten in place on a terminal), or nothing.
 /// LAPTIME_PROGRESS=report|line|off, when set, wins.
 enum class ProgressMode { Report, Line, Off };
+
+/// The process-wide stopwatch: named intervals per iteration, with warm-up, percentiles, CPU and
+/// I/O of tracked names, and optional GPU time.
 
 class Stopwatch {
  public:

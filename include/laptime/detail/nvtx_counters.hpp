@@ -29,6 +29,7 @@
 #include "laptime/counters.hpp"
 #include "laptime/detail/nvtx_setup.hpp"
 #include "laptime/detail/process_singleton.hpp"
+#include "laptime/detail/thread.hpp"
 #include "laptime/error.hpp"
 #include "laptime/resources.hpp"
 
@@ -350,20 +351,7 @@ template <int = 0>
 void nvtx_counters_start_sampler(NvtxCountersState& c) {
   bool expected = false;
   if (!c.thread_running.compare_exchange_strong(expected, true)) return;
-  // The thread takes no signal meant for the program's threads.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t attr;
-  pthread_t tid{};
-  bool ok = pthread_attr_init(&attr) == 0;
-  ok = ok && pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0;
-  ok = ok && pthread_create(&tid, &attr, &nvtx_counters_sampler_main<>, nullptr) == 0;
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (ok) {
-    pthread_setname_np(tid, "laptime-counter");
-  } else {
+  if (!start_background_thread(&nvtx_counters_sampler_main<>, nullptr, "laptime-counter")) {
     c.thread_running.store(false, std::memory_order_release);
     warn_once("nvtx-counters-thread",
               "enable_nvtx_counters(): cannot start the sampler thread; only tracked intervals "

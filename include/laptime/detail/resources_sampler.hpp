@@ -41,6 +41,7 @@
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/procfs.hpp"
 #include "laptime/detail/resources_walk.hpp"
+#include "laptime/detail/thread.hpp"
 #include "laptime/error.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
@@ -204,18 +205,8 @@ class SelfSampler {
     if (!thread_.compare_exchange_strong(none, kStarting, std::memory_order_acq_rel)) {
       return thread_.load(std::memory_order_relaxed) == kRunning;
     }
-    // The thread takes no signal meant for the program's threads.
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t attr;
-    pthread_t tid{};
-    bool ok = pthread_attr_init(&attr) == 0;
-    ok = ok && pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0;
-    ok = ok && pthread_create(&tid, &attr, &SelfSampler::thread_main, this) == 0;
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    if (ok) pthread_setname_np(tid, "laptime-sampler");
+    const bool ok = laptime::detail::start_background_thread(&SelfSampler::thread_main, this,
+                                                             "laptime-sampler");
     thread_.store(ok ? kRunning : kFailed, std::memory_order_release);
     if (!ok) {
       laptime::detail::warn_once("resources.sampler_thread",

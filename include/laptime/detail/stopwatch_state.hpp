@@ -993,15 +993,15 @@ void StopwatchState::merge_workers(Results& r, std::vector<std::unique_ptr<Merge
         while (merged.size() <= id) merged.push_back(std::make_unique<Merged>());
         if (found.size() <= id) found.resize(id + 1);
         name_flags[id].fetch_or(kNameSeen, std::memory_order_relaxed);
-        merged[id]->stats.merge_from(w.stats);
+        merged[id]->stats.merge_from(*w.stats, w.where);
         auto& list = found[id];
         auto it = std::find_if(list.begin(), list.end(),
                                [&](const PerWorker& p) { return p.pid == w.pid; });
         if (it == list.end()) {
-          list.push_back({w.pid, w.label, w.alive, std::make_unique<IntervalStats>()});
+          list.push_back({w.pid, std::string(w.label), w.alive, std::make_unique<IntervalStats>()});
           it = list.end() - 1;
         }
-        it->stats->merge_from(w.stats);
+        it->stats->merge_from(*w.stats, w.where);
         if (std::find(pids.begin(), pids.end(), w.pid) == pids.end()) {
           pids.push_back(w.pid);
           if (w.alive) ++r.workers_alive;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -28,6 +29,24 @@ inline std::string thread_label() {
     label += "'";
   }
   return label;
+}
+
+/// Starts laptime's background thread `fn(arg)`: detached, named `name` (15 characters at most),
+/// with every signal blocked (it takes none meant for the program's threads). false when it
+/// could not be started.
+inline bool start_background_thread(void* (*fn)(void*), void* arg, const char* name) noexcept {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_t tid{};
+  bool ok = pthread_attr_init(&attr) == 0;
+  ok = ok && pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0;
+  ok = ok && pthread_create(&tid, &attr, fn, arg) == 0;
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (ok) pthread_setname_np(tid, name);
+  return ok;
 }
 
 }  // namespace detail

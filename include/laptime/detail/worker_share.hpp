@@ -95,12 +95,15 @@ struct ShareRegion {
 
 static_assert(sizeof(ShareRegion) < kShareRegionBytes / 4, "the region's header leaves room");
 
-/// What a worker measured for one name (all its threads), for the parent's report.
+/// What a worker measured for one name on one of its threads, for the parent's report: the
+/// statistics where they lie (a live worker's region, read in place through `where`, or the
+/// parent's folded copy), not copied.
 struct WorkerFigures {
   long pid = 0;
-  std::string label;
+  std::string_view label;
   bool alive = false;
-  IntervalStats stats;
+  const IntervalStats* stats = nullptr;
+  Foreign where;
 };
 
 /// A finished worker's figures, folded into the parent's memory (its region is reused).
@@ -332,7 +335,7 @@ class WorkerShare {
         WorkerFigures fig;
         fig.pid = w->pid;
         fig.label = w->label;
-        fig.stats.merge_from(*st);
+        fig.stats = st.get();
         f(std::string_view(name), fig);
       }
     }
@@ -343,9 +346,10 @@ class WorkerShare {
                   [&](std::string_view name, const IntervalStats& st, const Foreign& where) {
                     WorkerFigures fig;
                     fig.pid = static_cast<long>(r->pid.load(std::memory_order_relaxed));
-                    fig.label = r->label;
+                    fig.label = std::string_view(r->label, ::strnlen(r->label, sizeof r->label));
                     fig.alive = true;
-                    fig.stats.merge_from(st, where);
+                    fig.stats = &st;
+                    fig.where = where;
                     f(name, fig);
                   });
     }
