@@ -2,6 +2,8 @@
 // tests/nvtx_recorder (an NVTX injection library, the mechanism Nsight uses), and each case asserts
 // the exact sequence of NVTX events the recorder saw on each thread.
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -375,6 +377,99 @@ TEST_CASE("the order check works the same without a profiler or without the NVTX
   CHECK_NOTHROW(nvtx.range_pop("inner"));
   CHECK_NOTHROW(nvtx.range_pop("outer"));
   CHECK(usage_error_of([&] { nvtx.range_pop(); }) != "(no UsageError)");
+}
+
+// The case below runs twice: under the recorder (the whole file's setting), then in a copy of
+// this program started with LAPTIME_TEST_NO_NVTX_TOOL=1, where main() leaves NVTX without a tool.
+constexpr const char* kNoToolCase =
+    "with no profiler attached pushes and pops send nothing but order tracking and syncs still "
+    "work";
+
+TEST_CASE(kNoToolCase* LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  using laptime::detail::NvtxCore;
+  const auto no_tool = [] {
+    return (laptime::detail::nvtx_core().state.load() & NvtxCore::kNoTool) != 0;
+  };
+  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
+  if (std::getenv("LAPTIME_TEST_NO_NVTX_TOOL") == nullptr) {
+    // With a tool: the wrapper says so, and a push and a pop reach it.
+    if (have_recorder() && LAPTIME_HAVE_NVTX) {
+      const Fresh fresh;
+      nvtx.enable(false, false, false);
+      CHECK_FALSE(no_tool());
+      clear_events();
+      nvtx.range_push("seen");
+      nvtx.range_pop();
+      CHECK_EVENTS(my_events(), {"register global seen", "push global seen", "pop global"});
+    }
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("LAPTIME_TEST_NO_NVTX_TOOL", "1", 1);  // main() then leaves NVTX without a tool
+      ::unsetenv("NVTX_INJECTION64_PATH");
+      const std::string filter = std::string("--test-case=") + kNoToolCase;
+      ::execl("/proc/self/exe", "nvtx-test", filter.c_str(), "--no-intro", "--no-version",
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    int status = -1;
+    REQUIRE(pid > 0);
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);  // its own failures are printed above
+    return;
+  }
+  const Fresh fresh;
+  clear_events();  // the recorder, loaded by hand here, only to show that NVTX never calls it
+  // Untracked: nothing to do, as with NVTX itself; an unbalanced pop is passed on (to nobody).
+  nvtx.enable(false, false, false);
+  CHECK(no_tool());
+  nvtx.range_push("a");
+  nvtx.range_pop("b");
+  nvtx.range_pop();
+  { LAPTIME_RANGE("scoped"); }
+  // Stopwatch intervals as ranges: measured as always, none left open.
+  laptime::Stopwatch& sw = laptime::Stopwatch::instance();
+  sw.reset();
+  sw.enable(0, std::nullopt, false);
+  sw.set_nvtx_ranges(true);
+  for (int i = 0; i < 3; ++i) {
+    sw.start_meas("quiet interval");
+    sw.end_meas("quiet interval");
+    sw.finish_iter();
+  }
+  int count = -1;
+  for (const auto& m : sw.results().measurements) {
+    if (m.name == "quiet interval") count = static_cast<int>(m.count);
+  }
+  CHECK(count == 3);
+  sw.set_nvtx_ranges(false);
+  sw.reset();
+  CHECK(all_events().empty());
+
+  // Order tracking: still checked, with the same errors.
+  laptime::detail::nvtx_reset_for_testing();
+  nvtx.enable(false, false, true);
+  CHECK(no_tool());
+  nvtx.range_push("outer");
+  nvtx.range_push("inner");
+  CHECK(usage_error_of([&] { nvtx.range_pop("outer"); }).find("'outer' > 'inner'") !=
+        std::string::npos);
+  CHECK_NOTHROW(nvtx.range_pop("inner"));
+  CHECK_NOTHROW(nvtx.range_pop("outer"));
+  CHECK(usage_error_of([&] { nvtx.range_pop(); }) != "(no UsageError)");
+
+  // Syncs: still made, before the (silent) push and pop.
+  laptime::detail::nvtx_reset_for_testing();
+  static std::atomic<int> syncs{0};
+  laptime::cuda::set_sync_function([](void*) { ++syncs; }, nullptr);
+  nvtx.enable(true, true, false);
+  nvtx.range_push("synced");
+  nvtx.range_pop();
+  CHECK(syncs.load() == 2);
+  laptime::cuda::set_sync_function(nullptr, nullptr);
+  CHECK(all_events().empty());
+#endif
 }
 
 TEST_CASE(
@@ -949,8 +1044,11 @@ TEST_CASE(
 
 int main(int argc, char** argv) {
 #ifdef LAPTIME_NVTX_RECORDER_PATH
-  // NVTX reads this at its first call, which comes later: every case runs under the recorder.
-  ::setenv("NVTX_INJECTION64_PATH", LAPTIME_NVTX_RECORDER_PATH, 1);
+  // NVTX reads this at its first call, which comes later: every case runs under the recorder
+  // (but in the copy that the no-tool case starts).
+  if (std::getenv("LAPTIME_TEST_NO_NVTX_TOOL") == nullptr) {
+    ::setenv("NVTX_INJECTION64_PATH", LAPTIME_NVTX_RECORDER_PATH, 1);
+  }
 #endif
   doctest::Context context(argc, argv);
   return context.run();

@@ -181,7 +181,7 @@ class NVTXRangeWrapper {
   ///   nvtx.range_push("data loading");
   void range_push(std::string_view name) {
 #if LAPTIME_ENABLED
-    if (LAPTIME_LIKELY(!is_enabled())) return;
+    if (LAPTIME_LIKELY(!detail::nvtx_busy())) return;
     detail::nvtx_push_text(name);
 #else
     (void)name;
@@ -190,7 +190,7 @@ class NVTXRangeWrapper {
   /// Same, for a name fixed at compile time (no lookup at all).
   void range_push(const NVTXRangeName& name) {
 #if LAPTIME_ENABLED
-    if (LAPTIME_LIKELY(!is_enabled())) return;
+    if (LAPTIME_LIKELY(!detail::nvtx_busy())) return;
     (void)detail::nvtx_push(name.text_, &name.resolved_, nullptr);
 #else
     (void)name;
@@ -203,7 +203,7 @@ class NVTXRangeWrapper {
   ///   nvtx.range_pop();
   void range_pop() {
 #if LAPTIME_ENABLED
-    if (LAPTIME_LIKELY(!is_enabled())) return;
+    if (LAPTIME_LIKELY(!detail::nvtx_busy())) return;
     detail::nvtx_pop(std::string_view(), nullptr, false);
 #endif
   }
@@ -214,7 +214,7 @@ class NVTXRangeWrapper {
   ///   nvtx.range_pop("data loading");
   void range_pop(std::string_view expected_name) {
 #if LAPTIME_ENABLED
-    if (LAPTIME_LIKELY(!is_enabled())) return;
+    if (LAPTIME_LIKELY(!detail::nvtx_busy())) return;
     detail::nvtx_pop(expected_name, nullptr, true);
 #else
     (void)expected_name;
@@ -223,7 +223,7 @@ class NVTXRangeWrapper {
   /// Same, for a name fixed at compile time.
   void range_pop(const NVTXRangeName& expected_name) {
 #if LAPTIME_ENABLED
-    if (LAPTIME_LIKELY(!is_enabled())) return;
+    if (LAPTIME_LIKELY(!detail::nvtx_busy())) return;
     detail::nvtx_pop(expected_name.text_, &expected_name.resolved_, true);
 #else
     (void)expected_name;
@@ -292,7 +292,7 @@ class NVTXScopedRange {
  public:
   explicit NVTXScopedRange(std::string_view name) {
 #if LAPTIME_ENABLED
-    if (LAPTIME_LIKELY(!detail::nvtx_enabled())) return;
+    if (LAPTIME_LIKELY(!detail::nvtx_busy())) return;
     state_ = detail::nvtx_push(name, nullptr, &name_);
 #else
     (void)name;
@@ -300,7 +300,7 @@ class NVTXScopedRange {
   }
   explicit NVTXScopedRange(const NVTXRangeName& name) {
 #if LAPTIME_ENABLED
-    if (LAPTIME_LIKELY(!detail::nvtx_enabled())) return;
+    if (LAPTIME_LIKELY(!detail::nvtx_busy())) return;
     state_ = detail::nvtx_push(name.text_, &name.resolved_, &name_);
 #else
     (void)name;

@@ -517,7 +517,8 @@ PyObject* scope_enter(PyObject* obj, PyObject*) {
     if (!stopwatch().is_enabled()) Py_RETURN_NONE;
     r = with_name("measure", self->name, [](std::string_view n) { stopwatch().start_meas(n); });
   } else {
-    if (!nvtx().is_enabled()) Py_RETURN_NONE;
+    // Not enabled, or quiet (no profiler, no sync, no order tracking): nothing to push or pop.
+    if (!laptime::detail::nvtx_busy()) Py_RETURN_NONE;
     r = with_name("range", self->name, [](std::string_view n) { nvtx().range_push(n); });
   }
   if (r != nullptr) ++self->open;
@@ -1299,7 +1300,7 @@ PyObject* nvtx_range_push(PyObject*, PyObject* const* args, Py_ssize_t nargs, Py
   if (LAPTIME_UNLIKELY(nargs != 1 || kwnames != nullptr)) {
     return range_push_other_args(args, nargs, kwnames);
   }
-  if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
+  if (LAPTIME_LIKELY(!laptime::detail::nvtx_busy())) Py_RETURN_NONE;  // off, or nothing to do
   return range_push_enabled(args[0]);
 }
 
@@ -1325,7 +1326,7 @@ PyObject* nvtx_range_pop(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyO
   if (LAPTIME_UNLIKELY(kwnames != nullptr || nargs > 1)) {
     return range_pop_other_args(args, nargs, kwnames);
   }
-  if (LAPTIME_LIKELY(!nvtx().is_enabled())) Py_RETURN_NONE;
+  if (LAPTIME_LIKELY(!laptime::detail::nvtx_busy())) Py_RETURN_NONE;
   return range_pop_enabled(nargs == 1 ? args[0] : nullptr);
 }
 

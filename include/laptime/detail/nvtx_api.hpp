@@ -88,6 +88,15 @@ inline void initialize() noexcept {
 inline void name_os_thread(long tid, const char* name) noexcept {
   nvtxNameOsThreadA(static_cast<std::uint32_t>(tid), name);
 }
+// Whether pushes and pops reach no tool. After initialize(), nvtxDomainRangePushEx and
+// nvtxDomainRangePop (inline functions of the NVTX header) test these two pointers of NVTX's
+// function table and return at once where they are null: no injection library was named, or it
+// failed to load or declined. Initialisation happens once per process, so the answer holds for
+// good. The test is NVTX's own, read once here rather than at every push.
+inline bool push_pop_reach_no_tool() noexcept {
+  return NVTX_VERSIONED_IDENTIFIER(nvtxGlobals).nvtxDomainRangePushEx_impl_fnptr == nullptr &&
+         NVTX_VERSIONED_IDENTIFIER(nvtxGlobals).nvtxDomainRangePop_impl_fnptr == nullptr;
+}
 #else
 inline void push(void*, const NvtxEventAttributes*) noexcept {}
 inline void pop(void*) noexcept {}
@@ -104,6 +113,9 @@ inline void* create_domain(const char*) noexcept {
 }
 inline void initialize() noexcept {}
 inline void name_os_thread(long, const char*) noexcept {}
+inline bool push_pop_reach_no_tool() noexcept {
+  return true;
+}
 #endif
 }  // namespace nvtx_api
 

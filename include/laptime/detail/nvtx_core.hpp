@@ -54,8 +54,15 @@ struct NvtxCore {
   static constexpr std::uint32_t kSyncPush = 2;
   static constexpr std::uint32_t kSyncPop = 4;
   static constexpr std::uint32_t kTrack = 8;
-  static constexpr std::uint32_t kFlagMask = 15;
-  static constexpr int kGenerationShift = 4;
+  static constexpr std::uint32_t kFlagMask = 15;  // the settings of enable()
+  // Set by enable() when NVTX has no tool for pushes and pops (no profiler attached: NVTX's own
+  // push and pop return at once, and will for the life of the process).
+  static constexpr std::uint32_t kNoTool = 16;
+  // The states in which a push or a pop has nothing to do: enabled, no tool, no sync, no order
+  // tracking. The inline API returns there after one load, as raw NVTX does.
+  static constexpr std::uint32_t kQuietMask = kEnabled | kSyncPush | kSyncPop | kTrack | kNoTool;
+  static constexpr std::uint32_t kQuiet = kEnabled | kNoTool;
+  static constexpr int kGenerationShift = 5;
 
   // Read on every call: on their own cache line, written only by enable() and the test reset.
   // state: kEnabled | kSync* | kTrack | generation << kGenerationShift. A new generation starts at
@@ -105,6 +112,12 @@ LAPTIME_ALWAYS_INLINE NvtxCore& nvtx_core() {
 
 LAPTIME_ALWAYS_INLINE bool nvtx_enabled() {
   return (nvtx_core().state.load(std::memory_order_relaxed) & NvtxCore::kEnabled) != 0;
+}
+
+/// Whether a push or a pop must go to the out-of-line half: enabled, and not quiet (kQuiet).
+LAPTIME_ALWAYS_INLINE bool nvtx_busy() {
+  const std::uint32_t s = nvtx_core().state.load(std::memory_order_relaxed);
+  return (s & NvtxCore::kEnabled) != 0 && (s & NvtxCore::kQuietMask) != NvtxCore::kQuiet;
 }
 #endif  // LAPTIME_ENABLED
 }  // namespace detail

@@ -309,7 +309,8 @@ void nvtx_enable(NvtxState& w, bool sync_on_push, bool sync_on_pop, bool track,
             "NVTXRangeWrapper.enable(): laptime was compiled without the NVTX headers "
             "(nvtx3/nvToolsExt.h); ranges are checked but no profiler will see them");
 #endif
-  void* domain = nvtx_find_or_create_domain(w, domain_name);
+  void* domain = nvtx_find_or_create_domain(w, domain_name);  // NVTX initialised from here on
+  const std::uint32_t no_tool = nvtx_api::push_pop_reach_no_tool() ? NvtxState::kNoTool : 0u;
   w.generation = (w.generation + 1) & (~0u >> NvtxState::kGenerationShift);
   if (w.generation == 0) w.generation = 1;
   auto* session = new NvtxSession(w.generation, domain, colors, w.sessions);
@@ -326,7 +327,8 @@ void nvtx_enable(NvtxState& w, bool sync_on_push, bool sync_on_pop, bool track,
     if (!t.label.empty()) nvtx_api::name_os_thread(tid, t.label.c_str());
   });
   // Release: a thread that sees the new state also sees the session, the domain and the ops.
-  w.state.store(flags | (w.generation << NvtxState::kGenerationShift), std::memory_order_release);
+  w.state.store(flags | no_tool | (w.generation << NvtxState::kGenerationShift),
+                std::memory_order_release);
 }
 
 /// NVTXRangeWrapper::name_current_thread.
