@@ -20,6 +20,8 @@
 #            in the main report), python/tests/test_workers.py with PyTorch (fork, spawn,
 #            forkserver, DataLoader), and scripts/nsys-counters.sh (CPU/IO counters and unified
 #            Stopwatch/NVTX ranges read back from an nsys report)
+#   goals    issue 16: bench/goals.sh 5 (every C++ and Python ratio beside its goal) and bench/gpu
+#            (goal 7: event timing and do_cuda_sync against raw CUDA calls), in one run
 #   compile  bench/compile/trainer/run.sh: the trainer-sized CUDA file built plain, with laptime and
 #            with LAPTIME_DISABLE (nvcc -O3 -arch=sm_90, best of 3), then each build trained 300 steps;
 #            and the Makefile consumer's program built with README's nvcc line
@@ -120,6 +122,26 @@ stage_compile() {
   echo "=== the README's nvcc line on tests/consumers/makefile/main.cpp"
   nvcc -std=c++17 -O2 -I include tests/consumers/makefile/main.cpp -o /tmp/laptime-consumer-nvcc &&
     /tmp/laptime-consumer-nvcc | tail -n 12 || rc=1
+  return $rc
+}
+
+stage_goals() {
+  local rc=0 deps=/tmp/deps gbuild=/tmp/laptime-gpu-bench
+  mkdir -p "$deps" && for f in .debs/*.deb; do dpkg -x "$f" "$deps"; done
+  local libs="$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "=== bench/goals.sh 5 (issue 16 and 18 rows, C++ and Python)"
+  CMAKE_PREFIX_PATH="$deps/usr" LD_LIBRARY_PATH="$libs" LAPTIME_JOBS="$NPROC" \
+    LAPTIME_BENCH_BUILD=/tmp/laptime-bench LAPTIME_PY_BUILD=/tmp/laptime-bench-py bench/goals.sh 5 ||
+    rc=1
+  echo "=== bench/gpu (issue 16 goal 7), medians of 5"
+  cmake -S . -B "$gbuild" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$deps/usr" \
+    -DLAPTIME_BUILD_BENCH=ON -DLAPTIME_BUILD_TESTS=OFF -DLAPTIME_BUILD_EXAMPLES=OFF \
+    -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
+    cmake --build "$gbuild" --target laptime_gpu_bench -j "$NPROC" >/dev/null &&
+    LD_LIBRARY_PATH="$libs" "$gbuild/bench/gpu/laptime_gpu_bench" --benchmark_repetitions=5 \
+      --benchmark_report_aggregates_only=true --benchmark_out="$OUT/gpu-bench.json" \
+      --benchmark_out_format=json &&
+    python3 bench/gpu/ratios.py "$OUT/gpu-bench.json" || rc=1
   return $rc
 }
 
