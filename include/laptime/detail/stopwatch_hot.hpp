@@ -31,6 +31,7 @@
 #include "laptime/detail/clock.hpp"
 #include "laptime/detail/histogram.hpp"
 #include "laptime/detail/names.hpp"
+#include "laptime/detail/nvtx_core.hpp"
 #include "laptime/detail/thread_registry.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
@@ -273,6 +274,22 @@ LAPTIME_ALWAYS_INLINE const NameCacheEntry* StopwatchCore::lookup(ThreadRecord& 
   return lookup_slow(rec, name);
 }
 
+/// Whether the interval starting on `s` has nothing to open: the Stopwatch's NVTX ranges are its
+/// only feature, the NVTX wrapper is quiet (enabled, no profiler attached, no sync, no order
+/// tracking: NVTX would drop the range) and no earlier range is left open on the slot.
+LAPTIME_ALWAYS_INLINE bool nvtx_ranges_idle(const Slot& s, unsigned feats) noexcept {
+#if LAPTIME_ENABLED
+  if (feats != kFeatNvtx) return false;
+  const NvtxCore* c = nvtx_core_pointer().load(std::memory_order_acquire);
+  return c != nullptr &&
+         (c->state.load(std::memory_order_relaxed) & NvtxCore::kQuietMask) == NvtxCore::kQuiet &&
+         s.nvtx.load(std::memory_order_relaxed) == 0;
+#else
+  (void)s, (void)feats;
+  return false;
+#endif
+}
+
 inline void StopwatchCore::start(std::string_view name) {
   ThreadRecord& rec = threads.local();
   const NameCacheEntry* e = lookup(rec, name);
@@ -296,7 +313,9 @@ inline void StopwatchCore::start(std::string_view name) {
   s.measuring.store(measuring, std::memory_order_relaxed);
   ++rec.running;
   const unsigned feats = features.load(std::memory_order_relaxed);
-  if (LAPTIME_UNLIKELY(feats != 0)) start_features(s, id, feats, measuring);
+  if (LAPTIME_UNLIKELY(feats != 0) && !nvtx_ranges_idle(s, feats)) {
+    start_features(s, id, feats, measuring);
+  }
   s.start_ns.store(now_ns(), std::memory_order_relaxed);
   s.run.store(ep, std::memory_order_release);
 }
@@ -340,7 +359,13 @@ LAPTIME_ALWAYS_INLINE void StopwatchCore::add_interval(ThreadRecord& owner, Slot
   }
   if (LAPTIME_UNLIKELY(feats != 0)) {
     if (feats & kFeatRecord) record_interval(id, t0, dt);
-    if (feats & ~kFeatRecord) end_features(owner, run_slot, id, measuring, dt);
+    // end_features' work: a resource window, GPU events, an NVTX range; none, no call.
+    if ((feats & ~kFeatRecord) &&
+        (run_slot.sampled.load(std::memory_order_relaxed) ||
+         run_slot.gpu_token.load(std::memory_order_relaxed) != kNoGpuToken ||
+         run_slot.nvtx.load(std::memory_order_relaxed) != 0)) {
+      end_features(owner, run_slot, id, measuring, dt);
+    }
   }
 }
 

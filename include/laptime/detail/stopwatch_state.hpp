@@ -624,10 +624,8 @@ LAPTIME_NOINLINE inline void StopwatchState::close_own_nvtx_range(Slot& s, std::
 LAPTIME_NOINLINE inline void StopwatchState::close_nvtx_range(ThreadRecord& owner, Slot& run_slot,
                                                               std::uint32_t id) {
   const NvtxCore* core = nvtx_core_pointer().load(std::memory_order_acquire);
-  const std::uint8_t how = run_slot.nvtx.load(std::memory_order_acquire);
-  const bool own = threads.find_local() == &owner;
-  if (LAPTIME_LIKELY(how == kNvtxRangeNone && own)) return;  // none opened (quiet): none to close
-  if (LAPTIME_LIKELY(own && core != nullptr && how == kNvtxRangePushed)) {
+  if (LAPTIME_LIKELY(threads.find_local() == &owner && core != nullptr &&
+                     run_slot.nvtx.load(std::memory_order_acquire) == kNvtxRangePushed)) {
     const std::uint32_t st = core->state.load(std::memory_order_acquire);
     if (LAPTIME_LIKELY(st == run_slot.nvtx_state.load(std::memory_order_relaxed) &&
                        (st & (NvtxCore::kTrack | NvtxCore::kSyncPop)) == 0)) {
