@@ -153,6 +153,18 @@ std::string usage_error_of(const std::function<void()>& f) {
   return "(no UsageError)";
 }
 
+/// With order tracking on: a pop that skips the innermost range and a pop with none open are
+/// usage errors, and the right pops go through.
+void check_order_errors(NVTXRangeWrapper& nvtx) {
+  nvtx.range_push("outer");
+  nvtx.range_push("inner");
+  CHECK(usage_error_of([&] { nvtx.range_pop("outer"); }).find("'outer' > 'inner'") !=
+        std::string::npos);
+  CHECK_NOTHROW(nvtx.range_pop("inner"));
+  CHECK_NOTHROW(nvtx.range_pop("outer"));
+  CHECK(usage_error_of([&] { nvtx.range_pop(); }) != "(no UsageError)");
+}
+
 void instrumented_function() {
   LAPTIME_FUNC_RANGE();
 }
@@ -370,13 +382,7 @@ TEST_CASE("the order check works the same without a profiler or without the NVTX
   const Fresh fresh;
   NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
   nvtx.enable(false, false, true);
-  nvtx.range_push("outer");
-  nvtx.range_push("inner");
-  CHECK(usage_error_of([&] { nvtx.range_pop("outer"); }).find("'outer' > 'inner'") !=
-        std::string::npos);
-  CHECK_NOTHROW(nvtx.range_pop("inner"));
-  CHECK_NOTHROW(nvtx.range_pop("outer"));
-  CHECK(usage_error_of([&] { nvtx.range_pop(); }) != "(no UsageError)");
+  check_order_errors(nvtx);
 }
 
 // The case below runs twice: under the recorder (the whole file's setting), then in a copy of
@@ -451,13 +457,7 @@ TEST_CASE(kNoToolCase* LAPTIME_NEEDS_ENABLED) {
   laptime::detail::nvtx_reset_for_testing();
   nvtx.enable(false, false, true);
   CHECK(no_tool());
-  nvtx.range_push("outer");
-  nvtx.range_push("inner");
-  CHECK(usage_error_of([&] { nvtx.range_pop("outer"); }).find("'outer' > 'inner'") !=
-        std::string::npos);
-  CHECK_NOTHROW(nvtx.range_pop("inner"));
-  CHECK_NOTHROW(nvtx.range_pop("outer"));
-  CHECK(usage_error_of([&] { nvtx.range_pop(); }) != "(no UsageError)");
+  check_order_errors(nvtx);
 
   // Syncs: still made, before the (silent) push and pop.
   laptime::detail::nvtx_reset_for_testing();
