@@ -4,7 +4,6 @@
 // registration and sample. The cases assert the counters' names, units and limits, and that the
 // values of constructed intervals are right: a busy loop, a sleep, a written and fsynced file.
 #include <dirent.h>
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -30,35 +29,11 @@
 #include "laptime/stopwatch.hpp"
 
 #define DOCTEST_CONFIG_IMPLEMENT
+#include "nvtx_recorder_api.hpp"
 #include "stopwatch_support.hpp"
 #include "test_support.hpp"
 
 namespace {
-
-// ---- The recorder's query API (tests/nvtx_recorder/nvtx_recorder.cpp) ----
-
-struct RecorderApi {
-  const char* (*events)() = nullptr;
-  void (*clear)() = nullptr;
-};
-
-const RecorderApi* recorder_api() {
-#ifdef LAPTIME_NVTX_RECORDER_PATH
-  // The same path NVTX loads (main() sets NVTX_INJECTION64_PATH to it), so the same instance.
-  static const RecorderApi* api = []() -> const RecorderApi* {
-    void* lib = ::dlopen(LAPTIME_NVTX_RECORDER_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) return nullptr;
-    static RecorderApi a;
-    a.events = reinterpret_cast<const char* (*)()>(::dlsym(lib, "nvtx_recorder_events"));
-    a.clear = reinterpret_cast<void (*)()>(::dlsym(lib, "nvtx_recorder_clear"));
-    if (!a.events || !a.clear) return nullptr;
-    return &a;
-  }();
-  return api;
-#else
-  return nullptr;
-#endif
-}
 
 // Cases that read the recorder: skipped in the LAPTIME_DISABLE build and where the NVTX headers
 // with the counters extension (hence the recorder's counters) are missing.

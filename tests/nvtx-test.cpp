@@ -1,7 +1,6 @@
 // NVTXRangeWrapper, proven against what a profiler receives: the wrapper runs under
 // tests/nvtx_recorder (an NVTX injection library, the mechanism Nsight uses), and each case asserts
 // the exact sequence of NVTX events the recorder saw on each thread.
-#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,43 +28,12 @@
 #endif
 
 #define DOCTEST_CONFIG_IMPLEMENT
+#include "nvtx_recorder_api.hpp"
 #include "test_support.hpp"
 
 namespace {
 
 using laptime::NVTXRangeWrapper;
-
-// ---- The recorder's query API (tests/nvtx_recorder/nvtx_recorder.cpp) ----
-
-struct RecorderApi {
-  const char* (*events)() = nullptr;
-  void (*clear)() = nullptr;
-  const char* (*stats)() = nullptr;
-  void (*note)(const char*) = nullptr;
-  void (*restart_string_handles)() = nullptr;
-};
-
-const RecorderApi* recorder_api() {
-#ifdef LAPTIME_NVTX_RECORDER_PATH
-  // The same path NVTX loads (main() sets NVTX_INJECTION64_PATH to it), so the same instance.
-  static const RecorderApi* api = []() -> const RecorderApi* {
-    void* lib = ::dlopen(LAPTIME_NVTX_RECORDER_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) return nullptr;
-    static RecorderApi a;
-    a.events = reinterpret_cast<const char* (*)()>(::dlsym(lib, "nvtx_recorder_events"));
-    a.clear = reinterpret_cast<void (*)()>(::dlsym(lib, "nvtx_recorder_clear"));
-    a.stats = reinterpret_cast<const char* (*)()>(::dlsym(lib, "nvtx_recorder_stats"));
-    a.note = reinterpret_cast<void (*)(const char*)>(::dlsym(lib, "nvtx_recorder_note"));
-    a.restart_string_handles =
-        reinterpret_cast<void (*)()>(::dlsym(lib, "nvtx_recorder_restart_string_handles"));
-    if (!a.events || !a.clear || !a.stats || !a.note || !a.restart_string_handles) return nullptr;
-    return &a;
-  }();
-  return api;
-#else
-  return nullptr;
-#endif
-}
 
 bool have_recorder() {
   return recorder_api() != nullptr;
