@@ -220,6 +220,7 @@ TEST_CASE("the /proc/<pid>/stat parser finds comm by the last parenthesis") {
     CHECK(st->cminflt == 27);
     CHECK(st->cmajflt == 3);
     CHECK(st->num_threads == 4);
+    CHECK(st->start_time == 14940);
   }
   SUBCASE("comm with spaces and parentheses") {
     const std::string parens_text = fixture("stat-comm-parens");  // comm points into it

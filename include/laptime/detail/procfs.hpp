@@ -154,6 +154,7 @@ struct ProcessStat {
   std::uint64_t utime = 0, stime = 0;      ///< this process, all its threads
   std::uint64_t cutime = 0, cstime = 0;    ///< its children that it has waited for
   std::uint64_t num_threads = 0;
+  std::uint64_t start_time = 0;  ///< clock ticks after boot at which it started (0: not read)
 
   /// CPU time of the process and of every descendant it (or they) reaped.
   std::uint64_t cpu_ticks() const noexcept { return utime + stime + cutime + cstime; }
@@ -164,7 +165,9 @@ struct ProcessStat {
 };
 
 /// Parses /proc/<pid>/stat: "pid (comm) state ppid pgrp session tty_nr tpgid flags minflt cminflt
-/// majflt cmajflt utime stime cutime cstime priority nice num_threads ...". comm may hold spaces
+/// majflt cmajflt utime stime cutime cstime priority nice num_threads itrealvalue starttime ...".
+/// starttime (with the pid, a process's identity: pids are reused) is read where it is complete
+/// and left 0 otherwise; the fields before it are required. comm may hold spaces
 /// and parentheses ("(a) (b)" prints as "((a) (b))"), so it runs from the first '(' to the LAST
 /// ')' — the fields after it are numbers and never contain one.
 /// nullopt when truncated, short or not numeric where a used field is.
@@ -215,6 +218,9 @@ inline std::optional<ProcessStat> parse_process_stat(std::string_view text) noex
   st.cutime = *cutime;
   st.cstime = *cstime;
   st.num_threads = *threads;
+  if (fields.skip(1)) {  // itrealvalue
+    if (const auto start = next_u64()) st.start_time = *start;
+  }
   return st;
 }
 

@@ -47,6 +47,7 @@
 #include "laptime/config.hpp"
 #include "laptime/detail/env.hpp"
 #include "laptime/detail/histogram.hpp"
+#include "laptime/detail/procfs.hpp"
 #include "laptime/detail/stopwatch_hot.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
@@ -114,28 +115,19 @@ struct FoldedWorker {
   std::unordered_map<std::string, std::unique_ptr<IntervalStats>> names;
 };
 
-/// /proc/<pid>/stat's state and start time; false when the process is gone.
+/// /proc/<pid>/stat's state and start time; false when the process is gone or a zombie.
 inline bool process_alive(long pid, std::uint64_t* start_time) noexcept {
   char path[48];
   std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char buf[1024];
-  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  const ssize_t n = ::read(fd, buf, sizeof buf);
   ::close(fd);
   if (n <= 0) return false;
-  buf[n] = 0;
-  const char* p = std::strrchr(buf, ')');
-  if (p == nullptr || p[1] != ' ') return false;
-  p += 2;
-  const char state = *p;
-  if (state == 'Z' || state == 'X' || state == 'x') return false;
-  // field 3 is the state; the start time is field 22
-  for (int field = 3; field < 22 && *p != 0; ++field) {
-    while (*p != 0 && *p != ' ') ++p;
-    while (*p == ' ') ++p;
-  }
-  if (start_time != nullptr) *start_time = std::strtoull(p, nullptr, 10);
+  const auto st = procfs::parse_process_stat(std::string_view(buf, static_cast<std::size_t>(n)));
+  if (!st || st->state == 'Z' || st->state == 'X' || st->state == 'x') return false;
+  if (start_time != nullptr) *start_time = st->start_time;
   return true;
 }
 
