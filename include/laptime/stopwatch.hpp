@@ -63,7 +63,6 @@ enum class ProgressMode { Report, Line, Off };
 
 /// The process-wide stopwatch: named intervals per iteration, with warm-up, percentiles, CPU and
 /// I/O of tracked names, and optional GPU time.
-
 class Stopwatch {
  public:
   /// The singleton. `laptime::Stopwatch::instance().start_meas("step");`

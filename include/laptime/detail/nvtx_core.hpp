@@ -62,6 +62,9 @@ struct NvtxCore {
   // tracking. The inline API returns there after one load, as raw NVTX does.
   static constexpr std::uint32_t kQuietMask = kEnabled | kSyncPush | kSyncPop | kTrack | kNoTool;
   static constexpr std::uint32_t kQuiet = kEnabled | kNoTool;
+  static constexpr bool quiet(std::uint32_t state) noexcept {
+    return (state & kQuietMask) == kQuiet;
+  }
   static constexpr int kGenerationShift = 5;
 
   // Read on every call: on their own cache line, written only by enable() and the test reset.
@@ -117,7 +120,7 @@ LAPTIME_ALWAYS_INLINE bool nvtx_enabled() {
 /// Whether a push or a pop must go to the out-of-line half: enabled, and not quiet (kQuiet).
 LAPTIME_ALWAYS_INLINE bool nvtx_busy() {
   const std::uint32_t s = nvtx_core().state.load(std::memory_order_relaxed);
-  return (s & NvtxCore::kEnabled) != 0 && (s & NvtxCore::kQuietMask) != NvtxCore::kQuiet;
+  return (s & NvtxCore::kEnabled) != 0 && !NvtxCore::quiet(s);
 }
 #endif  // LAPTIME_ENABLED
 }  // namespace detail

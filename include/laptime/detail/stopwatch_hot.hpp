@@ -281,8 +281,7 @@ LAPTIME_ALWAYS_INLINE bool nvtx_ranges_idle(const Slot& s, unsigned feats) noexc
 #if LAPTIME_ENABLED
   if (feats != kFeatNvtx) return false;
   const NvtxCore* c = nvtx_core_pointer().load(std::memory_order_acquire);
-  return c != nullptr &&
-         (c->state.load(std::memory_order_relaxed) & NvtxCore::kQuietMask) == NvtxCore::kQuiet &&
+  return c != nullptr && NvtxCore::quiet(c->state.load(std::memory_order_relaxed)) &&
          s.nvtx.load(std::memory_order_relaxed) == 0;
 #else
   (void)s, (void)feats;

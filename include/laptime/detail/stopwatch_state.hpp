@@ -571,10 +571,7 @@ LAPTIME_ALWAYS_INLINE void StopwatchState::open_nvtx_range(Slot& s, std::uint32_
     close_own_nvtx_range(s, id, /*report=*/false);
   }
   // Quiet (no profiler attached, no sync, no order tracking): NVTX would drop the range.
-  if (LAPTIME_LIKELY((nvtx_core().state.load(std::memory_order_relaxed) & NvtxCore::kQuietMask) ==
-                     NvtxCore::kQuiet)) {
-    return;
-  }
+  if (LAPTIME_LIKELY(NvtxCore::quiet(nvtx_core().state.load(std::memory_order_relaxed)))) return;
   const bool start_end = (name_flags[id].load(std::memory_order_relaxed) & kNameNvtxCross) != 0;
   std::uint64_t range = 0;
   const std::uint32_t opened = nvtx_measured_open(
