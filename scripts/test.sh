@@ -71,7 +71,7 @@ pip_install() {
     "$venv/bin/pip" install -q --retries 10 "$@" && return 0
     echo "pip install $* failed (attempt $try of 3)" >&2
     df -h "$venv" >&2
-    sleep $((try * 20))
+    if [ "$try" -lt 3 ]; then sleep $((try * 20)); fi
   done
   return 1
 }
