@@ -25,7 +25,7 @@ laptime_install_debs() {
 
 # Build tools and the test and benchmark dependencies (doctest, Google Benchmark); the library
 # itself needs nothing beyond the C++17 standard library.
-LAPTIME_BUILD_DEBS=(g++ cmake ninja-build pkg-config doctest-dev libbenchmark-dev)
+LAPTIME_BUILD_DEBS=(g++ cmake ninja-build pkg-config doctest-dev libbenchmark-dev ccache)
 # The test command also needs Python (venv) and clang (libFuzzer, ThreadSanitizer).
 # chromium: python/tests/test_reports.py opens `laptime html`'s page headless (about 510 MiB and
 # 25 s to install on Debian 12; the test skips without it).

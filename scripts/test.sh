@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Runs every laptime test, installing what is missing first (Debian packages with apt-get,
-# Python packages from PyPI into a venv under build/).
+# Runs laptime's tests, installing what is missing first (Debian packages with apt-get, Python
+# packages from PyPI into venvs under build/). The tests come in three tiers, named by purpose:
 #
-#   scripts/test.sh            everything: the suite built normally and with LAPTIME_DISABLE,
-#                              the Python tests, the studies' tests (examples/nuscenes,
-#                              examples/integrations),
-#                              the sanitizer presets, the fuzzer (60 s)
-#   scripts/test.sh --quick    only the first two (while developing)
+#   scripts/test.sh              all three tiers: every test (what CI runs)
+#   scripts/test.sh gate         before every commit: the doctest suites built normally and
+#                                compiled out (LAPTIME_DISABLE), the consumer projects and the
+#                                docs' code, the Python tests against the built extension
+#   scripts/test.sh deep         the sanitizer builds (ASan+UBSan, TSan) and the API fuzzer (60 s)
+#   scripts/test.sh studies      the examples' tests with torch, torchvision, DALI, Lightning,
+#                                transformers and MMEngine (examples/nuscenes, examples/integrations)
+#   scripts/test.sh gate deep    several tiers, in this order
+#   scripts/test.sh --quick      the gate's C++ part only
+#
+# The studies' venv (several GB) is installed in the background while the C++ builds run, and is
+# reused while its requirement files are unchanged; build trees are reused, and compilations are
+# cached with ccache, so a second run recompiles only what changed.
 #
 # Ends with one line "laptime: N passed, N failed, N skipped" over all stages (skipped: the GPU
 # tests on a machine without a GPU, with the reason in the log); exits non-zero on any failure.
@@ -14,7 +22,16 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 QUICK=0
-[ "${1:-}" = "--quick" ] && QUICK=1
+TIERS=()
+for arg in "$@"; do
+  case $arg in
+    --quick) QUICK=1 TIERS+=(gate) ;;
+    gate | deep | studies) TIERS+=("$arg") ;;
+    *) echo "scripts/test.sh: unknown tier '$arg' (gate, deep, studies or --quick)" >&2; exit 2 ;;
+  esac
+done
+[ ${#TIERS[@]} -eq 0 ] && TIERS=(gate studies deep)
+want() { [[ " ${TIERS[*]} " == *" $1 "* ]]; }
 JOBS=${LAPTIME_JOBS:-2}
 
 source scripts/deps.sh
@@ -93,6 +110,16 @@ stage() {
   return "$rc"
 }
 
+# ccache, where installed (LAPTIME_BUILD_DEBS brings it): a rebuilt tree recompiles only what
+# changed, and the consumer and docs tests, which run the compiler as the test, compile each file
+# once however many build trees run them.
+# (CMake reads CMAKE_CXX_COMPILER_LAUNCHER from the environment: every tree configured below takes
+# it, the presets', the fuzzer's, the consumer projects' and pip's too.)
+if command -v ccache >/dev/null; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
+  export LAPTIME_TEST_CCACHE=ccache
+fi
+
 configure_and_build() {  # DIR [cmake options...]
   local dir=$1
   shift
@@ -104,55 +131,117 @@ run_ctest() {  # DIR
   ctest --test-dir "$1" --output-on-failure -j "$JOBS"
 }
 
-# 1. The suite, as users build it.
-stage build none configure_and_build build/test -DLAPTIME_BUILD_BENCH=ON \
-  -DLAPTIME_BUILD_EXAMPLES=ON && stage ctest ctest run_ctest build/test
+# venv_ready VENV STAMP: VENV exists and was made from the requirements whose digest is STAMP.
+venv_ready() {
+  [ -x "$1/bin/python" ] && [ "$(cat "$1/.laptime-stamp" 2>/dev/null)" = "$2" ]
+}
 
-# 2. The same suite compiled out (LAPTIME_DISABLE): same API, behavioural cases skip.
-stage build-disabled none configure_and_build build/test-disabled -DLAPTIME_DISABLE=ON \
-  -DLAPTIME_BUILD_BENCH=OFF -DLAPTIME_BUILD_EXAMPLES=ON &&
-  stage ctest-disabled ctest run_ctest build/test-disabled
+# make_venv VENV STAMP PIP_ARGS...: a venv with PIP_ARGS installed, reused while STAMP holds.
+make_venv() {
+  local venv=$1 stamp=$2
+  shift 2
+  venv_ready "$venv" "$stamp" && return 0
+  rm -rf "$venv" && python3 -m venv "$venv" &&
+    pip_install "$venv" --upgrade pip &&
+    pip_install "$venv" "$@" &&
+    echo "$stamp" >"$venv/.laptime-stamp"
+}
 
-if [ "$QUICK" -eq 0 ]; then
-  # 3. Python: `pip install .` into a fresh venv, then pytest.
-  if [ -f pyproject.toml ] && [ -d python/tests ]; then
+# laptime itself into VENV as users install it (pip install .), its CMake tree kept in
+# build/pip-<venv name> so that a second install recompiles only what changed.
+install_laptime() {  # VENV
+  local venv=$1
+  pip_install "$venv" --no-deps --force-reinstall \
+    --config-settings=build-dir="$ROOT/build/pip-$(basename "$venv")" .
+}
+
+PY_REQS=(pytest psutil matplotlib tensorboard)
+PY_STAMP=$(python3 --version 2>&1; echo "${PY_REQS[*]}")
+STUDY_VENV=build/venv-study
+STUDY_REQS=()
+STUDY_TESTS=()
+if [ -f examples/nuscenes/requirements.txt ] && [ -d examples/nuscenes/tests ]; then
+  STUDY_REQS=(-r examples/nuscenes/requirements.txt)
+  STUDY_TESTS=(examples/nuscenes/tests)
+  if [ -f examples/integrations/requirements.txt ] && [ -d examples/integrations/tests ]; then
+    STUDY_REQS+=(-r examples/integrations/requirements.txt)
+    STUDY_TESTS+=(examples/integrations/tests)
+  fi
+fi
+STUDY_STAMP=$(python3 --version 2>&1; cat examples/nuscenes/requirements.txt \
+  examples/integrations/requirements.txt 2>/dev/null)
+
+# What waits on the network starts first and runs beside the C++ builds: the studies' venv
+# (torch, torchvision, DALI, nuscenes-devkit, the three frameworks: several GB, one pip call so
+# one resolution) and the Python tests' venv. Their output goes to build/logs/*-install.log; the
+# stages that need them wait for them, and so does every ctest stage (the suites time wall-clock
+# intervals, and an install beside them would take a core they count on).
+BACKGROUND=()
+background_install() {  # NAME VENV STAMP PIP_ARGS...
+  local name=$1
+  shift
+  echo "=== $name (in the background, build/logs/$name.log)"
+  (make_venv "$@" >"$LOG_DIR/$name.log" 2>&1; echo $? >"$LOG_DIR/$name.rc") &
+  BACKGROUND+=($!)
+}
+wait_installs() {
+  local pid
+  for pid in "${BACKGROUND[@]}"; do wait "$pid"; done
+  BACKGROUND=()
+}
+installed() {  # NAME: the background install NAME succeeded (its log shown when it did not)
+  if [ "$(cat "$LOG_DIR/$1.rc" 2>/dev/null)" != 0 ]; then
+    echo "laptime: $1 failed:"
+    cat "$LOG_DIR/$1.log"
+    return 1
+  fi
+}
+rm -f "$LOG_DIR"/*-install.rc
+if [ "$QUICK" -eq 0 ] && want studies && [ ${#STUDY_TESTS[@]} -gt 0 ]; then
+  background_install studies-install "$STUDY_VENV" "$STUDY_STAMP" --no-cache-dir "${STUDY_REQS[@]}"
+fi
+if [ "$QUICK" -eq 0 ] && want gate && [ -d python/tests ]; then
+  background_install python-install build/venv "$PY_STAMP" "${PY_REQS[@]}"
+fi
+
+# Gate 1. The suite, as users build it.
+if want gate; then
+  stage build none configure_and_build build/test -DLAPTIME_BUILD_BENCH=ON \
+    -DLAPTIME_BUILD_EXAMPLES=ON && wait_installs && stage ctest ctest run_ctest build/test
+
+  # Gate 2. The same suite compiled out (LAPTIME_DISABLE): same API, behavioural cases skip.
+  stage build-disabled none configure_and_build build/test-disabled -DLAPTIME_DISABLE=ON \
+    -DLAPTIME_BUILD_BENCH=OFF -DLAPTIME_BUILD_EXAMPLES=ON && wait_installs &&
+    stage ctest-disabled ctest run_ctest build/test-disabled
+
+  # Gate 3. Python: laptime installed as users install it (`pip install .`), then pytest.
+  if [ "$QUICK" -eq 0 ] && [ -d python/tests ]; then
     python_tests() {
-      local venv=build/venv
-      rm -rf "$venv" && python3 -m venv "$venv" &&
-        pip_install "$venv" --upgrade pip &&
-        pip_install "$venv" pytest psutil matplotlib tensorboard &&
-        pip_install "$venv" . &&
-        (cd python/tests && "$ROOT/$venv/bin/python" -m pytest -q -p no:cacheprovider .)
+      wait_installs
+      installed python-install && install_laptime build/venv &&
+        (cd python/tests && "$ROOT/build/venv/bin/python" -m pytest -q -p no:cacheprovider .)
     }
     stage python pytest python_tests
   fi
+fi
 
-  # 3b. Studies: the tests under examples/nuscenes/tests (the loader and training studies) and
-  # examples/integrations/tests (Lightning, transformers, MMEngine), in a fresh venv with both
-  # requirement files (torch, torchvision, DALI, nuscenes-devkit, the three frameworks: several
-  # GB, the longest install of the suite; one pip call, so one resolution for both) and laptime
-  # as users install it. One pytest call, so that count_pytest reads one summary line.
-  if [ -f examples/nuscenes/requirements.txt ] && [ -d examples/nuscenes/tests ]; then
-    studies_tests() {
-      local venv=build/venv-study
-      local reqs=(-r examples/nuscenes/requirements.txt) tests=(examples/nuscenes/tests)
-      if [ -f examples/integrations/requirements.txt ] && [ -d examples/integrations/tests ]; then
-        reqs+=(-r examples/integrations/requirements.txt)
-        tests+=(examples/integrations/tests)
-      fi
-      rm -rf "$venv" && python3 -m venv "$venv" &&
-        pip_install "$venv" --upgrade pip &&
-        pip_install "$venv" --no-cache-dir "${reqs[@]}" &&
-        pip_install "$venv" . &&
-        "$venv/bin/python" -m pytest -q -p no:cacheprovider "${tests[@]}"
-    }
-    stage studies pytest studies_tests
-    # In CI the venv (about 6 GB with torch's CUDA wheels) goes before the sanitizer builds need
-    # the disk; a developer keeps it to rerun one test.
-    if [ "${CI:-}" = true ]; then rm -rf build/venv-study; fi
-  fi
+# Studies: the tests under examples/nuscenes/tests (the loader and training studies) and
+# examples/integrations/tests (Lightning, transformers, MMEngine), with laptime as users install
+# it. One pytest call, so that count_pytest reads one summary line.
+if [ "$QUICK" -eq 0 ] && want studies && [ ${#STUDY_TESTS[@]} -gt 0 ]; then
+  studies_tests() {
+    wait_installs
+    installed studies-install && install_laptime "$STUDY_VENV" &&
+      "$STUDY_VENV/bin/python" -m pytest -q -p no:cacheprovider "${STUDY_TESTS[@]}"
+  }
+  stage studies pytest studies_tests
+  # In CI the venv (about 6 GB with torch's CUDA wheels) goes before the sanitizer builds need
+  # the disk; a developer keeps it, and the next run reuses it.
+  if [ "${CI:-}" = true ]; then rm -rf "$STUDY_VENV" "$ROOT/build/pip-venv-study"; fi
+fi
 
-  # 4. Sanitizers (CMakePresets.json): AddressSanitizer+UBSan, ThreadSanitizer.
+if [ "$QUICK" -eq 0 ] && want deep; then
+  # Deep 1. Sanitizers (CMakePresets.json): AddressSanitizer+UBSan, ThreadSanitizer.
   if [ -f CMakePresets.json ]; then
     for preset in asan tsan; do
       stage "build-$preset" none sh -c "cmake --preset $preset >/dev/null && cmake --build --preset $preset -j $JOBS" &&
@@ -160,14 +249,15 @@ if [ "$QUICK" -eq 0 ]; then
     done
   fi
 
-  # 5. The API fuzzer, time-bounded.
+  # Deep 2. The API fuzzer, time-bounded.
   if [ -f fuzz/CMakeLists.txt ]; then
     stage fuzz none scripts/fuzz.sh "${LAPTIME_FUZZ_SECONDS:-60}"
   fi
 fi
+wait_installs
 
 echo
-echo "=== summary"
+echo "=== summary (tiers: ${TIERS[*]}, $((SECONDS / 60)) min $((SECONDS % 60)) s)"
 printf '  %s\n' "${SUMMARY[@]}"
 echo "laptime: $PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" -eq 0 ]

@@ -7,3 +7,6 @@
 // path) and compile fast. A single-file program may instead include <laptime/laptime.hpp>, which
 // carries the same definitions (LAPTIME_IMPL: weak, so both ways link together).
 #include "laptime/laptime.hpp"
+// Explicitly: users of the CMake target define LAPTIME_IMPL_LINKED, which leaves the
+// implementation out of laptime.hpp, and a build may pass it to every file, this one included.
+#include "laptime/detail/implementation.hpp"

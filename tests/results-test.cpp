@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "laptime/detail/format.hpp"  // format_duration, the report's units
 #include "laptime/laptime.hpp"
 #include "test_support.hpp"
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "laptime/detail/stopwatch_state.hpp"  // what the environment set, read back
 #include "laptime/laptime.hpp"
 #include "test_support.hpp"
 

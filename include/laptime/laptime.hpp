@@ -11,7 +11,8 @@
 // may include this in each of them (the implementation's functions are weak, linked once), or,
 // to compile faster, include only <laptime/stopwatch.hpp> where it measures and let the CMake
 // target laptime::laptime, or laptime/src/laptime.cpp on the command line, bring the
-// implementation (docs/build.md).
+// implementation (docs/build.md). Linking the target defines LAPTIME_IMPL_LINKED, and this header
+// then leaves the implementation to the library.
 #pragma once
 
 #include "laptime/config.hpp"
@@ -24,8 +25,9 @@
 #include "laptime/settings.hpp"
 #include "laptime/stopwatch.hpp"
 
-// The implementation part (detail/*_impl.hpp and the machinery they include).
-#include "laptime/detail/nvtx_setup.hpp"
-#include "laptime/detail/results_impl.hpp"
-#include "laptime/detail/settings_impl.hpp"
-#include "laptime/detail/stopwatch_impl.hpp"
+// The implementation part, unless it is linked: LAPTIME_IMPL_LINKED says that the program links
+// it compiled once (the CMake target laptime::laptime defines it for its users, or a build adds
+// src/laptime.cpp and defines it), so this include then costs what the light headers cost.
+#ifndef LAPTIME_IMPL_LINKED
+#include "laptime/detail/implementation.hpp"
+#endif

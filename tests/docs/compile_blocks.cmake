@@ -3,10 +3,30 @@
 # Writes each ```cpp block of DOCS_DIR/*.md to WORK/<page>-<n>.cpp and compiles it: every block of
 # EVERY_BLOCK, the blocks of other pages that contain `int main(`. Fails naming each block (page and
 # line) that does not compile, link or run; fails too when EVERY_BLOCK has no block at all.
+#
+# The blocks compile as a program of several files does (docs/build.md): each with
+# LAPTIME_IMPL_LINKED, linked with the implementation part compiled once here from src/laptime.cpp,
+# so the test costs one compilation of the implementation, not one per block. Whether the single
+# include alone builds a whole program is the consumer tests' question (consumer-plain-compiler,
+# consumer-makefile).
 cmake_minimum_required(VERSION 3.16)
 string(REPLACE "|" ";" FLAGS "${FLAGS}")
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
+set(impl_object "")
+# The implementation part as an object, compiled at the first block that links.
+function(compile_implementation)
+  if(impl_object)
+    return()
+  endif()
+  set(obj "${WORK}/laptime-implementation.o")
+  execute_process(COMMAND ${CXX} ${FLAGS} -c "${CMAKE_CURRENT_LIST_DIR}/../../src/laptime.cpp"
+                          -o "${obj}" RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE e)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "src/laptime.cpp does not compile with ${FLAGS}:\n${o}${e}")
+  endif()
+  set(impl_object "${obj}" PARENT_SCOPE)
+endfunction()
 file(GLOB pages "${DOCS_DIR}/*.md")
 set(failures "")
 set(compiled 0)
@@ -57,7 +77,7 @@ foreach(page IN LISTS pages)
     # Which compiler: kernels need nvcc; the CUDA runtime and cuBLAS need the toolkit's headers.
     string(REGEX MATCH "__global__|<<<" kernels "${block}")
     string(REGEX MATCH "#include <(cuda_runtime|cublas)" runtime "${block}")
-    set(command ${CXX} ${FLAGS})
+    set(command ${CXX} ${FLAGS} -DLAPTIME_IMPL_LINKED)
     if(kernels)
       if(NOT NVCC)
         message(STATUS "SKIPPED ${where}: it has CUDA kernels and there is no nvcc")
@@ -67,7 +87,7 @@ foreach(page IN LISTS pages)
       file(RENAME "${src}" "${cu}")
       set(src "${cu}")
       set(command ${NVCC} -std=c++17 -O2 -Werror all-warnings "-Xcompiler=-Wall,-Wextra"
-                  -I${CMAKE_CURRENT_LIST_DIR}/../../include)
+                  -DLAPTIME_IMPL_LINKED -I${CMAKE_CURRENT_LIST_DIR}/../../include)
     elseif(runtime AND NOT (CUDA_INCLUDE AND EXISTS "${CUDA_INCLUDE}/cuda_runtime.h"
                             AND EXISTS "${CUDA_INCLUDE}/cublas_v2.h"))
       message(STATUS "SKIPPED ${where}: it uses the CUDA runtime or cuBLAS and their headers are not here")
@@ -82,8 +102,9 @@ foreach(page IN LISTS pages)
       set(mode "compiled")
     else()
       set(out "${WORK}/${stem}-${n}")
-      execute_process(COMMAND ${command} "${src}" -o "${out}" -pthread -ldl RESULT_VARIABLE rc
-                      OUTPUT_VARIABLE o ERROR_VARIABLE e)
+      compile_implementation()
+      execute_process(COMMAND ${command} "${src}" "${impl_object}" -o "${out}" -pthread -ldl
+                      RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE e)
       if(rc EQUAL 0)
         execute_process(COMMAND "${out}" WORKING_DIRECTORY "${WORK}" RESULT_VARIABLE rc
                         OUTPUT_VARIABLE o ERROR_VARIABLE e)
