@@ -4,11 +4,18 @@ Each subcommand lives in its own module, which defines ``add_arguments(parser)``
 ``run(args) -> int``; ``SUBCOMMANDS`` maps the subcommand's name to that module and a one-line
 summary. A module imports its heavy dependencies (matplotlib, say) inside ``run``, so that
 ``laptime --help`` stays fast and each dependency is needed only by the subcommand that uses it.
+
+Input a subcommand cannot read (a missing or torn file, JSON that is not laptime's results) is a
+``ResultsError`` from the one reader they share, ``laptime.results.read``; ``main`` answers it with
+one line on stderr that names the file and what is wrong, and exit status 2, as argparse answers
+a wrong command line.
 """
 
 import argparse
 import importlib
 import sys
+
+from laptime.results import ResultsError
 
 # name -> (module under laptime., one-line help)
 SUBCOMMANDS = {
@@ -36,7 +43,11 @@ def _parser():
 
 def main(argv=None):
     args = _parser().parse_args(argv)
-    return importlib.import_module("laptime." + args._module).run(args)
+    try:
+        return importlib.import_module("laptime." + args._module).run(args)
+    except ResultsError as e:
+        print(f"laptime {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -10,6 +10,9 @@ offline.
 
 import base64
 import html as _html
+import os
+
+from laptime.results import ResultsError, read
 
 CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; }
@@ -121,17 +124,13 @@ def _comparison(paths, labels, name, unit):
 
 def page(paths, name=None, unit="batch"):
     """The page (a str) for the JSON files ``paths`` (one or two)."""
-    import os
-
-    from laptime.samples import load
-
-    runs = [load(p) for p in paths]
+    runs = [read(p) for p in paths]
     labels = [os.path.splitext(os.path.basename(p))[0] for p in paths]
     body = ["<h1>laptime report</h1>"]
     if len(paths) == 2:
         try:
             body.append(_comparison(paths, labels, name, unit))
-        except ValueError as e:  # no loop measurement to compare
+        except ResultsError as e:  # no loop measurement to compare
             body.append(f'<p class="meta">No comparison: {_esc(e)}</p>')
     for results, label in zip(runs, labels):
         body.append(report_section(results, label))

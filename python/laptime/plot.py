@@ -29,16 +29,19 @@ def figure(results, names=None):
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
+    from laptime.results import ResultsError
     from laptime.samples import intervals, per_iteration, samples_of
 
-    s = samples_of(results, "laptime plot")
+    s = samples_of(results)
     warmup = results.get("num_warmup_iters", 0)
     series = per_iteration(s)
     first_seen = [m.get("name") for m in results.get("measurements", [])]
     first_seen += [n for n in s["names"] if n not in first_seen]
     order = [n for n in first_seen if n in series and (names is None or n in names)]
     if not order:
-        raise SystemExit("laptime plot: no recorded interval of the names asked for")
+        asked = ", ".join(names) if names else "any name"
+        raise ResultsError(f"no recorded interval of {asked} (recorded: "
+                           f"{', '.join(series) or 'none'})")
     lengths = {n: [] for n in order}
     for iv in intervals(s):
         if iv.name in lengths and iv.iter >= warmup:
@@ -90,9 +93,9 @@ def png_bytes(results, names=None, dpi=100):
 
 
 def run(args):
-    from laptime.samples import load
+    from laptime.results import read
 
     names = args.names.split(",") if args.names else None
-    figure(load(args.file), names).savefig(args.output, dpi=args.dpi)
+    figure(read(args.file, samples=True), names).savefig(args.output, dpi=args.dpi)
     print(f"laptime plot: {args.output}")
     return 0
