@@ -1,6 +1,7 @@
 """Reports people look at (issue 17): interval recording from Python, `laptime trace`, `laptime
 compare` with several runs, `laptime plot`, `laptime html` and TensorBoard scalars."""
 
+import copy
 import html
 import json
 import shutil
@@ -329,6 +330,52 @@ def test_html_page_is_self_contained_and_renders_in_headless_chromium(stopwatch,
     done = subprocess.run(common + [f"--screenshot={shot}", "--window-size=1200,900",
                                     out.as_uri()], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and shot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_html_shows_any_number_of_runs_side_by_side_the_first_the_reference(stopwatch,
+                                                                            tmp_path):
+    pytest.importorskip("matplotlib")
+    results, _ = recorded_run(stopwatch)
+    loop = next(m for m in results["measurements"] if m["name"] == "loop")
+    labels, factors = ["base", "faster", "slower", "same"], [1.0, 0.5, 2.0, 1.0]
+    paths = []
+    for label, factor in zip(labels, factors):
+        run = copy.deepcopy(results)
+        next(m for m in run["measurements"] if m["name"] == "loop")["mean_per_iter_s"] *= factor
+        paths.append(tmp_path / f"{label}.json")
+        paths[-1].write_text(json.dumps(run))
+    out = tmp_path / "report.html"
+    assert cli.main(["html", *map(str, paths), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert text.count('<section class="run">') == 4
+    assert text.count('src="data:image/png;base64,') == 4
+    # the comparison: every run against the first
+    for label, factor in zip(labels[1:], factors[1:]):
+        assert f"<td>{label}</td>" in text and f"× {1 / factor:.2f}" in text
+    ref = loop["mean_per_iter_s"]
+    assert f'<td class="n">{laptime.html.duration(2 * ref)} (2.00×)</td>' in text
+    common = headless_chromium(tmp_path)
+    # Laid out by the browser: one column per run, left to right in the order given, side by side
+    # (same top, no overlap), the first headed as the reference, every plot decoded.
+    probe = tmp_path / "probe.html"
+    probe.write_text(text.replace("</body>", """<script>window.onload = () => {
+        const cols = [...document.querySelectorAll('section.run')].map(s => {
+            const r = s.getBoundingClientRect();
+            return {left: r.left, right: r.right, top: r.top,
+                    title: s.querySelector('h2').textContent,
+                    image: s.querySelector('img').naturalWidth};
+        });
+        document.title = JSON.stringify(cols); };</script></body>"""))
+    dom = subprocess.run(common + ["--window-size=1600,1000", "--dump-dom", probe.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line]
+    assert console == [], console
+    cols = json.loads(html.unescape(dom.stdout.split("<title>")[1].split("</title>")[0]))
+    assert [c["title"] for c in cols] == ["base (reference)", "faster", "slower", "same"]
+    assert len({c["top"] for c in cols}) == 1
+    assert all(a["right"] <= b["left"] for a, b in zip(cols, cols[1:]))
+    assert all(c["image"] > 0 for c in cols)
 
 
 # ---- TensorBoard ------------------------------------------------------------------------------
