@@ -24,7 +24,8 @@ SUBCOMMANDS = {
     "merge": ("merge", "One report over every rank's results: min/median/max, the slowest rank."),
     "plot": ("plot", "Per-iteration time series and histograms of the recorded intervals (PNG)."),
     "trace": ("trace", "The recorded intervals as a Chrome/Perfetto trace (Trace Event Format)."),
-    "html": ("html", "One self-contained HTML page: tables, CPU/IO, plots, a comparison."),
+    "html": ("html", "One self-contained HTML page: tables, CPU/IO, plots; several runs side by "
+                     "side, compared with the first."),
 }
 
 
