@@ -4,11 +4,18 @@ Each subcommand lives in its own module, which defines ``add_arguments(parser)``
 ``run(args) -> int``; ``SUBCOMMANDS`` maps the subcommand's name to that module and a one-line
 summary. A module imports its heavy dependencies (matplotlib, say) inside ``run``, so that
 ``laptime --help`` stays fast and each dependency is needed only by the subcommand that uses it.
+
+Input a subcommand cannot read (a missing or torn file, JSON that is not laptime's results) is a
+``ResultsError`` from the one reader they share, ``laptime.results.read``; ``main`` answers it with
+one line on stderr that names the file and what is wrong, and exit status 2, as argparse answers
+a wrong command line.
 """
 
 import argparse
 import importlib
 import sys
+
+from laptime.results import ResultsError
 
 # name -> (module under laptime., one-line help)
 SUBCOMMANDS = {
@@ -17,7 +24,8 @@ SUBCOMMANDS = {
     "merge": ("merge", "One report over every rank's results: min/median/max, the slowest rank."),
     "plot": ("plot", "Per-iteration time series and histograms of the recorded intervals (PNG)."),
     "trace": ("trace", "The recorded intervals as a Chrome/Perfetto trace (Trace Event Format)."),
-    "html": ("html", "One self-contained HTML page: tables, CPU/IO, plots, a comparison."),
+    "html": ("html", "One self-contained HTML page: tables, CPU/IO, plots; several runs side by "
+                     "side, compared with the first."),
 }
 
 
@@ -36,7 +44,11 @@ def _parser():
 
 def main(argv=None):
     args = _parser().parse_args(argv)
-    return importlib.import_module("laptime." + args._module).run(args)
+    try:
+        return importlib.import_module("laptime." + args._module).run(args)
+    except ResultsError as e:
+        print(f"laptime {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

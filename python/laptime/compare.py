@@ -19,9 +19,10 @@ parentheses, and Speedup/Savings compare the medians. ``--markdown`` prints a Gi
 pull request instead (either form).
 """
 
-import json
 import os
 import statistics
+
+from laptime.results import ResultsError, read
 
 
 def add_arguments(parser):
@@ -45,8 +46,8 @@ def _loop(results, name, path):
         found = [m for m in measurements if m.get("cpu") is not None]
     if not found:
         what = f"no measurement {name!r}" if name else "no CPU-tracked measurement"
-        raise ValueError(f"laptime compare: {path}: {what} (names: "
-                         f"{', '.join(repr(m.get('name')) for m in measurements) or 'none'})")
+        raise ResultsError(f"{path}: {what} (names: "
+                           f"{', '.join(repr(m.get('name')) for m in measurements) or 'none'})")
     return found[0]
 
 
@@ -54,9 +55,7 @@ def rows(files, name=None, labels=None):
     """[(label, ms per iteration or None, CPU % or None)] for ``files``."""
     out = []
     for i, path in enumerate(files):
-        with open(path) as f:
-            results = json.load(f)
-        m = _loop(results, name, path)
+        m = _loop(read(path), name, path)
         per_iter = m.get("mean_per_iter_s")
         cpu = (m.get("cpu") or {}).get("process_percent")
         label = labels[i] if labels else os.path.splitext(os.path.basename(path))[0]

@@ -1,30 +1,37 @@
-"""``laptime html run.json [other.json] -o report.html``: one self-contained page.
+"""``laptime html run.json [other.json ...] -o report.html``: one self-contained page.
 
-The report table (per name: per iteration, per call, total, count and the interval percentiles),
-the CPU and I/O figures of the tracked names, the one-time measurements, the plots of
-``laptime plot`` when the run recorded intervals, and, with a second run, the comparison of
-``laptime compare`` (the second run against the first). Nothing is fetched: CSS is inline and the
-images are base64 PNG ``data:`` URIs, so the file can be mailed, attached to a CI job, or opened
-offline.
+Per run, in one column each (side by side, the first run the reference): the report table (per
+name: per iteration, per call, total, count and the interval percentiles), the CPU and I/O figures
+of the tracked names, the one-time measurements, and the plots of ``laptime plot`` when the run
+recorded intervals. With several runs, above the columns: the comparison of ``laptime compare``
+(each run against the first) and each name's time per iteration in every run. Nothing is fetched:
+CSS is inline and the images are base64 PNG ``data:`` URIs, so the file can be mailed, attached to
+a CI job, or opened offline.
 """
 
 import base64
 import html as _html
+import os
+
+from laptime.results import ResultsError, read
 
 CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
 table { border-collapse: collapse; margin: 8px 0; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 th { background: #f2f2f2; text-align: left; }
 .meta { color: #666; } img { max-width: 100%; border: 1px solid #eee; }
+.runs { display: grid; grid-auto-flow: column; grid-auto-columns: minmax(36em, 1fr); gap: 24px;
+        overflow-x: auto; }
+.run { min-width: 0; overflow-x: auto; }
 """
 
 
 def add_arguments(parser):
     parser.add_argument("files", nargs="+", metavar="RUN.json",
-                        help="laptime JSON results; with two, the second is compared to the first")
+                        help="laptime JSON results, one column each; the first is the reference")
     parser.add_argument("-o", "--output", required=True, metavar="OUT.html")
     parser.add_argument("--name", help="the measurement compared (default: the CPU-tracked one)")
     parser.add_argument("--unit", default="batch", help="what one iteration is (default: batch)")
@@ -119,31 +126,49 @@ def _comparison(paths, labels, name, unit):
                     "CPU savings"], rows))
 
 
+def _side_by_side(runs, labels):
+    """Each name's time per iteration in every run (one column each), relative to the first."""
+    names = []
+    for results in runs:
+        names += [m["name"] for m in results.get("measurements", []) if m["name"] not in names]
+    per_iter = [{m["name"]: m.get("mean_per_iter_s") for m in r.get("measurements", [])}
+                for r in runs]
+    rows = []
+    for name in names:
+        ref = per_iter[0].get(name)
+        row = [name, duration(ref)]
+        for run in per_iter[1:]:
+            t = run.get(name)
+            row.append(duration(t) if not ref or t is None else f"{duration(t)} ({t / ref:.2f}×)")
+        rows.append(row)
+    return ("<h2>Time per iteration, side by side</h2>" +
+            _table(["name", f"{labels[0]} (reference)"] + labels[1:], rows) +
+            '<p class="meta">(×): the time relative to the reference run\'s.</p>')
+
+
 def page(paths, name=None, unit="batch"):
-    """The page (a str) for the JSON files ``paths`` (one or two)."""
-    import os
-
-    from laptime.samples import load
-
-    runs = [load(p) for p in paths]
+    """The page (a str) for the JSON files ``paths``, the first the reference."""
+    runs = [read(p) for p in paths]
     labels = [os.path.splitext(os.path.basename(p))[0] for p in paths]
     body = ["<h1>laptime report</h1>"]
-    if len(paths) == 2:
+    if len(paths) > 1:
         try:
             body.append(_comparison(paths, labels, name, unit))
-        except ValueError as e:  # no loop measurement to compare
+        except ResultsError as e:  # no loop measurement to compare
             body.append(f'<p class="meta">No comparison: {_esc(e)}</p>')
-    for results, label in zip(runs, labels):
-        body.append(report_section(results, label))
-        body.append(_plots(results, label))
+        body.append(_side_by_side(runs, labels))
+    body.append('<div class="runs">')
+    for i, (results, label) in enumerate(zip(runs, labels)):
+        title = f"{label} (reference)" if i == 0 and len(runs) > 1 else label
+        body.append(f'<section class="run">\n{report_section(results, title)}\n'
+                    f"{_plots(results, label)}\n</section>")
+    body.append("</div>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>laptime report: {_esc(', '.join(labels))}</title><style>{CSS}</style>"
             "</head><body>\n" + "\n".join(body) + "\n</body></html>\n")
 
 
 def run(args):
-    if len(args.files) > 2:
-        raise SystemExit("laptime html: give one run, or two to compare")
     text = page(args.files, args.name, args.unit)
     with open(args.output, "w", encoding="utf-8") as f:
         f.write(text)

@@ -23,11 +23,11 @@ import json
 import statistics
 import sys
 
-SCHEMA = 1
+from laptime.results import SCHEMA, ResultsError, check, read
 
-
-class MergeError(ValueError):
-    """The inputs cannot be merged (wrong schema, nothing to merge)."""
+# The inputs cannot be merged (not laptime results, nothing to merge); the command reports it as
+# it reports any input it cannot read (cli.main).
+MergeError = ResultsError
 
 
 def _spread(per_rank, key):
@@ -59,9 +59,7 @@ def merge(results, ranks=None):
     if not results:
         raise MergeError("nothing to merge: no results given")
     for i, r in enumerate(results):
-        if not isinstance(r, dict) or r.get("schema") != SCHEMA:
-            got = r.get("schema") if isinstance(r, dict) else type(r).__name__
-            raise MergeError(f"input {i}: not laptime results of schema {SCHEMA} (schema: {got!r})")
+        check(r, f"input {i}")
     warnings = []
     if ranks is None:
         ranks = [r.get("rank", i) for i, r in enumerate(results)]
@@ -225,15 +223,8 @@ def format_report(merged):
 
 
 def load(paths):
-    """The parsed JSON of each file."""
-    out = []
-    for p in paths:
-        with open(p, encoding="utf-8") as f:
-            try:
-                out.append(json.load(f))
-            except json.JSONDecodeError as e:
-                raise MergeError(f"{p}: not JSON ({e})") from None
-    return out
+    """The results in each file, checked (``laptime.results.read``)."""
+    return [read(p) for p in paths]
 
 
 def write_json(merged, path):
@@ -259,11 +250,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    try:
-        merged = merge(load(args.files))
-    except (OSError, MergeError) as e:
-        print(f"laptime merge: {e}", file=sys.stderr)
-        return 2
+    merged = merge(load(args.files))
     sys.stdout.write(format_report(merged))
     if args.json:
         write_json(merged, args.json)

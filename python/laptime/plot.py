@@ -14,6 +14,11 @@ def add_arguments(parser):
     parser.add_argument("--dpi", type=int, default=100)
 
 
+# Text as given: a name such as "$x$" or "a_b^c" is drawn as written, never as math (mathtext
+# or LaTeX), which could also fail to parse it.
+LITERAL = {"parse_math": False, "usetex": False}
+
+
 def _unit(max_s):
     if max_s >= 1:
         return "s", 1.0
@@ -29,16 +34,19 @@ def figure(results, names=None):
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
+    from laptime.results import ResultsError
     from laptime.samples import intervals, per_iteration, samples_of
 
-    s = samples_of(results, "laptime plot")
+    s = samples_of(results)
     warmup = results.get("num_warmup_iters", 0)
     series = per_iteration(s)
     first_seen = [m.get("name") for m in results.get("measurements", [])]
     first_seen += [n for n in s["names"] if n not in first_seen]
     order = [n for n in first_seen if n in series and (names is None or n in names)]
     if not order:
-        raise SystemExit("laptime plot: no recorded interval of the names asked for")
+        asked = ", ".join(names) if names else "any name"
+        raise ResultsError(f"no recorded interval of {asked} (recorded: "
+                           f"{', '.join(series) or 'none'})")
     lengths = {n: [] for n in order}
     for iv in intervals(s):
         if iv.name in lengths and iv.iter >= warmup:
@@ -47,37 +55,52 @@ def figure(results, names=None):
     fig = Figure(figsize=(11, 2.2 * rows + 0.6))
     axes = fig.subplots(rows, 2, squeeze=False, gridspec_kw={"width_ratios": [2.2, 1]})
     for row, name in enumerate(order):
-        per = series[name]
-        # An iteration without an interval of the name cost it 0 (between its first and last
-        # recorded ones: before, the ring may have dropped them).
-        its = list(range(min(per), max(per) + 1))
-        per = {i: per.get(i, 0.0) for i in its}
-        unit, scale = _unit(max(per.values()))
-        ax = axes[row][0]
-        ax.plot(its, [per[i] * scale for i in its], marker=".", linewidth=1, markersize=3)
-        if warmup > 0 and its and its[0] < warmup:
-            ax.axvspan(its[0] - 0.5, warmup - 0.5, color="0.85", label="warm-up")
-            ax.legend(loc="upper right", fontsize=8)
-        ax.set_title(f"{name}: per iteration", fontsize=10, loc="left")
-        ax.set_ylabel(unit)
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        ax = axes[row][1]
-        values = lengths[name]
-        if values:
-            hunit, hscale = _unit(max(values))
-            ax.hist([v * hscale for v in values], bins=min(50, max(5, len(values) // 4)),
-                    color="tab:orange")
-            ax.set_xlabel(f"interval [{hunit}]")
-        else:
-            ax.text(0.5, 0.5, "warm-up only", ha="center", va="center", transform=ax.transAxes)
-        ax.set_title(f"{name}: {len(values)} intervals", fontsize=10, loc="left")
-        ax.grid(alpha=0.3)
-    axes[-1][0].set_xlabel("iteration")
+        _draw_per_iteration(axes[row][0], name, series[name], warmup)
+        _draw_histogram(axes[row][1], name, lengths[name])
+    axes[-1][0].set_xlabel("iteration", **LITERAL)
     fig.suptitle(f"laptime: {results.get('host', '')} pid {results.get('pid', '')} "
-                 f"rank {results.get('rank', 0)}", fontsize=11)
+                 f"rank {results.get('rank', 0)}", fontsize=11, **LITERAL)
     fig.tight_layout()
     return fig
+
+
+def _draw_per_iteration(ax, name, per, warmup):
+    """What ``name`` cost in each iteration, ``per`` {iteration: seconds}, warm-up shaded."""
+    # An iteration without an interval of the name cost it 0 (between its first and last
+    # recorded ones: before, the ring may have dropped them).
+    its = list(range(min(per), max(per) + 1))
+    per = {i: per.get(i, 0.0) for i in its}
+    # The scale is the measured iterations': a slow first iteration (compiling, caches filling)
+    # would flatten every measured one. Warm-up above that scale is clipped, and said so.
+    measured = [per[i] for i in its if i >= warmup]
+    top = max(measured or per.values())
+    unit, scale = _unit(top)
+    ax.plot(its, [per[i] * scale for i in its], marker=".", linewidth=1, markersize=3)
+    if top > 0:
+        ax.set_ylim(0, top * scale * 1.08)
+    else:
+        ax.set_ylim(bottom=0)
+    if warmup > 0 and its[0] < warmup:
+        peak = max(per[i] for i in its if i < warmup)
+        label = "warm-up" if peak <= top else f"warm-up (up to {peak * scale:.3g} {unit}: clipped)"
+        ax.axvspan(its[0] - 0.5, warmup - 0.5, color="0.85", label=label)
+        ax.legend(loc="upper right", fontsize=8)
+    ax.set_title(f"{name}: per iteration", fontsize=10, loc="left", **LITERAL)
+    ax.set_ylabel(unit, **LITERAL)
+    ax.grid(alpha=0.3)
+
+
+def _draw_histogram(ax, name, values):
+    """The lengths of ``name``'s intervals after warm-up, ``values`` in seconds."""
+    if values:
+        unit, scale = _unit(max(values))
+        ax.hist([v * scale for v in values], bins=min(50, max(5, len(values) // 4)),
+                color="tab:orange")
+        ax.set_xlabel(f"interval [{unit}]", **LITERAL)
+    else:
+        ax.text(0.5, 0.5, "warm-up only", ha="center", va="center", transform=ax.transAxes)
+    ax.set_title(f"{name}: {len(values)} intervals", fontsize=10, loc="left", **LITERAL)
+    ax.grid(alpha=0.3)
 
 
 def png_bytes(results, names=None, dpi=100):
@@ -90,9 +113,9 @@ def png_bytes(results, names=None, dpi=100):
 
 
 def run(args):
-    from laptime.samples import load
+    from laptime.results import read
 
     names = args.names.split(",") if args.names else None
-    figure(load(args.file), names).savefig(args.output, dpi=args.dpi)
+    figure(read(args.file, samples=True), names).savefig(args.output, dpi=args.dpi)
     print(f"laptime plot: {args.output}")
     return 0

@@ -12,38 +12,35 @@ The section is compact: names once, then one array per interval::
 
 ``iter`` is the iteration in which the interval ended (``finish_iter`` calls before its end);
 iterations below ``num_warmup_iters`` are warm-up. Intervals are in the order they ended.
+``laptime.results.read`` checks the section (every interval matches ``fields``) before these
+functions read it.
 """
 
-import json
 from collections import namedtuple
+
+from laptime.results import NO_SAMPLES, SAMPLE_FIELDS, ResultsError
 
 Interval = namedtuple("Interval", "name start_ns dur_ns iter tid thread")
 
 
-def load(path_or_results):
-    """The results dict of ``path_or_results`` (a path, or a dict as ``Stopwatch().results()``)."""
-    if isinstance(path_or_results, dict):
-        return path_or_results
-    with open(path_or_results) as f:
-        return json.load(f)
-
-
-def samples_of(results, what="laptime"):
-    """The ``samples`` section, or a SystemExit that says how to record them."""
+def samples_of(results, what="results"):
+    """The ``samples`` section, or a ``ResultsError`` that says how to record them."""
     s = results.get("samples")
     if not s:
-        raise SystemExit(f"{what}: these results have no recorded intervals: run with "
-                         "LAPTIME_RECORD=N (or Stopwatch().enable_recording(N))")
+        raise ResultsError(f"{what}: {NO_SAMPLES}")
     return s
 
 
 def intervals(samples):
-    """Every recorded interval (``Interval`` tuples), thread by thread, in the order they ended."""
+    """Every recorded interval (``Interval`` tuples), thread by thread, in the order they ended.
+    Each interval's values are read at the positions ``fields`` names (it may list more)."""
     names = samples["names"]
+    name, start, dur, it = (samples["fields"].index(f) for f in SAMPLE_FIELDS)
     out = []
     for t in samples["threads"]:
-        for name, start, dur, it in t["intervals"]:
-            out.append(Interval(names[name], start, dur, it, t["tid"], t.get("name", "")))
+        for iv in t["intervals"]:
+            out.append(Interval(names[iv[name]], iv[start], iv[dur], iv[it], t["tid"],
+                                t.get("name", "")))
     return out
 
 

@@ -20,7 +20,7 @@ def events(results):
     """The trace's events (a list of dicts) for ``results`` (a dict of laptime's JSON)."""
     from laptime.samples import intervals, samples_of
 
-    s = samples_of(results, "laptime trace")
+    s = samples_of(results)
     pid = results.get("pid", 0)
     warmup = results.get("num_warmup_iters", 0)
     ivs = intervals(s)
@@ -54,9 +54,9 @@ def trace(results):
 
 
 def run(args):
-    from laptime.samples import load
+    from laptime.results import read
 
-    doc = trace(load(args.file))
+    doc = trace(read(args.file, samples=True))
     with open(args.output, "w") as f:
         json.dump(doc, f)
     n = sum(1 for e in doc["traceEvents"] if e["ph"] == "X")

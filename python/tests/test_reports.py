@@ -1,6 +1,8 @@
 """Reports people look at (issue 17): interval recording from Python, `laptime trace`, `laptime
 compare` with several runs, `laptime plot`, `laptime html` and TensorBoard scalars."""
 
+import copy
+import html
 import json
 import shutil
 import subprocess
@@ -10,7 +12,8 @@ import time
 import pytest
 
 import laptime
-from laptime import cli, compare, samples
+import laptime.html
+from laptime import cli, compare, plot, samples
 
 
 def recorded_run(stopwatch, capacity=64, iterations=6, warmup=2, workers=2):
@@ -153,13 +156,6 @@ def test_trace_is_trace_event_format_and_every_event_is_a_recorded_interval(stop
     assert len(names) == len(by_tid)
 
 
-def test_tools_say_how_to_record_when_there_are_no_samples(tmp_path):
-    path = tmp_path / "plain.json"
-    path.write_text(json.dumps({"schema": 1, "measurements": []}))
-    with pytest.raises(SystemExit, match="LAPTIME_RECORD"):
-        cli.main(["trace", str(path), "-o", str(tmp_path / "t.json")])
-
-
 # ---- compare ----------------------------------------------------------------------------------
 
 def write_run(tmp_path, name, ms, cpu):
@@ -224,11 +220,81 @@ def test_plot_writes_a_png(stopwatch, tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def results_with_samples(per_iteration, warmup, host="node1"):
+    """Results whose samples hold one interval per (name, iteration) of ``per_iteration``
+    {name: [seconds in iteration 0, 1, ...]}, back to back."""
+    names = list(per_iteration)
+    intervals, t = [], 0
+    for it in range(max(len(v) for v in per_iteration.values())):
+        for k, name in enumerate(names):
+            dur = round(per_iteration[name][it] * 1e9)
+            intervals.append([k, t, dur, it])
+            t += dur
+    return {"schema": 1, "host": host, "pid": 1, "rank": 0, "num_warmup_iters": warmup,
+            "measurements": [{"name": n} for n in names],
+            "samples": {"fields": ["name", "start_ns", "dur_ns", "iter"], "names": names,
+                        "threads": [{"tid": 1, "name": "main", "intervals": intervals}]}}
+
+
+# Names a user may give that matplotlib would read as math: mathtext (between dollars, with a
+# command it does not know: a parse error), or TeX markup (with text.usetex).
+MATH_NAMES = ["$\\notacommand$", "a_b^c", "cost in $ and %", "$x^2$"]
+
+
+def test_plot_and_html_draw_names_that_look_like_math_markup_literally(tmp_path):
+    pytest.importorskip("matplotlib")
+    results = results_with_samples({n: [0.001 * (k + 1)] * 4 for k, n in enumerate(MATH_NAMES)},
+                                   warmup=1, host="$\\host$")
+    fig = plot.figure(results)
+    fig.savefig(tmp_path / "direct.png")  # text is parsed when drawn: a bad name failed here
+    from matplotlib.text import Text
+
+    texts = {t.get_text(): t for t in fig.findobj(Text)}
+    for text in [f"{n}: per iteration" for n in MATH_NAMES] + [
+            f"{n}: 3 intervals" for n in MATH_NAMES] + ["laptime: $\\host$ pid 1 rank 0"]:
+        assert not texts[text].get_parse_math() and not texts[text].get_usetex()
+    path = tmp_path / "math.json"
+    path.write_text(json.dumps(results))
+    assert cli.main(["plot", str(path), "-o", str(tmp_path / "math.png")]) == 0
+    assert cli.main(["html", str(path), "-o", str(tmp_path / "math.html")]) == 0
+    page = (tmp_path / "math.html").read_text()
+    assert all(html.escape(n) in page for n in MATH_NAMES)
+    assert page.count('src="data:image/png;base64,') == 1
+
+
+def test_plot_scales_each_series_to_the_measured_iterations_not_a_slow_warm_up(tmp_path):
+    pytest.importorskip("matplotlib")
+    # Iteration 0 (warm-up: compiling, caches filling) takes 5 s; the measured ones 1-1.4 ms.
+    measured = [0.0010, 0.0012, 0.0014, 0.0011, 0.0013, 0.0010]
+    results = results_with_samples({"step": [5.0, 0.002] + measured}, warmup=2)
+    fig = plot.figure(results)
+    ax = fig.axes[0]  # the per-iteration series of "step"
+    assert ax.get_ylabel() == "ms"
+    bottom, top = ax.get_ylim()
+    assert bottom == 0 and max(measured) * 1e3 <= top <= 1.2 * max(measured) * 1e3
+    # the warm-up stays shaded, and says it is clipped
+    (legend,) = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend.startswith("warm-up") and "clipped" in legend
+    path = tmp_path / "slow-warm-up.json"
+    path.write_text(json.dumps(results))
+    assert cli.main(["plot", str(path), "-o", str(tmp_path / "slow-warm-up.png")]) == 0
+
+
 def chromium():
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if shutil.which(name):
             return shutil.which(name)
     return None
+
+
+def headless_chromium(tmp_path):
+    """The command line of a headless Chromium with a profile of its own (the test is skipped
+    without one)."""
+    browser = chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (scripts/deps.sh installs it for the test command)")
+    return [browser, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+            "--v=0", f"--user-data-dir={tmp_path / 'profile'}", "--allow-file-access-from-files"]
 
 
 def test_html_page_is_self_contained_and_renders_in_headless_chromium(stopwatch, tmp_path):
@@ -244,13 +310,8 @@ def test_html_page_is_self_contained_and_renders_in_headless_chromium(stopwatch,
     assert "http://" not in text and "https://" not in text  # nothing fetched
     assert text.count('src="data:image/png;base64,') == 2
     assert "<h2>Comparison</h2>" in text and "Speedup" in text
-    browser = chromium()
-    if browser is None:
-        pytest.skip("chromium is not installed (scripts/deps.sh installs it for the test command)")
-    profile = tmp_path / "profile"
+    common = headless_chromium(tmp_path)
     shot = tmp_path / "shot.png"
-    common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
-              "--v=0", f"--user-data-dir={profile}", "--allow-file-access-from-files"]
     dom = subprocess.run(common + ["--dump-dom", out.as_uri()], capture_output=True, text=True,
                          timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
@@ -269,6 +330,52 @@ def test_html_page_is_self_contained_and_renders_in_headless_chromium(stopwatch,
     done = subprocess.run(common + [f"--screenshot={shot}", "--window-size=1200,900",
                                     out.as_uri()], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and shot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_html_shows_any_number_of_runs_side_by_side_the_first_the_reference(stopwatch,
+                                                                            tmp_path):
+    pytest.importorskip("matplotlib")
+    results, _ = recorded_run(stopwatch)
+    loop = next(m for m in results["measurements"] if m["name"] == "loop")
+    labels, factors = ["base", "faster", "slower", "same"], [1.0, 0.5, 2.0, 1.0]
+    paths = []
+    for label, factor in zip(labels, factors):
+        run = copy.deepcopy(results)
+        next(m for m in run["measurements"] if m["name"] == "loop")["mean_per_iter_s"] *= factor
+        paths.append(tmp_path / f"{label}.json")
+        paths[-1].write_text(json.dumps(run))
+    out = tmp_path / "report.html"
+    assert cli.main(["html", *map(str, paths), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert text.count('<section class="run">') == 4
+    assert text.count('src="data:image/png;base64,') == 4
+    # the comparison: every run against the first
+    for label, factor in zip(labels[1:], factors[1:]):
+        assert f"<td>{label}</td>" in text and f"× {1 / factor:.2f}" in text
+    ref = loop["mean_per_iter_s"]
+    assert f'<td class="n">{laptime.html.duration(2 * ref)} (2.00×)</td>' in text
+    common = headless_chromium(tmp_path)
+    # Laid out by the browser: one column per run, left to right in the order given, side by side
+    # (same top, no overlap), the first headed as the reference, every plot decoded.
+    probe = tmp_path / "probe.html"
+    probe.write_text(text.replace("</body>", """<script>window.onload = () => {
+        const cols = [...document.querySelectorAll('section.run')].map(s => {
+            const r = s.getBoundingClientRect();
+            return {left: r.left, right: r.right, top: r.top,
+                    title: s.querySelector('h2').textContent,
+                    image: s.querySelector('img').naturalWidth};
+        });
+        document.title = JSON.stringify(cols); };</script></body>"""))
+    dom = subprocess.run(common + ["--window-size=1600,1000", "--dump-dom", probe.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line]
+    assert console == [], console
+    cols = json.loads(html.unescape(dom.stdout.split("<title>")[1].split("</title>")[0]))
+    assert [c["title"] for c in cols] == ["base (reference)", "faster", "slower", "same"]
+    assert len({c["top"] for c in cols}) == 1
+    assert all(a["right"] <= b["left"] for a, b in zip(cols, cols[1:]))
+    assert all(c["image"] > 0 for c in cols)
 
 
 # ---- TensorBoard ------------------------------------------------------------------------------
