@@ -50,7 +50,8 @@ struct Foreign {
 ///
 /// Small: the 64 buckets of a power of two (a block: 64 32-bit counts, 256 B) are allocated the
 /// first time a value falls in it, so a name whose intervals span a few powers of two costs the
-/// 352 B table plus 256 B per power of two touched (tests/histogram-test.cpp,
+/// 360 B of the histogram itself (its table of blocks; sizeof, checked by
+/// tests/guarantees-test.cpp) plus 256 B per power of two touched (tests/histogram-test.cpp,
 /// BM_MemoryPerThreadName), not 22 KiB. That allocation is the only one, and it happens once per
 /// block: the writer's add() of a value in a new power of two allocates (off the steady state).
 /// A count passing 2^32 carries into a high word table allocated on the first carry (after 4
@@ -235,7 +236,7 @@ class Histogram {
 };
 
 /// Exact count, total, min and max, plus a Histogram for the percentiles.
-/// Single writer; the histogram is allocated on the first value (352 B, and 256 B per power of
+/// Single writer; the histogram is allocated on the first value (360 B, and 256 B per power of
 /// two its values touch).
 class IntervalStats {
  public:
