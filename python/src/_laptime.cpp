@@ -20,6 +20,11 @@
 #include <Python.h>
 
 #include <laptime/laptime.hpp>
+// The extension still reaches under the API (the print function, the open progress line, the name
+// limit, enable's message in Python's words): these headers, not the whole implementation, which
+// comes from the library it links.
+#include <laptime/detail/stopwatch_config.hpp>
+#include <laptime/detail/stopwatch_state.hpp>
 
 #include <cerrno>
 #include <climits>
