@@ -4,6 +4,7 @@
 // Stopwatch, per name and per worker; a worker that dies keeps what it completed; warm-up and
 // reset() follow the parent. Real processes, real shared memory.
 #define DOCTEST_CONFIG_IMPLEMENT
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,6 +74,10 @@ int wait_exit(pid_t pid) {
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+// More pairs than a worker's region holds, and the fewest it must hold (docs/workers.md).
+constexpr int kManyPairs = 800;
+constexpr int kPairsAtLeast = 700;
 
 struct Fresh {
   explicit Fresh(int warmup = 0) {
@@ -294,6 +299,110 @@ TEST_CASE("a started program that enables the Stopwatch itself is a program of i
   CHECK(Stopwatch::instance().results().worker_processes == 0);
 }
 
+TEST_CASE("a worker with more (thread, name) pairs than its region holds: none silent") {
+  // Every pair up to the region's limit reaches the parent's report whole (percentiles too);
+  // those beyond it are counted in the text and the JSON, with one warning.
+  reliability::TempDir dir;
+  const auto run = reliability::run_self({"--worker", "many-pairs"}, {}, dir);
+  REQUIRE_MESSAGE(run.ok(), run.describe());
+  int present = -1, whole = -1;
+  REQUIRE(std::sscanf(run.out.c_str(), "present %d whole %d", &present, &whole) == 2);
+  const std::string key = "\"workers_pairs_dropped\": ";
+  const std::size_t at = run.out.find(key);
+  REQUIRE_MESSAGE(at != std::string::npos, run.out.substr(0, 600));
+  const int dropped = std::atoi(run.out.c_str() + at + key.size());
+  MESSAGE("pairs of one worker thread in the parent's report: " << present << ", dropped "
+                                                                << dropped);
+  CHECK(whole == present);
+  CHECK(present >= kPairsAtLeast);
+  CHECK(present + dropped == kManyPairs);
+  CHECK(dropped > 0);
+  CHECK_MESSAGE(run.out.find(std::to_string(dropped) + " (thread, name) pairs did not fit") !=
+                    std::string::npos,
+                run.out.substr(0, 600));
+  CHECK_MESSAGE(reliability::count_of(run.err, "laptime: warning:") == 1, run.err);
+}
+
+TEST_CASE("a (thread, name) pair costs a worker's region at most 2 KiB, measured") {
+  // What the region's allocator hands out for pairs whose intervals fall in one power of two
+  // (the common case): the histogram, its one block, the name's text and the pair's share of its
+  // thread's slot chunk. docs/workers.md quotes the figure this prints.
+  Fresh fresh;
+  constexpr int kPairs = 256;
+  Pipe answer;
+  const pid_t pid = fork_child([&] {
+    measure("first", 1, 1);  // claims the region
+    const std::uint64_t before = laptime::detail::stopwatch_state().share.region_bytes_used();
+    for (int i = 0; i < kPairs; ++i) measure("cost " + std::to_string(i), 1, 1);
+    const std::uint64_t bytes =
+        laptime::detail::stopwatch_state().share.region_bytes_used() - before;
+    return ::write(answer.fd[1], &bytes, sizeof bytes) == sizeof bytes ? 0 : 3;
+  });
+  REQUIRE(wait_exit(pid) == 0);
+  std::uint64_t bytes = 0;
+  REQUIRE(::read(answer.fd[0], &bytes, sizeof bytes) == sizeof bytes);
+  const double per_pair = static_cast<double>(bytes) / kPairs;
+  MESSAGE("bytes of a worker's region per (thread, name) pair: " << per_pair);
+  CHECK(per_pair > 0);
+  CHECK(per_pair <= 2048);
+  CHECK(Stopwatch::instance().results().workers_pairs_dropped == 0);
+}
+
+TEST_CASE("a worker that truncates the shared region: the parent goes on measuring and reports") {
+  // A bug in user code: ftruncate on the descriptor a forked worker inherits (named in
+  // LAPTIME_WORKER_SHARE). The parent reads its iteration gate from that file on every
+  // start_meas; run as a program of its own, so that a crash is a failed check, not a dead suite.
+  reliability::TempDir dir;
+  const auto run = reliability::run_self({"--worker", "truncate"}, {}, dir);
+  REQUIRE_MESSAGE(run.ok(), run.describe());
+}
+
+TEST_CASE("a stale LAPTIME_WORKER_SHARE is ignored with one warning, never a crash") {
+  // Another process's file, named by a variable left in the environment: the program started
+  // with it runs as a program of its own.
+  reliability::TempDir dir;
+  const std::string empty = dir.file("empty"), short_file = dir.file("short");
+  std::FILE* f = std::fopen(empty.c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fclose(f);
+  {
+    // A region's first page, whole and valid (magic, layout, owner, nonce), but nothing after it.
+    laptime::detail::ShareHeader header;
+    header.magic.store(laptime::detail::kShareMagic);
+    header.layout = laptime::detail::share_layout();
+    header.owner_pid = ::getpid();
+    header.nonce = 42;
+    f = std::fopen(short_file.c_str(), "w");
+    REQUIRE(f != nullptr);
+    REQUIRE(std::fwrite(&header, sizeof header, 1, f) == 1);
+    std::fclose(f);
+  }
+  std::string path;
+  SUBCASE("an empty file") {
+    path = empty;
+  }
+  SUBCASE("a short file with a valid header") {
+    path = short_file;
+  }
+  SUBCASE("/dev/zero") {
+    path = "/dev/zero";
+  }
+  int fd = -1;
+  Pipe pipe;
+  SUBCASE("a pipe") {
+    fd = pipe.fd[0];
+  }
+  if (fd < 0) fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  const std::string value = std::to_string(::getpid()) + ":" + std::to_string(fd) + ":42";
+  const auto run =
+      reliability::run_self({"--worker", "stale"}, {{"LAPTIME_WORKER_SHARE", value}}, dir);
+  if (fd != pipe.fd[0]) ::close(fd);
+  REQUIRE_MESSAGE(run.ok(), run.describe());
+  CHECK_MESSAGE(reliability::count_of(run.err, "laptime: warning:") == 1, run.err);
+  CHECK_MESSAGE(run.err.find("LAPTIME_WORKER_SHARE") != std::string::npos, run.err);
+}
+
 TEST_CASE("LAPTIME_WORKERS=0: workers keep their own copy, as before") {
   reliability::TempDir dir;
   const auto run =
@@ -318,6 +427,61 @@ int worker_main(std::string_view mode) {
     measure("own program", 2);
     const auto r = sw.results();
     return find(r, "own program") != nullptr && find(r, "own program")->count == 2 ? 0 : 12;
+  }
+  if (mode == "many-pairs") {
+    sw.enable(0, std::nullopt, false);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      for (int i = 0; i < kManyPairs; ++i) measure("pair " + std::to_string(i), 1, 1);
+      ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 27;
+    (void)sw.results();  // a second report warns no more
+    const auto r = sw.results();
+    int present = 0, whole = 0;
+    for (const auto& m : r.measurements) {
+      present += m.name.rfind("pair ", 0) == 0;
+      whole += m.name.rfind("pair ", 0) == 0 && m.median_ns > 0 && m.p99_ns > 0;
+    }
+    std::printf("present %d whole %d\n%s\n%s\n", present, whole, r.to_text().c_str(),
+                r.to_json().c_str());
+    sw.disable();
+    return 0;
+  }
+  if (mode == "truncate") {
+    sw.enable(0, std::nullopt, false);
+    measure("parent", 1, 10);
+    // One worker measured before it truncates, one measured nothing.
+    for (const bool measures : {true, false}) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        if (measures) measure("decode", 2, 10);
+        const char* share = std::getenv("LAPTIME_WORKER_SHARE");
+        long owner = 0;
+        int fd = -1;
+        if (share == nullptr || std::sscanf(share, "%ld:%d", &owner, &fd) != 2) ::_exit(21);
+        (void)::ftruncate(fd, measures ? 4096 : 0);
+        ::_exit(0);
+      }
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 22;
+    }
+    measure("parent", 2, 10);
+    const auto r = sw.results();
+    if (find(r, "parent") == nullptr || find(r, "parent")->count != 3) return 23;
+    return find(r, "decode") != nullptr && find(r, "decode")->count == 2 ? 0 : 24;
+  }
+  if (mode == "stale") {
+    measure("before enable", 1, 10);  // the first call reads LAPTIME_WORKER_SHARE
+    if (sw.is_worker()) return 25;
+    sw.enable(0, std::nullopt, false);
+    measure("own", 2, 10);
+    const auto r = sw.results();
+    sw.disable();
+    return find(r, "own") != nullptr && find(r, "own")->count == 2 ? 0 : 26;
   }
   if (mode == "off-scenario") {
     sw.enable(0, std::nullopt, false);

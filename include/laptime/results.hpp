@@ -142,6 +142,9 @@ struct Results {
   int worker_processes = 0;
   int workers_alive = 0;  ///< of them, running when the results were taken
   int workers_unrecorded = 0;
+  /// (thread, name) pairs of workers that did not fit in their region (docs/workers.md): their
+  /// figures are missing from this report.
+  std::uint64_t workers_pairs_dropped = 0;
   std::optional<LoopFigures> loop;  ///< none before two finish_iter() calls after warm-up
   /// The name whose intervals are the loop's wait for data (Stopwatch::set_data_name, or the
   /// default rule of detail/verdict.hpp); empty: none.

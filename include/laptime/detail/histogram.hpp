@@ -43,6 +43,14 @@ struct Foreign {
   }
 };
 
+/// Where a histogram in shared memory takes its blocks: a worker's region of the shared file
+/// (detail/worker_share.hpp), where its parent reads them. `take(context, bytes)` returns zeroed
+/// memory, without a lock (the writer's add() calls it), or nullptr when there is none.
+struct BlockSource {
+  void* (*take)(void* context, std::size_t bytes) noexcept = nullptr;
+  void* context = nullptr;
+};
+
 /// A log-linear histogram of nanosecond values (the HDR histogram layout): values below 64 have a
 /// bucket each; above, every power of two is split into 64 equal buckets. Reporting a bucket's
 /// midpoint is then within 1/128 (0.8 %) of any value in it. Values from 2^47 ns (39 h) up share
@@ -89,7 +97,7 @@ class Histogram {
   Histogram(const Histogram&) = delete;
   Histogram& operator=(const Histogram&) = delete;
   ~Histogram() {
-    if (!external_) {
+    if (source_ == nullptr) {
       for (auto& b : blocks_) delete b.load(std::memory_order_relaxed);
     }
     delete[] high_.load(std::memory_order_relaxed);
@@ -130,17 +138,11 @@ class Histogram {
       }
     }
   }
-  /// Bytes that preallocate() needs.
+  /// The bytes of every block: the most a histogram's blocks take.
   static constexpr std::size_t kStorageBytes = kBlocks * kSub * sizeof(std::uint32_t);
-  /// Puts every block in `storage` (kStorageBytes, zeroed, never freed by this histogram): a
-  /// histogram in shared memory, whose add() then never allocates. Before any value.
-  void preallocate(void* storage) noexcept {
-    auto* p = static_cast<unsigned char*>(storage);
-    for (std::size_t k = 0; k < kBlocks; ++k) {
-      blocks_[k].store(new (p + k * sizeof(Block)) Block(), std::memory_order_release);
-    }
-    external_ = true;
-  }
+  /// Blocks come from `source` from now on (never freed by this histogram): a histogram in shared
+  /// memory, whose add() then never allocates. Before any value.
+  void take_blocks_from(const BlockSource* source) noexcept { source_ = source; }
   /// The number of values in bucket b.
   std::uint64_t count(std::size_t b) const noexcept {
     const Block* blk = blocks_[b / kSub].load(std::memory_order_acquire);
@@ -207,7 +209,10 @@ class Histogram {
     }
   }
   LAPTIME_NOINLINE Block* add_block(std::size_t k) {
-    auto* blk = new Block();
+    void* shared = source_ != nullptr ? source_->take(source_->context, sizeof(Block)) : nullptr;
+    // A source with no room (its owner reserves every block first: not expected) leaves the
+    // block private, where a reader in another process does not follow it.
+    auto* blk = shared != nullptr ? new (shared) Block() : new Block();
     blocks_[k].store(blk, std::memory_order_release);
     return blk;
   }
@@ -232,7 +237,7 @@ class Histogram {
 
   std::atomic<Block*> blocks_[kBlocks] = {};
   std::atomic<std::atomic<std::uint32_t>*> high_{nullptr};
-  bool external_ = false;  // the blocks are preallocate()'s storage
+  const BlockSource* source_ = nullptr;  // the blocks are its (not this histogram's to free)
 };
 
 /// Exact count, total, min and max, plus a Histogram for the percentiles.
@@ -267,12 +272,13 @@ class IntervalStats {
     return h;
   }
 
-  /// Puts the histogram and its blocks in `storage` (kStorageBytes, zeroed; never freed here): the
-  /// statistics of a worker process, in memory its parent reads. Before any value.
-  static constexpr std::size_t kStorageBytes = sizeof(Histogram) + Histogram::kStorageBytes;
-  void place(void* storage) noexcept {
+  /// Puts the histogram in `storage` (kStorageBytes; never freed here) and takes its blocks, as
+  /// values need them, from `source`: the statistics of a worker process, in memory its parent
+  /// reads. Before any value.
+  static constexpr std::size_t kStorageBytes = sizeof(Histogram);
+  void place(void* storage, const BlockSource* source) noexcept {
     auto* h = new (storage) Histogram();
-    h->preallocate(static_cast<unsigned char*>(storage) + sizeof(Histogram));
+    h->take_blocks_from(source);
     hist_.store(h, std::memory_order_release);
     placed_ = true;
   }
@@ -309,6 +315,7 @@ class IntervalStats {
   }
 
   std::uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
+  const Histogram* histogram() const noexcept { return hist_.load(std::memory_order_acquire); }
   std::uint64_t total_ns() const noexcept { return total_.load(std::memory_order_relaxed); }
   std::uint64_t min_ns() const noexcept {
     return count() ? min_.load(std::memory_order_relaxed) : 0;

@@ -46,7 +46,7 @@ LAPTIME_IMPL std::string Results::to_text() const {
     out += detail::escaped(clock);
   }
   out += '\n';
-  if (worker_processes > 0 || workers_unrecorded > 0) {
+  if (worker_processes > 0 || workers_unrecorded > 0 || workers_pairs_dropped > 0) {
     out += "  worker processes: ";
     append_int(out, worker_processes);
     out += " measured (merged into the figures below, \"name \xc2\xb7 N workers\")";
@@ -54,6 +54,11 @@ LAPTIME_IMPL std::string Results::to_text() const {
       out += "; ";
       append_int(out, workers_unrecorded);
       out += " found no free region and are missing";
+    }
+    if (workers_pairs_dropped > 0) {
+      out += "; ";
+      append_int(out, workers_pairs_dropped);
+      out += " (thread, name) pairs did not fit in their worker's region and are missing";
     }
     out += '\n';
   }
@@ -299,10 +304,11 @@ LAPTIME_IMPL std::string Results::to_json() const {
     o += ", \"gpu_timing_off\": ";
     json_string(o, gpu_timing_off);
   }
-  if (worker_processes > 0 || workers_unrecorded > 0) {
+  if (worker_processes > 0 || workers_unrecorded > 0 || workers_pairs_dropped > 0) {
     integer("worker_processes", worker_processes);
     integer("workers_alive", workers_alive);
     integer("workers_unrecorded", workers_unrecorded);
+    integer("workers_pairs_dropped", workers_pairs_dropped);
   }
   o += ", \"measurements\": [";
   const std::optional<double> none;

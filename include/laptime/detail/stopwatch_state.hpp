@@ -372,12 +372,8 @@ inline const NameCacheEntry* StopwatchState::lookup_slow(ThreadRecord& rec, std:
 
 inline void StopwatchState::prepare(Slot& s) {
   // The histogram is allocated here, on the first start on this thread, so end_meas never
-  // allocates; a worker's slot (in its region of the shared file) gets it from there, and
-  // publishes the name's text for the parent.
-  if (share.owns(&s)) {
-    if (void* p = share.allocate(IntervalStats::kStorageBytes)) s.stats.place(p);
-    share.publish_name(s.id, *names[s.id].load(std::memory_order_acquire));
-  }
+  // allocates; a worker's pair gets it from its region of the shared file (or is counted there).
+  if (share.is_worker()) share.admit_pair(s, *names[s.id].load(std::memory_order_acquire));
   s.stats.allocate();
   s.generation.store(iter_gate().generation.load(std::memory_order_relaxed),
                      std::memory_order_release);
@@ -988,7 +984,7 @@ void StopwatchState::merge_workers(Results& r, std::vector<std::unique_ptr<Merge
   };
   std::vector<std::vector<PerWorker>> found;
   std::vector<long> pids;
-  const std::uint32_t no_region =
+  const WorkerShare::Missing missing =
       share.for_each_worker_name(gen, [&](std::string_view name, const WorkerFigures& w) {
         const std::uint32_t id = intern(name);
         if (id == kNoName) return;
@@ -1010,21 +1006,15 @@ void StopwatchState::merge_workers(Results& r, std::vector<std::unique_ptr<Merge
         }
       });
   r.worker_processes = static_cast<int>(pids.size());
-  r.workers_unrecorded = static_cast<int>(no_region);
+  r.workers_unrecorded = static_cast<int>(missing.unclaimed);
+  r.workers_pairs_dropped = missing.pairs_dropped;
   per_name.resize(found.size());
   for (std::size_t id = 0; id < found.size(); ++id) {
     for (const PerWorker& p : found[id]) {
-      WorkerResult wr;
-      wr.pid = p.pid;
-      wr.label = p.label;
-      wr.alive = p.alive;
-      wr.count = p.stats->count();
-      wr.total_ns = static_cast<double>(p.stats->total_ns());
-      wr.mean_per_interval_ns = p.stats->mean_ns();
-      wr.median_ns = p.stats->quantile_ns(0.5);
-      wr.p90_ns = p.stats->quantile_ns(0.9);
-      wr.max_ns = static_cast<double>(p.stats->max_ns());
-      per_name[id].push_back(std::move(wr));
+      const IntervalStats& st = *p.stats;
+      per_name[id].push_back(WorkerResult{
+          p.pid, p.label, p.alive, st.count(), static_cast<double>(st.total_ns()), st.mean_ns(),
+          st.quantile_ns(0.5), st.quantile_ns(0.9), static_cast<double>(st.max_ns())});
     }
   }
 }
@@ -1229,17 +1219,22 @@ LAPTIME_IMPL Slot* ThreadRecord::add_chunk(std::size_t index) {
   // Never freed: reports may read it at any time. A worker's comes from its region of the
   // shared file, where its parent reads it.
   WorkerShare& share = stopwatch_state().share;
-  void* region_memory = share.is_worker() ? share.allocate(sizeof(SlotChunk)) : nullptr;
+  void* region_memory = share.is_worker() ? share.allocate_chunk(index * kChunk) : nullptr;
   SlotChunk* chunk = region_memory != nullptr ? new (region_memory) SlotChunk : new SlotChunk;
   Slot* c = chunk->slots;
   for (std::size_t i = 0; i < kChunk; ++i) c[i].id = static_cast<std::uint32_t>(index * kChunk + i);
-  if (region_memory != nullptr)
-    share.publish_chunk(chunk, static_cast<std::uint32_t>(index * kChunk));
   chunks[index].store(c, std::memory_order_release);
   return c;
 }
 
 static_assert(kNoGpuToken == cuda::GpuEventTimer::kInvalid, "Slot::gpu_token's 'none'");
+
+LAPTIME_IMPL void worker_share_warn(std::string_view key, std::string_view message) noexcept {
+  try {
+    warn_once(key, message);
+  } catch (...) {  // a warning that cannot be built is not worth dying for
+  }
+}
 
 LAPTIME_IMPL const NameCacheEntry* StopwatchCore::lookup_slow(ThreadRecord& rec,
                                                               std::string_view name) {

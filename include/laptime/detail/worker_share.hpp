@@ -22,12 +22,12 @@
 //   - a worker that ends (or is killed) keeps what it completed: the parent folds a dead worker's
 //     region into its own memory and frees the region for the next worker (DataLoader forks new
 //     workers every epoch unless persistent_workers).
+// The file (its layout, its making, a worker's checked attach) is detail/worker_share_file.hpp's.
 // Implementation part.
 #pragma once
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -47,54 +47,11 @@
 #include "laptime/config.hpp"
 #include "laptime/detail/env.hpp"
 #include "laptime/detail/histogram.hpp"
-#include "laptime/detail/procfs.hpp"
 #include "laptime/detail/stopwatch_hot.hpp"
+#include "laptime/detail/worker_share_file.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
-
-inline constexpr const char* kWorkerShareEnv = "LAPTIME_WORKER_SHARE";
-inline constexpr std::uint64_t kShareMagic = 0x31656d69'7470616cULL;  // "laptime1"
-inline constexpr std::uint32_t kShareRegions = 64;
-inline constexpr std::size_t kShareRegionBytes = std::size_t{8} << 20;  // sparse: pages on use
-inline constexpr std::uint32_t kShareChunks = 512;                      // slot chunks per region
-
-/// The shared file's first page.
-struct alignas(kCacheLine) ShareHeader {
-  std::atomic<std::uint64_t> magic{0};  // set last (release): the rest is written before
-  std::uint64_t layout = 0;             // a child of another build (other sizes) does not attach
-  std::int64_t owner_pid = 0;
-  std::uint64_t nonce = 0;
-  std::atomic<std::uint32_t> claimed{0};    // regions owned by a child now
-  std::atomic<std::uint32_t> unclaimed{0};  // children that found no free region
-  alignas(kCacheLine) IterationGate gate;   // the parent's: read by every worker's hot path
-};
-
-/// One child's region: this header, then what the child allocates (slot chunks, histograms,
-/// name texts), at offsets from the region's start.
-struct ShareRegion {
-  // kClaiming: a child is setting the region up (pid, start time, fields of a reused region);
-  // the parent reads and reaps only kOwned regions, published once whole.
-  static constexpr std::uint32_t kFree = 0, kOwned = 1, kClaiming = 2;
-  std::atomic<std::uint32_t> state{kFree};
-  std::atomic<std::int64_t> pid{0};
-  std::uint64_t start_time = 0;  // /proc/<pid>/stat field 22: tells the child from a later pid
-  std::uint64_t base = 0;        // the region's address in the child
-  char label[48] = {};
-  std::atomic<std::uint64_t> used{0};  // bytes allocated, from the region's start
-  std::atomic<std::uint64_t> lost{0};  // slots that found no room (not reported)
-  std::atomic<std::uint32_t> chunk_count{0};
-  struct ChunkRef {
-    std::uint32_t offset;
-    std::uint32_t first_id;
-  } chunks[kShareChunks] = {};
-  struct NameRef {
-    std::atomic<std::uint32_t> offset{0};  // 0: not published yet
-    std::uint32_t size = 0;
-  } names[LAPTIME_MAX_NAMES];
-};
-
-static_assert(sizeof(ShareRegion) < kShareRegionBytes / 4, "the region's header leaves room");
 
 /// What a worker measured for one name on one of its threads, for the parent's report: the
 /// statistics where they lie (a live worker's region, read in place through `where`, or the
@@ -112,37 +69,9 @@ struct FoldedWorker {
   long pid = 0;
   std::string label;
   std::uint32_t generation = 0;
+  std::uint64_t pairs_dropped = 0;
   std::unordered_map<std::string, std::unique_ptr<IntervalStats>> names;
 };
-
-/// /proc/<pid>/stat's state and start time; false when the process is gone or a zombie.
-inline bool process_alive(long pid, std::uint64_t* start_time) noexcept {
-  char path[48];
-  std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[1024];
-  const ssize_t n = ::read(fd, buf, sizeof buf);
-  ::close(fd);
-  if (n <= 0) return false;
-  const auto st = procfs::parse_process_stat(std::string_view(buf, static_cast<std::size_t>(n)));
-  if (!st || st->state == 'Z' || st->state == 'X' || st->state == 'x') return false;
-  if (start_time != nullptr) *start_time = st->start_time;
-  return true;
-}
-
-inline std::uint64_t share_layout() noexcept {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (const std::uint64_t v :
-       {std::uint64_t{sizeof(ShareHeader)}, std::uint64_t{sizeof(ShareRegion)},
-        std::uint64_t{sizeof(Slot)}, std::uint64_t{sizeof(SlotChunk)},
-        std::uint64_t{sizeof(IntervalStats)}, std::uint64_t{IntervalStats::kStorageBytes},
-        std::uint64_t{kShareRegions}, std::uint64_t{kShareRegionBytes},
-        std::uint64_t{LAPTIME_MAX_NAMES}}) {
-    h = (h ^ v) * 1099511628211ULL;
-  }
-  return h;
-}
 
 /// The process's side of the shared file: the parent's (create) or a worker's (inherited or
 /// attached). Owned by StopwatchState; its mutex guards everything but the child's own region,
@@ -159,35 +88,16 @@ class WorkerShare {
   ShareHeader* header() const noexcept { return header_; }
 
   /// The parent, at enable: makes the file and publishes it to children. false when off
-  /// (LAPTIME_WORKERS=0) or impossible (no memfd: the report then shows no worker figures).
+  /// (LAPTIME_WORKERS=0) or impossible (no sealed memfd: the report then shows no worker figures).
   bool create(const IterationGate& current) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (header_ != nullptr) return parent_;
     if (const auto v = env_value("LAPTIME_WORKERS"); v && (*v == "0" || *v == "off")) {
       return false;
     }
-    const int fd = static_cast<int>(::syscall(SYS_memfd_create, "laptime-workers", 1u /*CLOEXEC*/));
-    if (fd < 0) return false;
-    const std::size_t bytes = total_bytes();
-    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      ::close(fd);
-      return false;
-    }
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-    if (p == MAP_FAILED) {
-      ::close(fd);
-      return false;
-    }
-    auto* h = new (p) ShareHeader();
-    h->layout = share_layout();
-    h->owner_pid = ::getpid();
-    h->nonce =
-        static_cast<std::uint64_t>(now_ns()) ^ (static_cast<std::uint64_t>(::getpid()) << 40);
-    h->gate.finished.store(current.finished.load());
-    h->gate.warmup.store(current.warmup.load());
-    h->gate.generation.store(current.generation.load());
-    for (std::uint32_t i = 0; i < kShareRegions; ++i) new (region_at(p, i)) ShareRegion();
-    h->magic.store(kShareMagic, std::memory_order_release);
+    int fd = -1;
+    ShareHeader* h = create_share_file(current, &fd);
+    if (h == nullptr) return false;
     char value[96];
     std::snprintf(value, sizeof value, "%ld:%d:%llu", static_cast<long>(::getpid()), fd,
                   static_cast<unsigned long long>(h->nonce));
@@ -199,35 +109,16 @@ class WorkerShare {
   }
 
   /// A process that did not inherit the mapping (spawn, forkserver, exec): attaches to the file
-  /// the environment names, if it is another process's and of this build. Once per process.
+  /// the environment names, if it is another process's live share of this build (checked before
+  /// it is mapped; anything else is warned about once). Once per process.
   bool attach_from_env() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (header_ != nullptr) return !parent_;
     const auto v = env_value(kWorkerShareEnv);
     if (!v) return false;
-    long pid = 0;
-    int fd = -1;
-    unsigned long long nonce = 0;
-    const std::string text(*v);
-    if (std::sscanf(text.c_str(), "%ld:%d:%llu", &pid, &fd, &nonce) != 3) return false;
-    if (pid == static_cast<long>(::getpid())) return false;
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/%ld/fd/%d", pid, fd);
-    const int mine = ::open(path, O_RDWR | O_CLOEXEC);
-    if (mine < 0) return false;
-    const std::size_t bytes = total_bytes();
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, mine, 0);
-    ::close(mine);
-    if (p == MAP_FAILED) return false;
-    auto* h = static_cast<ShareHeader*>(p);
-    if (h->magic.load(std::memory_order_acquire) != kShareMagic || h->layout != share_layout() ||
-        h->owner_pid != pid || h->nonce != nonce) {
-      ::munmap(p, bytes);
-      return false;
-    }
-    header_ = h;
+    header_ = attach_share_file(*v);
     parent_ = false;
-    return true;
+    return header_ != nullptr;
   }
 
   /// In a forked child: the parent's (or its parent's) region is not this process's; the next
@@ -251,40 +142,56 @@ class WorkerShare {
     std::lock_guard<std::mutex> lock(mutex_);
     if (header_ == nullptr || parent_ || mine_ != nullptr) return false;
     if (started_by_multiprocessing()) return false;
-    ::munmap(header_, total_bytes());
+    ::munmap(header_, share_total_bytes());
     header_ = nullptr;
     return true;
   }
 
   // ---- the worker's side (cold: a thread's first chunk, a name's first use) ----
 
-  /// `bytes` (a multiple of 64 at most, zeroed) from the worker's region, claimed on first use;
-  /// nullptr when there is no region or no room (the caller then uses its private heap).
-  void* allocate(std::size_t bytes) {
+  /// A chunk of slots for ids from `first_id` in the worker's region (claimed on first use),
+  /// zeroed and listed for the parent; nullptr when there is no region, no room or no room in the
+  /// list (the caller then uses its private heap, and admit_pair counts the pairs it holds).
+  void* allocate_chunk(std::size_t first_id) {
     std::lock_guard<std::mutex> lock(mutex_);
-    return allocate_locked(bytes);
-  }
-
-  /// Lists a chunk of slots (allocated from the region) for the parent.
-  void publish_chunk(const void* chunk, std::uint32_t first_id) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (mine_ == nullptr) return;
+    if (!claim_locked()) return nullptr;
     const std::uint32_t n = mine_->chunk_count.load(std::memory_order_relaxed);
-    if (n >= kShareChunks) return;
-    mine_->chunks[n] = {offset_of(chunk), first_id};
-    mine_->chunk_count.store(n + 1, std::memory_order_release);
+    if (n >= kShareChunks || !has_room(round_up(sizeof(SlotChunk)))) return nullptr;
+    void* p = bump_locked(sizeof(SlotChunk));
+    mine_->chunks[n] = {offset_of(p), static_cast<std::uint32_t>(first_id)};
+    mine_->chunk_count.store(n + 1, std::memory_order_release);  // zeroed slots: none counted yet
+    return p;
   }
 
-  /// Publishes the text of name `id` (this process's id) once.
-  void publish_name(std::uint32_t id, std::string_view text) {
+  /// A worker's (thread, name) pair at its first use, its slot `s` in the worker's region:
+  /// places its histogram there and publishes the name's text, when the region has room for
+  /// both and for every block the histogram may take; otherwise the pair is dropped (its figures
+  /// stay in this process) and counted, for the parent's report. A slot outside the region
+  /// (its chunk found no room) is such a pair too.
+  void admit_pair(Slot& s, std::string_view text) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (mine_ == nullptr || id >= LAPTIME_MAX_NAMES) return;
-    if (mine_->names[id].offset.load(std::memory_order_relaxed) != 0) return;
-    void* p = allocate_locked((text.size() + 63) / 64 * 64 + 64);
-    if (p == nullptr) return;
-    std::memcpy(p, text.data(), text.size());
-    mine_->names[id].size = static_cast<std::uint32_t>(text.size());
-    mine_->names[id].offset.store(offset_of(p), std::memory_order_release);
+    if (mine_ == nullptr || s.id >= LAPTIME_MAX_NAMES) return;  // no region: workers_unrecorded
+    const bool named = mine_->names[s.id].offset.load(std::memory_order_relaxed) != 0;
+    const std::size_t need = round_up(IntervalStats::kStorageBytes) +
+                             (named ? 0 : round_up(text.size()) + 64) + Histogram::kStorageBytes;
+    if (!owns(&s) || !has_room(need)) {
+      mine_->pairs_dropped.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    if (!named) {
+      void* p = bump_locked(text.size() + 64);
+      std::memcpy(p, text.data(), text.size());
+      mine_->names[s.id].size = static_cast<std::uint32_t>(text.size());
+      mine_->names[s.id].offset.store(offset_of(p), std::memory_order_release);
+    }
+    void* stats = bump_locked(IntervalStats::kStorageBytes);
+    mine_->reserved.fetch_add(Histogram::kStorageBytes, std::memory_order_relaxed);
+    s.stats.place(stats, &blocks_);
+  }
+
+  /// Bytes of this worker's region in use (its header, chunks, histograms, blocks, names).
+  std::uint64_t region_bytes_used() const noexcept {
+    return mine_ != nullptr ? mine_->used.load(std::memory_order_relaxed) : 0;
   }
 
   /// Whether `p` lies in this worker's region (its slots come from there).
@@ -313,15 +220,23 @@ class WorkerShare {
            header_->claimed.load(std::memory_order_relaxed) > kShareRegions * 3 / 4;
   }
 
+  /// What the report counts besides the figures: children that found no free region, and
+  /// (thread, name) pairs of workers that found no room in theirs.
+  struct Missing {
+    std::uint32_t unclaimed = 0;
+    std::uint64_t pairs_dropped = 0;
+  };
+
   /// Calls f(name, figures) for what each worker measured in generation `gen`, live or finished
-  /// (once per worker thread and name: the caller merges by worker); returns how many children
-  /// found no free region.
+  /// (once per worker thread and name: the caller merges by worker); returns what is missing.
   template <class F>
-  std::uint32_t for_each_worker_name(std::uint32_t gen, F&& f) {
+  Missing for_each_worker_name(std::uint32_t gen, F&& f) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (header_ == nullptr || !parent_) return 0;
+    Missing missing;
+    if (header_ == nullptr || !parent_) return missing;
     reap_locked();
     for (const auto& w : folded_) {
+      missing.pairs_dropped += w->pairs_dropped;
       if (w->generation != gen) continue;
       for (const auto& [name, st] : w->names) {
         WorkerFigures fig;
@@ -334,6 +249,7 @@ class WorkerShare {
     for (std::uint32_t i = 0; i < kShareRegions; ++i) {
       ShareRegion* r = region(i);
       if (r->state.load(std::memory_order_acquire) != ShareRegion::kOwned) continue;
+      missing.pairs_dropped += r->pairs_dropped.load(std::memory_order_relaxed);
       read_region(*r, gen,
                   [&](std::string_view name, const IntervalStats& st, const Foreign& where) {
                     WorkerFigures fig;
@@ -345,7 +261,13 @@ class WorkerShare {
                     f(name, fig);
                   });
     }
-    return header_->unclaimed.load(std::memory_order_relaxed);
+    missing.unclaimed = header_->unclaimed.load(std::memory_order_relaxed);
+    if (missing.pairs_dropped > 0) {
+      worker_share_warn("workers-pairs-dropped",
+                        "worker processes had more (thread, name) pairs than their region of the "
+                        "shared file holds: the report counts those missing (docs/workers.md)");
+    }
+    return missing;
   }
 
   /// reset(): what finished workers measured is dropped (live ones drop theirs lazily, through
@@ -365,18 +287,10 @@ class WorkerShare {
     return n > 0 && std::string_view(buf, static_cast<std::size_t>(n)).find("multiprocessing") !=
                         std::string_view::npos;
   }
-  static constexpr std::size_t header_bytes() noexcept {
-    return (sizeof(ShareHeader) + 4095) / 4096 * 4096;
+  static constexpr std::size_t round_up(std::size_t bytes) noexcept {
+    return (bytes + 63) / 64 * 64;
   }
-  static constexpr std::size_t total_bytes() noexcept {
-    return header_bytes() + std::size_t{kShareRegions} * kShareRegionBytes;
-  }
-  static void* region_at(void* base, std::uint32_t i) noexcept {
-    return static_cast<unsigned char*>(base) + header_bytes() + std::size_t{i} * kShareRegionBytes;
-  }
-  ShareRegion* region(std::uint32_t i) const noexcept {
-    return static_cast<ShareRegion*>(region_at(header_, i));
-  }
+  ShareRegion* region(std::uint32_t i) const noexcept { return share_region_at(header_, i); }
   std::uint32_t offset_of(const void* p) const noexcept {
     return static_cast<std::uint32_t>(static_cast<const unsigned char*>(p) -
                                       reinterpret_cast<const unsigned char*>(mine_));
@@ -405,13 +319,14 @@ class WorkerShare {
       r->start_time = start_time;
       r->base = reinterpret_cast<std::uint64_t>(r);
       r->used.store((sizeof(ShareRegion) + 63) / 64 * 64, std::memory_order_relaxed);
-      r->lost.store(0, std::memory_order_relaxed);
+      r->reserved.store(0, std::memory_order_relaxed);
+      r->pairs_dropped.store(0, std::memory_order_relaxed);
       r->chunk_count.store(0, std::memory_order_relaxed);
       for (auto& n : r->names) n.offset.store(0, std::memory_order_relaxed);
       mine_ = r;
       if (pending_label_.empty()) pending_label_ = "pid " + std::to_string(me);
       write_label();
-      // Pages of an earlier worker are zeroed again on allocation (allocate_locked).
+      // Pages of an earlier worker are zeroed again on allocation (bump_locked, take_block).
       header_->claimed.fetch_add(1, std::memory_order_relaxed);
       r->state.store(ShareRegion::kOwned, std::memory_order_release);  // whole: the parent reads
       return true;
@@ -421,17 +336,33 @@ class WorkerShare {
     return false;
   }
 
-  void* allocate_locked(std::size_t bytes) {
-    if (!claim_locked()) return nullptr;
-    bytes = (bytes + 63) / 64 * 64;
-    const std::uint64_t at = mine_->used.load(std::memory_order_relaxed);
-    if (at + bytes > kShareRegionBytes) {
-      mine_->lost.fetch_add(1, std::memory_order_relaxed);
-      return nullptr;
-    }
-    mine_->used.store(at + bytes, std::memory_order_relaxed);
+  // Whether `bytes` more fit beside what is allocated and what is promised to blocks. `reserved`
+  // first: a thread taking a block adds to `used` before it takes from `reserved`, so the sum
+  // read here is never below the truth.
+  bool has_room(std::size_t bytes) const noexcept {
+    const std::uint64_t promised = mine_->reserved.load(std::memory_order_acquire);
+    return mine_->used.load(std::memory_order_acquire) + promised + bytes <= kShareRegionBytes;
+  }
+
+  // `bytes` (rounded up to 64), zeroed, where has_room said they fit.
+  void* bump_locked(std::size_t bytes) noexcept {
+    bytes = round_up(bytes);
+    const std::uint64_t at = mine_->used.fetch_add(bytes, std::memory_order_acq_rel);
     void* p = reinterpret_cast<unsigned char*>(mine_) + at;
     std::memset(p, 0, bytes);  // a reused region holds an earlier worker's bytes
+    return p;
+  }
+
+  // BlockSource::take for the histograms of this worker's pairs: a block promised at admit_pair,
+  // taken by the pair's own thread in its add() (no lock: an atomic add).
+  static void* take_block(void* context, std::size_t bytes) noexcept {
+    ShareRegion* r = static_cast<WorkerShare*>(context)->mine_;
+    if (r == nullptr) return nullptr;
+    const std::uint64_t at = r->used.fetch_add(bytes, std::memory_order_acq_rel);
+    r->reserved.fetch_sub(bytes, std::memory_order_acq_rel);
+    if (at + bytes > kShareRegionBytes) return nullptr;  // never, while admit_pair reserves
+    void* p = reinterpret_cast<unsigned char*>(r) + at;
+    std::memset(p, 0, bytes);
     return p;
   }
 
@@ -453,6 +384,8 @@ class WorkerShare {
         const Slot& s = slots[i];
         const std::uint32_t id = ref.first_id + i;
         if (id >= LAPTIME_MAX_NAMES || s.stats.count() == 0) continue;
+        // A dropped pair's histogram is in the worker's own memory: counted, not reported.
+        if (where.map(s.stats.histogram()) == nullptr) continue;
         if (s.generation.load(std::memory_order_acquire) != gen) continue;
         const std::uint32_t off = r.names[id].offset.load(std::memory_order_acquire);
         const std::uint32_t size = r.names[id].size;
@@ -475,13 +408,14 @@ class WorkerShare {
       w->pid = pid;
       w->label = r->label;
       w->generation = gen;
+      w->pairs_dropped = r->pairs_dropped.load(std::memory_order_relaxed);
       read_region(*r, gen,
                   [&](std::string_view name, const IntervalStats& st, const Foreign& where) {
                     auto& slot = w->names[std::string(name)];
                     if (!slot) slot = std::make_unique<IntervalStats>();
                     slot->merge_from(st, where);
                   });
-      if (!w->names.empty()) folded_.push_back(std::move(w));
+      if (!w->names.empty() || w->pairs_dropped != 0) folded_.push_back(std::move(w));
       header_->claimed.fetch_sub(1, std::memory_order_relaxed);
       r->state.store(ShareRegion::kFree, std::memory_order_release);
     }
@@ -493,6 +427,7 @@ class WorkerShare {
   int fd_ = -1;
   ShareRegion* mine_ = nullptr;
   bool claim_failed_ = false;
+  BlockSource blocks_{&WorkerShare::take_block, this};
   std::string pending_label_;
   std::vector<std::unique_ptr<FoldedWorker>> folded_;
 };
