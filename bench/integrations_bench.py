@@ -93,9 +93,9 @@ def hook_cost(framework, calls, track_cpu=True):
         from laptime.integrations.mmengine import LaptimeHook
 
         hook = LaptimeHook(num_warmup_iters=0, print_report=False, track_cpu=track_cpu)
-        hook.meter.setup()
-        hook.before_train_epoch(None)
         runner = SimpleNamespace(train_loop=SimpleNamespace(), iter=0, max_iters=10**9)
+        hook.meter.start_run(runner)
+        hook.before_train_epoch(None)
 
         def step():
             hook.before_train_iter(runner, 0)

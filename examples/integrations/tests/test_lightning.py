@@ -9,7 +9,8 @@ except ImportError:
     pytest.importorskip("pytorch_lightning")
 
 import laptime
-from integ_helpers import counts, fresh_laptime, nvtx_pushes, nvtx_recorder, train_traced  # noqa: F401
+from integ_helpers import (  # noqa: F401
+    counts, fresh_laptime, measurement, nvtx_pushes, nvtx_recorder, train_in_process, train_traced)
 
 NAMES = ("training loop", "data fetch", "Training step", "Optimizer step")
 
@@ -109,3 +110,12 @@ def test_ddp_on_cpu_one_cross_rank_report_from_rank_0():
         assert any(line.startswith(f"  {name} ") and "3 on each" in line
                    for line in out.splitlines()), name
     assert "laptime stopwatch:" not in out  # no per-process report besides the merged one
+
+
+def test_persistent_loader_workers_figures_reach_the_report():
+    results, out = train_in_process("lightning_example", steps=4, warmup=0, workers=2,
+                                    persistent=True)
+    loaded = measurement(results, "load sample")
+    assert results["worker_processes"] >= 1, out[-3000:]
+    assert loaded is not None and loaded["count"] > 0 and loaded["workers"], out[-3000:]
+
