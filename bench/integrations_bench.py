@@ -66,10 +66,10 @@ def hook_cost(framework, calls, track_cpu=True):
         from laptime.integrations.lightning import LaptimeCallback
 
         cb = LaptimeCallback(num_warmup_iters=0, print_report=False, track_cpu=track_cpu)
-        cb.setup(None, None, "fit")
-        cb.on_train_epoch_start(None, None)
         trainer = SimpleNamespace(should_stop=False, fit_loop=SimpleNamespace(
             epoch_loop=SimpleNamespace(_is_training_done=False)))
+        cb.setup(trainer, None, "fit")  # the run: this trainer's fit
+        cb.on_train_epoch_start(None, None)
 
         def step():
             cb.on_train_batch_start(trainer, None, None, 0)
