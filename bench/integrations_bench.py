@@ -66,10 +66,10 @@ def hook_cost(framework, calls, track_cpu=True):
         from laptime.integrations.lightning import LaptimeCallback
 
         cb = LaptimeCallback(num_warmup_iters=0, print_report=False, track_cpu=track_cpu)
-        cb.setup(None, None, "fit")
-        cb.on_train_epoch_start(None, None)
         trainer = SimpleNamespace(should_stop=False, fit_loop=SimpleNamespace(
             epoch_loop=SimpleNamespace(_is_training_done=False)))
+        cb.setup(trainer, None, "fit")  # the run: this trainer's fit
+        cb.on_train_epoch_start(None, None)
 
         def step():
             cb.on_train_batch_start(trainer, None, None, 0)
@@ -93,9 +93,9 @@ def hook_cost(framework, calls, track_cpu=True):
         from laptime.integrations.mmengine import LaptimeHook
 
         hook = LaptimeHook(num_warmup_iters=0, print_report=False, track_cpu=track_cpu)
-        hook.meter.setup()
-        hook.before_train_epoch(None)
         runner = SimpleNamespace(train_loop=SimpleNamespace(), iter=0, max_iters=10**9)
+        hook.meter.start_run(runner)
+        hook.before_train_epoch(None)
 
         def step():
             hook.before_train_iter(runner, 0)

@@ -6,9 +6,10 @@
 
 import argparse
 
+import laptime
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Dataset
 
 try:
     import lightning.pytorch as pl
@@ -33,21 +34,44 @@ class TinyModule(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
 
-def loader(n, batch_size=16):
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(n, 32, generator=g)
-    return DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=batch_size)
+class Pairs(Dataset):
+    """(x, sum of x) pairs; each item's loading is timed as "load sample" when there are loader
+    workers (the measurement then runs in the worker processes)."""
+
+    def __init__(self, n, measure=False):
+        g = torch.Generator().manual_seed(0)
+        self.x = torch.randn(n, 32, generator=g)
+        self.y = self.x.sum(1, keepdim=True)
+        self.measure = measure
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        if not self.measure:
+            return self.x[i], self.y[i]
+        with laptime.Stopwatch().measure("load sample"):
+            return self.x[i], self.y[i]
+
+
+def loader(n, batch_size=16, workers=0, persistent=False):
+    return DataLoader(Pairs(n, measure=workers > 0), batch_size=batch_size, num_workers=workers,
+                      persistent_workers=persistent)
 
 
 def main(steps=20, warmup=5, accumulate=1, laptime_on=True, validate=False, nvtx=False,
-         batches_per_epoch=None, extra=(), print_report=True, track_cpu=True, devices=1):
-    """Trains for ``steps`` optimisation steps; ``extra``: more callbacks (the benchmark's probe)."""
+         batches_per_epoch=None, extra=(), print_report=True, track_cpu=True, devices=1,
+         workers=0, persistent=False, laptime_callbacks=1):
+    """Trains for ``steps`` optimisation steps; ``extra``: more callbacks (the benchmark's probe);
+    ``workers``: DataLoader worker processes (``persistent``: kept across epochs);
+    ``laptime_callbacks``: how many LaptimeCallbacks (more than one is a mistake the tests make)."""
     callbacks = []
     if laptime_on:
         from laptime.integrations.lightning import LaptimeCallback
 
-        callbacks.append(LaptimeCallback(num_warmup_iters=warmup, nvtx=nvtx,
-                                         print_report=print_report, track_cpu=track_cpu))
+        callbacks += [LaptimeCallback(num_warmup_iters=warmup, nvtx=nvtx,
+                                      print_report=print_report, track_cpu=track_cpu)
+                      for _ in range(laptime_callbacks)]
     callbacks += list(extra)
     batches = batches_per_epoch or steps * accumulate
     trainer = pl.Trainer(
@@ -56,7 +80,8 @@ def main(steps=20, warmup=5, accumulate=1, laptime_on=True, validate=False, nvtx
         accumulate_grad_batches=accumulate, logger=False, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False,
         num_sanity_val_steps=0, limit_val_batches=2 if validate else 0)
-    trainer.fit(TinyModule(), loader(batches * 16), loader(32) if validate else None)
+    trainer.fit(TinyModule(), loader(batches * 16, workers=workers, persistent=persistent),
+                loader(32) if validate else None)
     return trainer
 
 

@@ -7,6 +7,7 @@ named in the config as ``custom_hooks=[dict(type="LaptimeHook")]``.
 import argparse
 import tempfile
 
+import laptime
 import torch
 from mmengine.model import BaseModel
 from mmengine.runner import Runner
@@ -28,36 +29,53 @@ class TinyModel(BaseModel):
 
 
 class Pairs(torch.utils.data.Dataset):
-    def __init__(self, n):
+    """Each item's loading is timed as "load sample" where ``measure`` (with loader workers: the
+    measurement runs in the worker processes)."""
+
+    def __init__(self, n, measure=False):
         g = torch.Generator().manual_seed(0)
         self.x = torch.randn(n, 32, generator=g)
+        self.measure = measure
 
     def __len__(self):
         return len(self.x)
 
     def __getitem__(self, i):
-        return {"x": self.x[i], "labels": self.x[i].sum(0, keepdim=True)}
+        if not self.measure:
+            return {"x": self.x[i], "labels": self.x[i].sum(0, keepdim=True)}
+        with laptime.Stopwatch().measure("load sample"):
+            return {"x": self.x[i], "labels": self.x[i].sum(0, keepdim=True)}
 
 
 def main(steps=20, warmup=5, accumulate=1, laptime_on=True, nvtx=False, extra=(),
-         print_report=True, track_cpu=True):
-    """Trains for ``steps`` optimisation steps; ``extra``: more hooks (the benchmark's probe)."""
+         print_report=True, track_cpu=True, workers=0, by_epoch=False, laptime_hooks=1):
+    """Trains for ``steps`` optimisation steps; ``extra``: more hooks (the benchmark's probe);
+    ``workers``: DataLoader worker processes; ``by_epoch``: MMEngine's epoch-based loop (one
+    epoch of ``steps`` iterations) instead of the iteration-based one; ``laptime_hooks``: how many
+    LaptimeHooks (more than one is a mistake the tests make)."""
     custom_hooks = []
     if laptime_on:
         import laptime.integrations.mmengine  # noqa: F401  registers LaptimeHook
 
-        custom_hooks.append(dict(type="LaptimeHook", num_warmup_iters=warmup, nvtx=nvtx,
-                                 print_report=print_report, track_cpu=track_cpu))
+        custom_hooks += [dict(type="LaptimeHook", num_warmup_iters=warmup, nvtx=nvtx,
+                              print_report=print_report, track_cpu=track_cpu)
+                         for _ in range(laptime_hooks)]
     custom_hooks += list(extra)
+    iterations = steps * accumulate
+    if by_epoch:
+        sampler, train_cfg = "DefaultSampler", dict(by_epoch=True, max_epochs=1)
+    else:
+        sampler, train_cfg = "InfiniteSampler", dict(by_epoch=False, max_iters=iterations)
     with tempfile.TemporaryDirectory() as work_dir:
         runner = Runner(
             model=TinyModel(), work_dir=work_dir,
-            train_dataloader=dict(dataset=Pairs(16 * steps), batch_size=16, num_workers=0,
-                                  sampler=dict(type="InfiniteSampler", shuffle=False),
+            train_dataloader=dict(dataset=Pairs(16 * iterations, measure=workers > 0),
+                                  batch_size=16, num_workers=workers,
+                                  sampler=dict(type=sampler, shuffle=False),
                                   collate_fn=dict(type="default_collate")),
             optim_wrapper=dict(optimizer=dict(type="SGD", lr=0.01),
                                accumulative_counts=accumulate),
-            train_cfg=dict(by_epoch=False, max_iters=steps * accumulate),
+            train_cfg=train_cfg,
             default_hooks=dict(checkpoint=None, logger=None),
             custom_hooks=custom_hooks, log_level="WARNING")
         runner.train()

@@ -54,6 +54,23 @@ def test_finish_iter_with_a_measurement_running_on_this_thread(stopwatch):
     assert stopwatch.get_num_nonwarmup_iters_measured() == 1
 
 
+@pytest.mark.parametrize("misuse", ["end_meas", "start_meas", "finish_iter", "one_time"])
+def test_misuse_raises_during_warm_up_too(stopwatch, misuse):
+    stopwatch.enable(5)  # every call below happens in the first (warm-up) iteration
+    if misuse == "end_meas":
+        raises_usage(stopwatch.end_meas, "never started")
+    elif misuse == "start_meas":
+        stopwatch.start_meas("step")
+        raises_usage(stopwatch.start_meas, "step")
+    elif misuse == "finish_iter":
+        stopwatch.start_meas("step")
+        raises_usage(stopwatch.finish_iter)
+    else:
+        stopwatch.start_one_time_measurement("build")
+        raises_usage(stopwatch.start_one_time_measurement, "build")
+    assert stopwatch.results()["iterations_finished"] == 0
+
+
 def test_enable_again_with_other_arguments(stopwatch):
     stopwatch.enable(5, 10, False)
     stopwatch.enable(5, 10, False)  # same arguments: nothing happens

@@ -34,12 +34,14 @@ sys.path.insert(0, sys.argv[1])
 import importlib
 import laptime
 example = importlib.import_module(sys.argv[2])
-example.main(**json.loads(sys.argv[3]))
+for kwargs in json.loads(sys.argv[3]):
+    example.main(**kwargs)
 print("RESULTS " + json.dumps(laptime.Stopwatch().results()))
-recorder = ctypes.CDLL(sys.argv[4])
-recorder.nvtx_recorder_events.restype = ctypes.c_char_p
-for line in recorder.nvtx_recorder_events().decode().splitlines():
-    print("EVENT " + line)
+if sys.argv[4]:
+    recorder = ctypes.CDLL(sys.argv[4])
+    recorder.nvtx_recorder_events.restype = ctypes.c_char_p
+    for line in recorder.nvtx_recorder_events().decode().splitlines():
+        print("EVENT " + line)
 """
 
 
@@ -48,12 +50,27 @@ def counts(results):
     return {m["name"]: m["count"] for m in results["measurements"]}
 
 
-def train_traced(recorder, example, env=None, **kwargs):
+def measurement(results, name):
+    """The entry of ``name`` in a Stopwatch().results() dict (None when absent)."""
+    return next((m for m in results["measurements"] if m["name"] == name), None)
+
+
+def train_in_process(example, env=None, runs=None, **kwargs):
+    """Runs ``example.main(**kwargs)`` (or ``main(**r)`` for each dict of ``runs``, one after the
+    other) in a fresh process with ``env`` added to the environment; returns (Stopwatch results,
+    stdout). Where laptime must start as a program starts: loader workers, several fits."""
+    results, _, out = train_traced(None, example, env, runs, **kwargs)
+    return results, out
+
+
+def train_traced(recorder, example, env=None, runs=None, **kwargs):
     """Runs ``example.main(**kwargs)`` in a fresh process with the NVTX recorder injected and
     ``env`` added to the environment; returns (Stopwatch results, NVTX events, stdout)."""
-    full_env = dict(os.environ, NVTX_INJECTION64_PATH=str(recorder), **(env or {}))
+    full_env = dict(os.environ, **(env or {}))
+    if recorder is not None:
+        full_env["NVTX_INJECTION64_PATH"] = str(recorder)
     r = subprocess.run([sys.executable, "-c", TRACE_SCRIPT, str(EXAMPLES), example,
-                        json.dumps(kwargs), str(recorder)],
+                        json.dumps(runs or [kwargs]), str(recorder or "")],
                        capture_output=True, text=True, env=full_env, timeout=300)
     assert r.returncode == 0, r.stderr[-4000:]
     results = None

@@ -9,7 +9,8 @@ except Exception as e:  # mmengine lags torch at times: say why rather than fail
     pytest.skip(f"mmengine cannot be imported with this torch: {e!r}", allow_module_level=True)
 
 import laptime
-from integ_helpers import counts, fresh_laptime, nvtx_pushes, nvtx_recorder, train_traced  # noqa: F401
+from integ_helpers import (  # noqa: F401
+    counts, fresh_laptime, measurement, nvtx_pushes, nvtx_recorder, train_in_process, train_traced)
 
 NAMES = ("training loop", "data fetch", "Training step", "Optimizer step")
 
@@ -50,3 +51,14 @@ def test_nvtx_ranges_of_the_same_names(nvtx_recorder):
                                         env={"LAPTIME_PROFILE": "debugging"}, steps=4, warmup=1)
     assert nvtx_pushes(events) == {n: 4 for n in NAMES}
     assert results["iterations_measured"] == 3
+
+
+@pytest.mark.parametrize("by_epoch", [False, True], ids=["iteration-based", "epoch-based"])
+def test_loader_workers_figures_reach_the_report_with_either_loop(by_epoch):
+    # The iteration-based loop starts its DataLoader's workers when runner.train() builds it,
+    # before any hook runs: the hook enables laptime when it is built, in Runner(...).
+    results, out = train_in_process("mmengine_example", steps=4, warmup=0, workers=2,
+                                    by_epoch=by_epoch)
+    loaded = measurement(results, "load sample")
+    assert results["worker_processes"] >= 1, out[-3000:]
+    assert loaded is not None and loaded["count"] > 0 and loaded["workers"], out[-3000:]

@@ -7,7 +7,8 @@ pytest.importorskip("transformers")
 pytest.importorskip("accelerate")  # transformers.Trainer needs it with torch
 
 import laptime
-from integ_helpers import counts, fresh_laptime, nvtx_pushes, nvtx_recorder, train_traced  # noqa: F401
+from integ_helpers import (  # noqa: F401
+    counts, fresh_laptime, measurement, nvtx_pushes, nvtx_recorder, train_in_process, train_traced)
 
 NAMES = ("training loop", "data fetch", "Training step", "Optimizer step")
 
@@ -39,3 +40,11 @@ def test_nvtx_ranges_and_environment_warmup(nvtx_recorder):
     assert nvtx_pushes(events) == {n: 4 for n in NAMES}
     assert results["iterations_measured"] == 3  # LAPTIME_WARMUP=1 beat warmup=3
     assert "laptime stopwatch: 3 measured iterations (1 warm-up)" in out
+
+
+def test_persistent_loader_workers_figures_reach_the_report():
+    results, out = train_in_process("transformers_example", steps=4, warmup=0, workers=2,
+                                    persistent=True)
+    loaded = measurement(results, "load sample")
+    assert results["worker_processes"] >= 1, out[-3000:]
+    assert loaded is not None and loaded["count"] > 0 and loaded["workers"], out[-3000:]

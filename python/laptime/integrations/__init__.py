@@ -16,18 +16,27 @@ This package imports no framework: ``import laptime.integrations`` works without
 submodule imports its own framework and names the pip extra when it is missing.
 """
 
+import concurrent.futures
+import math
+import numbers
 import os
+import warnings
+import weakref
 
 from .._laptime import NVTXRangeWrapper, Stopwatch
 from .._laptime import configure_from_env as _configure_from_env
 
-__all__ = ["LOOP", "FETCH", "TRAIN", "OPTIMIZER", "VALIDATION", "LoopMeter", "configure"]
+__all__ = ["LOOP", "FETCH", "TRAIN", "OPTIMIZER", "VALIDATION", "OWN_SUFFIX", "LoopMeter",
+           "configure"]
 
 LOOP = "training loop"
 FETCH = "data fetch"
 TRAIN = "Training step"
 OPTIMIZER = "Optimizer step"
 VALIDATION = "Validation step"
+# Added to a name the program itself has running when training starts (its own "training loop"
+# around fit()): the callback measures under "training loop (callback)" inside the program's.
+OWN_SUFFIX = " (callback)"
 
 
 def _missing(framework, extra, error):
@@ -52,6 +61,32 @@ def _env_set(var):
     return os.environ.get(var, "").strip() != ""
 
 
+def check_count(argument, value, optional=False):
+    """``value`` as an int >= 0: an int, or a float with an integral value (``5.0``, as
+    configuration files give numbers), as ``Stopwatch.enable`` takes them; None where
+    ``optional``. TypeError or ValueError naming ``argument`` and the value otherwise."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, numbers.Real)):
+        raise TypeError(f"{argument} must be an int >= 0{' or None' if optional else ''}, "
+                        f"not {value!r} ({type(value).__name__})")
+    if not isinstance(value, numbers.Integral):
+        if not math.isfinite(value) or value != math.floor(value):
+            raise ValueError(f"{argument} must be a whole number of iterations, not {value!r}")
+    if value < 0:
+        raise ValueError(f"{argument} must be >= 0, not {value!r}")
+    return int(value)
+
+
+def check_flag(argument, value):
+    """``value`` as a bool: True, False (or 1, 0); TypeError naming ``argument`` otherwise."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Integral) and value in (0, 1):
+        return bool(value)
+    raise TypeError(f"{argument} must be True or False, not {value!r} ({type(value).__name__})")
+
+
 def configure(num_warmup_iters=10, print_every_n_iters=None, do_cuda_sync=False, nvtx=False):
     """Enables the Stopwatch (and the NVTX wrapper when ``nvtx``) with these settings, unless the
     environment says otherwise: a LAPTIME_* variable the user set wins over the argument
@@ -59,87 +94,161 @@ def configure(num_warmup_iters=10, print_every_n_iters=None, do_cuda_sync=False,
     ``LAPTIME_NVTX``, ``LAPTIME_PROFILE`` and the rest of ``laptime.configure_from_env()``).
     Under ``torch.distributed`` with several ranks every rank measures (``LAPTIME_RANKS=all``
     unless the user set ``LAPTIME_RANKS``), for the cross-rank report of ``laptime.distributed``.
-    A Stopwatch the program enabled itself is left as it is. Returns the settings applied, or
-    None when the program had configured laptime already.
+    A Stopwatch the program enabled itself is left as it is. Returns the settings the environment
+    asked for (``configure_from_env()``'s dict), or None when the program had configured laptime
+    already. The arguments are checked first (TypeError / ValueError naming the argument).
 
-    The arguments become defaults of the variables the user did not set, for the duration of one
-    ``configure_from_env()`` call: laptime parses and applies them in one place, with its usual
-    precedence and warnings."""
+    The environment is applied first (``configure_from_env()``), then ``Stopwatch.enable`` with
+    the arguments, in which a variable the user set overrides the code (docs/configuration.md):
+    the arguments never travel through ``os.environ``."""
+    warmup = check_count("num_warmup_iters", num_warmup_iters)
+    every = check_count("print_every_n_iters", print_every_n_iters, optional=True)
+    sync = check_flag("do_cuda_sync", do_cuda_sync)
+    nvtx = check_flag("nvtx", nvtx)
     sw, nv = Stopwatch(), NVTXRangeWrapper()
+    nvtx_from_user = nvtx and not _env_set("LAPTIME_NVTX") and not _env_set("LAPTIME_PROFILE")
     if sw.is_enabled:
-        if nvtx and not nv.is_enabled and not _env_set("LAPTIME_NVTX"):
+        if nvtx_from_user and not nv.is_enabled:
             nv.enable(False, False, False)
         return None
-    added = []
+    if _distributed() is not None:
+        from .. import distributed
 
-    def default(var, value):
-        if value is not None and not _env_set(var):
-            os.environ[var] = value
-            added.append(var)
+        settings = distributed.configure_from_env()
+    else:
+        settings = _configure_from_env()
+    # The environment's rank rule (LAPTIME_RANKS: rank 0 only unless "all"); LAPTIME_STOPWATCH=0
+    # and LAPTIME_PROFILE=training make this enable() a no-op.
+    if sw.is_enabled or settings["stopwatch_all_ranks"] or sw.results()["rank"] == 0:
+        sw.enable(warmup, every, sync)
+    if nvtx_from_user and not nv.is_enabled:
+        nv.enable(settings["nvtx_sync_on_push"], settings["nvtx_sync_on_pop"],
+                  settings["nvtx_check_order"], domain=settings["nvtx_domain"] or None)
+    return settings
 
-    if not _env_set("LAPTIME_PROFILE"):
-        default("LAPTIME_STOPWATCH", "1")
-        default("LAPTIME_NVTX", "1" if nvtx else None)
-    default("LAPTIME_WARMUP", str(int(num_warmup_iters)))
-    every = print_every_n_iters
-    default("LAPTIME_PRINT_EVERY", None if every is None else str(int(every)))
-    default("LAPTIME_CUDA_SYNC", "1" if do_cuda_sync else None)
-    try:
-        if _distributed() is not None:
-            from .. import distributed
 
-            return distributed.configure_from_env()
-        return _configure_from_env()
-    finally:
-        for var in added:
-            del os.environ[var]
+# The meter measuring the training run in progress, and that run (a weak reference to the
+# framework's object for it: the Trainer, the TrainerState, the Runner): one meter per run.
+_claim = None
+
+
+def _claimed_by(run):
+    if _claim is None:
+        return None
+    meter, ref = _claim
+    return meter if ref() is run else None  # a run that ended without end_run() is gone
 
 
 class LoopMeter:
     """The measurements every integration makes, apart from the framework's hooks that drive them.
 
-    An iteration runs ``fetch_begin`` (the previous step ended, the next batch is being fetched),
-    ``step_begin`` (a batch is in hand), ``optimizer_begin`` (the optimizer is about to update)
-    and ``step_end`` (one optimisation step done: ``finish_iter``). "training loop" spans the
-    whole iteration, its fetch included, as in the seed's runner. Every name is also an NVTX range
-    of the same name when the NVTX wrapper is on. A call out of order is tolerated: a name is
-    ended only if this meter started it, so a missed hook loses a measurement, never training."""
+    A training run (one ``fit()``) goes ``start_run`` ... ``end_run``. An iteration runs
+    ``fetch_begin`` (the previous step ended, the next batch is being fetched), ``step_begin``
+    (a batch is in hand), ``optimizer_begin`` (the optimizer is about to update) and ``step_end``
+    (one optimisation step done: ``finish_iter``). "training loop" spans the whole iteration, its
+    fetch included, as in the seed's runner. Every name is also an NVTX range of the same name
+    when the NVTX wrapper is on. A call out of order is tolerated: a name is ended only if this
+    meter started it, so a missed hook loses a measurement, never training. The arguments are
+    checked here (TypeError / ValueError naming the argument and the value)."""
 
     def __init__(self, num_warmup_iters=10, print_every_n_iters=None, do_cuda_sync=False,
                  nvtx=False, print_report=True, track_cpu=True):
-        self.track_cpu = track_cpu
-        self.settings = dict(num_warmup_iters=num_warmup_iters,
-                             print_every_n_iters=print_every_n_iters, do_cuda_sync=do_cuda_sync,
-                             nvtx=nvtx)
-        self.print_report = print_report
+        self.settings = dict(num_warmup_iters=check_count("num_warmup_iters", num_warmup_iters),
+                             print_every_n_iters=check_count("print_every_n_iters",
+                                                             print_every_n_iters, optional=True),
+                             do_cuda_sync=check_flag("do_cuda_sync", do_cuda_sync),
+                             nvtx=check_flag("nvtx", nvtx))
+        self.print_report = check_flag("print_report", print_report)
+        self.track_cpu = check_flag("track_cpu", track_cpu)
         self.stopwatch = Stopwatch()
         self.nvtx = NVTXRangeWrapper()
+        self.names = {n: n for n in (LOOP, FETCH, TRAIN, OPTIMIZER, VALIDATION)}
         self._open = []  # names this meter started, innermost last (NVTX ranges nest)
         self._sw_on = False
         self._nvtx_on = False
+        self._idle = True  # outside a run, or another meter measures this one
+        self._finisher = None  # a thread for finish_iter while the program's own interval runs
         self.steps = 0  # optimisation steps ended (finish_iter calls)
 
-    def setup(self):
-        """Configures laptime (``configure``) once training starts; safe to call again."""
+    def configure(self):
+        """Enables laptime (``configure``); safe to call again. Before the run where the
+        framework starts its loader's workers before the run's first hook (docs/workers.md)."""
         configure(**self.settings)
+
+    def start_run(self, run):
+        """A training run starts (``run``: the framework's object for it). Returns False, with
+        one warning, when another meter measures this run already (the callback added twice):
+        this one then does nothing until the run ends. A run that starts with iterations already
+        finished (an earlier fit() of this process) starts with ``Stopwatch.reset()``: its own
+        warm-up, and the gap between the runs never counted as an iteration."""
+        global _claim
+        owner = _claimed_by(run)
+        if owner is not None and owner is not self:
+            self._idle = True
+            warnings.warn("laptime: a second laptime callback in this training run does nothing "
+                          "(the first one measures it)", RuntimeWarning, stacklevel=3)
+            return False
+        try:
+            ref = weakref.ref(run)
+        except TypeError:  # an object without weak references: held until the run ends
+            ref = lambda: run  # noqa: E731
+        _claim = (self, ref)
+        self._idle = False
+        self.configure()
         self._sw_on = self.stopwatch.is_enabled
         self._nvtx_on = self.nvtx.is_enabled
-        if self._sw_on and self.track_cpu:
-            # Two /proc samples per step (~50-100 µs each on a loaded 2-core machine): the bulk of
-            # the integrations' cost (bench/integrations_bench.py); track_cpu=False drops it.
-            self.stopwatch.set_cpu_usage_meas_name(LOOP)
+        self.steps = 0
+        self._open.clear()
+        if self._sw_on:
+            if self.stopwatch.results()["iterations_finished"] > 0:
+                self.stopwatch.reset()
+            self._avoid_running_names()
+            if self.track_cpu:
+                # Two /proc samples per step (~50-100 µs each on a loaded 2-core machine): the
+                # bulk of the integrations' cost (bench/integrations_bench.py); track_cpu=False
+                # drops it.
+                self.stopwatch.set_cpu_usage_meas_name(self.names[LOOP])
+        return True
+
+    def _avoid_running_names(self):
+        """The program's own intervals running as training starts (``start_meas`` around
+        ``fit()``): a name of ours among them is measured as "<name> (callback)", and
+        finish_iter runs on a helper thread, since laptime refuses to end an iteration on a
+        thread whose interval still runs (measurements of other threads are fine)."""
+        running = {m["name"] for m in self.stopwatch.results()["measurements"] if m["running"]}
+        self.names = {n: n + OWN_SUFFIX if n in running else n for n in self.names}
+        if running and self._finisher is None:
+            self._finisher = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="laptime-finish-iter")
+
+    def end_run(self):
+        """The run ended (or failed): closes what is open and lets the next run be claimed."""
+        global _claim
+        if not self._idle:
+            self.close()
+        if _claim is not None and _claim[0] is self:
+            _claim = None
+        self._idle = True
+        if self._finisher is not None:
+            self._finisher.shutdown()
+            self._finisher = None
+
+    @property
+    def active(self):
+        """Whether this meter measures the run in progress."""
+        return not self._idle
 
     def is_open(self, name):
         return name in self._open
 
     def begin(self, name):
-        if name in self._open:
+        if self._idle or name in self._open:
             return
         self._open.append(name)
         if self._nvtx_on:
-            self.nvtx.range_push(name)
+            self.nvtx.range_push(self.names[name])
         if self._sw_on:
-            self.stopwatch.start_meas(name)
+            self.stopwatch.start_meas(self.names[name])
 
     def end(self, name):
         """Ends ``name`` if this meter started it (and the ranges opened after it, innermost
@@ -149,9 +258,9 @@ class LoopMeter:
         while self._open:
             top = self._open.pop()
             if self._sw_on:
-                self.stopwatch.end_meas(top)
+                self.stopwatch.end_meas(self.names[top])
             if self._nvtx_on:
-                self.nvtx.range_pop(top)
+                self.nvtx.range_pop(self.names[top])
             if top == name:
                 return
 
@@ -178,9 +287,14 @@ class LoopMeter:
         """One optimisation step done: ``finish_iter``. With ``more``, the next fetch starts now
         (its end is the next ``step_begin``); pass False where no step is known to follow, so that
         no interval is left open when training ends."""
+        if self._idle:
+            return
         self.end(LOOP)
         if self._sw_on:
-            self.stopwatch.finish_iter()
+            if self._finisher is None:
+                self.stopwatch.finish_iter()
+            else:
+                self._finisher.submit(self.stopwatch.finish_iter).result()
         self.steps += 1
         if more:
             self.fetch_begin()
@@ -199,7 +313,7 @@ class LoopMeter:
     def report(self):
         """The report: across ranks (collective, rank 0 prints) under ``torch.distributed``,
         else this process's ``print_eval_times``."""
-        if not self.print_report:
+        if self._idle or not self.print_report:
             return
         if _distributed() is not None:
             from .. import distributed

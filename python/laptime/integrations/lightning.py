@@ -50,7 +50,11 @@ class LaptimeCallback(_pl.Callback):
     ``num_warmup_iters``, ``print_every_n_iters``, ``do_cuda_sync`` and ``nvtx`` configure laptime
     unless a LAPTIME_* variable the user set says otherwise (``laptime.integrations.configure``).
     ``track_cpu``: sample CPU usage during "training loop" (two /proc reads per step).
-    ``print_report``: print the report when training ends (rank 0, across ranks under DDP)."""
+    ``print_report``: print the report when training ends (rank 0, across ranks under DDP).
+    Wrong arguments raise here (TypeError / ValueError naming the argument).
+
+    Each ``fit()`` is a run of its own (a later one starts with ``Stopwatch.reset()``); a second
+    laptime callback in one fit does nothing, with one warning (docs/integrations.md)."""
 
     def __init__(self, num_warmup_iters=10, print_every_n_iters=None, do_cuda_sync=False,
                  nvtx=False, print_report=True, track_cpu=True):
@@ -60,7 +64,10 @@ class LaptimeCallback(_pl.Callback):
         self._stepped = False
 
     def setup(self, trainer, pl_module, stage):
-        self.meter.setup()
+        # Before Lightning builds the dataloaders and starts their workers: forked workers find
+        # laptime enabled (docs/workers.md).
+        if stage == "fit":
+            self.meter.start_run(trainer)
 
     def on_train_epoch_start(self, trainer, pl_module):
         self.meter.fetch_begin()
@@ -94,8 +101,13 @@ class LaptimeCallback(_pl.Callback):
         self.meter.validation_end()
 
     def on_exception(self, trainer, pl_module, exception):
-        self.meter.close()  # nothing left running for a later fit() in this process
+        self.meter.end_run()  # nothing left running for a later fit() in this process
 
     def on_train_end(self, trainer, pl_module):
         self.meter.close()
         self.meter.report()
+        self.meter.end_run()
+
+    def teardown(self, trainer, pl_module, stage):
+        if stage == "fit":
+            self.meter.end_run()

@@ -18,6 +18,11 @@ What each name measures (docs/integrations.md):
 - "training loop": one optimisation step, its fetches included (CPU usage tracked).
 - "Validation step": ``before_val_iter`` to ``after_val_iter``.
 
+The hook enables laptime when it is built: MMEngine builds its hooks in ``Runner(...)``, before
+``runner.train()`` builds the train loop, and the iteration-based loop (``by_epoch=False``) starts
+its DataLoader's workers in its constructor, before any hook runs. Workers forked then find
+laptime enabled, and spawned ones find it through the environment (docs/workers.md).
+
 The hook has priority ``VERY_HIGH``: its ``before_train_iter`` runs before the other hooks', so
 their per-iteration work lands in "Training step" and (after the iteration) in "data fetch".
 """
@@ -50,7 +55,11 @@ class LaptimeHook(_Hook):
     ``num_warmup_iters``, ``print_every_n_iters``, ``do_cuda_sync`` and ``nvtx`` configure laptime
     unless a LAPTIME_* variable the user set says otherwise (``laptime.integrations.configure``).
     ``track_cpu``: sample CPU usage during "training loop" (two /proc reads per step).
-    ``print_report``: print the report when training ends (rank 0, across ranks when distributed)."""
+    ``print_report``: print the report when training ends (rank 0, across ranks when distributed).
+    Wrong arguments raise here (TypeError / ValueError naming the argument). Building the hook
+    enables laptime (see the module's docstring); each ``runner.train()`` is a run of its own (a
+    later one starts with ``Stopwatch.reset()``), and a second LaptimeHook in one run does
+    nothing, with one warning (docs/integrations.md)."""
 
     priority = "VERY_HIGH"
 
@@ -60,6 +69,7 @@ class LaptimeHook(_Hook):
                                print_report, track_cpu)
         self._stepped = False
         self._wrapped = []
+        self.meter.configure()
 
     def _wrap_step(self, wrapper):
         original = wrapper.step
@@ -73,10 +83,15 @@ class LaptimeHook(_Hook):
         wrapper.step = step  # an instance attribute: the class and other runners are untouched
         self._wrapped.append(wrapper)
 
+    def before_run(self, runner):
+        # Again where the hook was built before torch.distributed was initialised: every rank
+        # measures then.
+        self.meter.configure()
+
     def before_train(self, runner):
-        self.meter.setup()
-        for wrapper in _optim_wrappers(runner.optim_wrapper):
-            self._wrap_step(wrapper)
+        if self.meter.start_run(runner):
+            for wrapper in _optim_wrappers(runner.optim_wrapper):
+                self._wrap_step(wrapper)
 
     def before_train_epoch(self, runner):
         self.meter.fetch_begin()
@@ -113,3 +128,4 @@ class LaptimeHook(_Hook):
             del wrapper.step  # the class's step again
         self._wrapped.clear()
         self.meter.report()
+        self.meter.end_run()

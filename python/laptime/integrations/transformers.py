@@ -45,7 +45,11 @@ class LaptimeCallback(_TrainerCallback):
     ``num_warmup_iters``, ``print_every_n_iters``, ``do_cuda_sync`` and ``nvtx`` configure laptime
     unless a LAPTIME_* variable the user set says otherwise (``laptime.integrations.configure``).
     ``track_cpu``: sample CPU usage during "training loop" (two /proc reads per step).
-    ``print_report``: print the report when training ends (rank 0, across ranks when distributed)."""
+    ``print_report``: print the report when training ends (rank 0, across ranks when distributed).
+    Wrong arguments raise here (TypeError / ValueError naming the argument).
+
+    Each ``train()`` is a run of its own (a later one starts with ``Stopwatch.reset()``); a second
+    laptime callback in one run does nothing, with one warning (docs/integrations.md)."""
 
     def __init__(self, num_warmup_iters=10, print_every_n_iters=None, do_cuda_sync=False,
                  nvtx=False, print_report=True, track_cpu=True):
@@ -53,7 +57,9 @@ class LaptimeCallback(_TrainerCallback):
                                print_report, track_cpu)
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.meter.setup()
+        # Before the Trainer iterates its dataloader: forked workers find laptime enabled
+        # (docs/workers.md). ``state`` is this train() call's own.
+        self.meter.start_run(state)
 
     def on_epoch_begin(self, args, state, control, **kwargs):
         self.meter.fetch_begin()
@@ -74,3 +80,4 @@ class LaptimeCallback(_TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         self.meter.close()
         self.meter.report()
+        self.meter.end_run()
