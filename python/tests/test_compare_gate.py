@@ -285,3 +285,17 @@ def test_a_name_that_took_no_time_in_the_reference_is_named_and_not_gated(tmp_pa
     code, out, _ = gate(capsys, ref, test, "--fail-above", "5%")
     assert code == 0
     assert "not gated: 'step' (0 in the reference)" in out
+
+
+def test_each_method_is_gated_against_the_reference_and_any_failure_exits_1(tmp_path, capsys):
+    ref = fixed_runs(tmp_path, "base", [100, 102, 98, 101, 99])
+    same = fixed_runs(tmp_path, "same", [101, 99, 100, 98, 102])
+    slower = fixed_runs(tmp_path, "slow", [120, 121, 119, 122, 118])
+    code = cli.main(["compare", "--ref", *ref, "--test", *same, "--test", *slower,
+                     "--fail-above", "5%"])
+    out = capsys.readouterr().out
+    assert code == 1
+    headers = [line for line in out.splitlines() if line.startswith("Gate ")]
+    assert [h.split(":")[0] for h in headers] == ["Gate (same vs base)", "Gate (slow vs base)"]
+    verdicts = [line.split()[0] for line in out.splitlines() if line.startswith(("FAIL", "ok"))]
+    assert verdicts == ["ok", "FAIL"]
