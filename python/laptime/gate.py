@@ -72,7 +72,7 @@ def run_figures(results):
     s = results.get("samples")
     if not s:
         return out
-    iterations = _covered_iterations(results, s)
+    iterations = _samples.whole_iterations(results)
     if len(iterations) < 2:
         return out
     per_name = _samples.per_iteration(s)
@@ -84,19 +84,6 @@ def run_figures(results):
     if len(walls) >= 2:
         out[ITERATION] = RunFigure(sum(walls) / len(walls), walls)
     return out
-
-
-def _covered_iterations(results, s):
-    """The measured iterations whose intervals are all still recorded: finished (in
-    ``iterations``), past warm-up, and after the oldest interval of any ring that has wrapped
-    (that iteration itself may have lost some)."""
-    first = results.get("num_warmup_iters") or 0
-    capacity = s.get("capacity")
-    for t in s["threads"]:
-        kept = _samples.intervals({**s, "threads": [t]})
-        if kept and capacity is not None and len(kept) >= capacity:
-            first = max(first, min(iv.iter for iv in kept) + 1)
-    return sorted(k for k, _ in (s.get("iterations") or []) if k >= first)
 
 
 def quantities(ref_runs, test_runs, name=None):

@@ -299,3 +299,17 @@ def test_each_method_is_gated_against_the_reference_and_any_failure_exits_1(tmp_
     assert [h.split(":")[0] for h in headers] == ["Gate (same vs base)", "Gate (slow vs base)"]
     verdicts = [line.split()[0] for line in out.splitlines() if line.startswith(("FAIL", "ok"))]
     assert verdicts == ["ok", "FAIL"]
+
+
+def test_iterations_a_wrapped_ring_lost_are_left_out_not_counted_as_zero(tmp_path, capsys):
+    # A ring of 30 intervals over 60 iterations keeps only iterations 30-59: counting 10-29 as
+    # iterations where "loop" took no time would halve its mean and call the other side slower.
+    rng = random.Random(3)
+    wrapped = recorded_run(rng, 1.0)
+    s = wrapped["samples"]
+    s["capacity"] = 30
+    s["threads"][0]["intervals"] = s["threads"][0]["intervals"][-30:]
+    ref = [write(tmp_path / "wrapped.json", wrapped)]
+    test = [write(tmp_path / "whole.json", recorded_run(rng, 1.0))]
+    code, out, _ = gate(capsys, ref, test, "--fail-above", "5%", "--name", "loop")
+    assert code == 0, out
