@@ -8,7 +8,9 @@ summary. A module imports its heavy dependencies (matplotlib, say) inside ``run`
 Input a subcommand cannot read (a missing or torn file, JSON that is not laptime's results) is a
 ``ResultsError`` from the one reader they share, ``laptime.results.read``; ``main`` answers it with
 one line on stderr that names the file and what is wrong, and exit status 2, as argparse answers
-a wrong command line.
+a wrong command line. A command line argparse accepts but the subcommand cannot use (``--ref``
+without ``--test``, a malformed ``--fail-above``) is a ``UsageError``, answered the same way: exit
+status 1 stays free for ``compare --fail-above``'s verdict, "slower".
 """
 
 import argparse
@@ -17,10 +19,16 @@ import sys
 
 from laptime.results import ResultsError
 
+
+class UsageError(ValueError):
+    """A command line the subcommand cannot use: the message says why, in one line."""
+
+
 # name -> (module under laptime., one-line help)
 SUBCOMMANDS = {
     "compare": ("compare", "The seed's table: runtime and CPU of a reference run against others "
-                           "(several runs per side: median and min-max; --markdown)."),
+                           "(several runs per side: median and min-max; --markdown; "
+                           "--fail-above gates CI on a slowdown)."),
     "merge": ("merge", "One report over every rank's results: min/median/max, the slowest rank."),
     "plot": ("plot", "Per-iteration time series and histograms of the recorded intervals (PNG)."),
     "trace": ("trace", "The recorded intervals as a Chrome/Perfetto trace (Trace Event Format)."),
@@ -46,7 +54,7 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     try:
         return importlib.import_module("laptime." + args._module).run(args)
-    except ResultsError as e:
+    except (ResultsError, UsageError) as e:
         print(f"laptime {args.command}: {e}", file=sys.stderr)
         return 2
 

@@ -11,17 +11,24 @@ CPU usage during it (% of the machine); then, for every file after the first, th
     Savings 59 % (dali vs ref)
 
 The loop measurement is ``--name``, or else the first measurement whose CPU usage was tracked
-(``set_cpu_usage_meas_name``).
+(``set_cpu_usage_meas_name``), or else the first measurement.
 
 Several runs per side (``laptime compare --ref a1.json a2.json --test b1.json b2.json``, ``--test``
 repeatable for more methods): each cell is the median over the runs with the spread as min–max in
 parentheses, and Speedup/Savings compare the medians. ``--markdown`` prints a GitHub table for a
 pull request instead (either form).
+
+``--fail-above 5%`` gates CI on a slowdown: after the table, each measured name (or ``--name``)
+and, with recorded intervals, the iteration's wall time, with the difference of test against
+reference and its bootstrap confidence interval; exit status 1 when some interval lies wholly
+above the threshold, else 0 (``laptime.gate``; docs/reports.md, "Gating CI on a slowdown").
 """
 
 import os
 import statistics
 
+from laptime import gate
+from laptime.cli import UsageError
 from laptime.results import ResultsError, read
 
 
@@ -36,6 +43,13 @@ def add_arguments(parser):
     parser.add_argument("--name", help="the measurement to compare (default: the CPU-tracked one)")
     parser.add_argument("--labels", help="comma-separated method names (default: file names)")
     parser.add_argument("--unit", default="batch", help="what one iteration is (default: batch)")
+    parser.add_argument("--fail-above", metavar="THRESHOLD",
+                        help="exit 1 when a test side is slower than the reference by more than "
+                             "THRESHOLD (5%% or 0.05) with confidence (a CI gate)")
+    parser.add_argument("--confidence", default="95%", metavar="LEVEL",
+                        help="the gate's two-sided confidence level (default: 95%%)")
+    parser.add_argument("--seed", type=int, default=gate.SEED,
+                        help=f"the bootstrap's random seed (default: {gate.SEED})")
 
 
 def _loop(results, name, path):
@@ -43,9 +57,10 @@ def _loop(results, name, path):
     if name is not None:
         found = [m for m in measurements if m.get("name") == name]
     else:
-        found = [m for m in measurements if m.get("cpu") is not None]
+        # The CPU-tracked loop, else the first name (a benchmark that tracks no CPU).
+        found = [m for m in measurements if m.get("cpu") is not None] or measurements[:1]
     if not found:
-        what = f"no measurement {name!r}" if name else "no CPU-tracked measurement"
+        what = f"no measurement {name!r}" if name else "no measurement"
         raise ResultsError(f"{path}: {what} (names: "
                            f"{', '.join(repr(m.get('name')) for m in measurements) or 'none'})")
     return found[0]
@@ -176,27 +191,113 @@ def markdown(groups_, unit="batch"):
 
 
 def run(args):
+    threshold, confidence = _gate_options(args)
+    sides, labels = _sides(args)
+    # Everything is read and judged before anything is printed: input the gate cannot use is one
+    # line on stderr, never a table followed by an error.
+    g = groups(sides, args.name, labels)
+    verdicts = [] if threshold is None else [
+        _gate_one(sides[0], files, args.name, threshold, confidence, args.seed)
+        for files in sides[1:]]
+    if args.ref:
+        print(markdown(g, args.unit) if args.markdown else group_table(g, args.unit))
+    elif args.markdown:
+        print(markdown(g, args.unit))
+    else:
+        print(table([(label, ms[0] if ms else None, cpu[0] if cpu else None)
+                     for label, ms, cpu in g], args.unit))
+    if threshold is None:
+        return 0
+    print(_gate_report(g, verdicts, threshold, confidence, args), end="")
+    return 1 if any(v.failed for vs, _, _ in verdicts for v in vs) else 0
+
+
+def _sides(args):
+    """([files of the reference], [files of each method]...), and the labels or None."""
+    labels = args.labels.split(",") if args.labels else None
     if args.ref or args.test:
         if args.files:
-            raise SystemExit("laptime compare: give files either positionally or with --ref/--test")
+            raise UsageError("give files either positionally or with --ref/--test")
         if not args.ref or not args.test:
-            raise SystemExit("laptime compare: --ref and --test go together")
+            raise UsageError("--ref and --test go together")
         sides = [args.ref] + args.test
-        labels = args.labels.split(",") if args.labels else None
         if labels is not None and len(labels) != len(sides):
-            raise SystemExit(f"laptime compare: {len(labels)} labels for {len(sides)} methods")
-        g = groups(sides, args.name, labels)
-        print(markdown(g, args.unit) if args.markdown else group_table(g, args.unit))
-        return 0
-    labels = args.labels.split(",") if args.labels else None
+            raise UsageError(f"{len(labels)} labels for {len(sides)} methods")
+        return sides, labels
     if labels is not None and len(labels) != len(args.files):
-        raise SystemExit(f"laptime compare: {len(labels)} labels for {len(args.files)} files")
+        raise UsageError(f"{len(labels)} labels for {len(args.files)} files")
     if len(args.files) < 1:
-        raise SystemExit("laptime compare: give at least one file")
-    r = rows(args.files, args.name, labels)
-    if args.markdown:
-        print(markdown([(label, [] if ms is None else [ms], [] if cpu is None else [cpu])
-                        for label, ms, cpu in r], args.unit))
-    else:
-        print(table(r, args.unit))
-    return 0
+        raise UsageError("give at least one file")
+    sides = [[f] for f in args.files]
+    # One file a side: labelled by its file name, as the seed's table does.
+    return sides, labels or [os.path.splitext(os.path.basename(f))[0] for f in args.files]
+
+
+def _gate_options(args):
+    """(threshold, confidence) as fractions, threshold None without --fail-above."""
+    try:
+        confidence = gate.parse_fraction(args.confidence, "--confidence", upper=1)
+        if confidence == 0:
+            raise ValueError(f"--confidence {args.confidence!r}: must be above 0%")
+        if args.fail_above is None:
+            return None, confidence
+        return gate.parse_fraction(args.fail_above, "--fail-above"), confidence
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _gate_one(ref_files, test_files, name, threshold, confidence, seed):
+    """([Verdict], [names not gated], whether any run had per-iteration values)."""
+    ref = [gate.run_figures(read(f)) for f in ref_files]
+    test = [gate.run_figures(read(f)) for f in test_files]
+    try:
+        gate.check_judgeable(ref, "the reference")
+        gate.check_judgeable(test, "the test side")
+    except gate.GateError as e:
+        raise UsageError(str(e)) from None
+    names, skipped = gate.quantities(ref, test, name)
+    if not names:
+        what = f"no measurement {name!r}" if name else "no measurement"
+        raise ResultsError(f"{what} in every run of both sides to gate")
+    each = gate.joint_level(confidence, len(names))
+    verdicts = [gate.judge([r[q] for r in ref], [t[q] for t in test], q, threshold, each, seed)
+                for q in names]
+    skipped = [(q, "not measured in every run") for q in skipped]
+    skipped += [(q, "0 in the reference") for q, v in zip(names, verdicts) if v is None]
+    recorded = any(f.per_iteration for run in ref + test for f in run.values())
+    return [v for v in verdicts if v is not None], skipped, recorded
+
+
+def _signed(x):
+    return f"{x * 100:+.1f} %"
+
+
+def _joint(count):
+    return f" (the {count} intervals jointly)" if count > 1 else ""
+
+
+def _gate_report(groups_, verdicts, threshold, confidence, args):
+    level = f"{confidence * 100:g} % CI"
+    over = "runs and over recorded iterations" if any(r for _, _, r in verdicts) else "runs"
+    ref_label = groups_[0][0]
+    lines = []
+    for (label, _, _), (vs, skipped, _) in zip(groups_[1:], verdicts):
+        lines.append(f"{'**Gate**' if args.markdown else 'Gate'} ({label} vs {ref_label}): fail "
+                     f"above {_signed(threshold)} slower at {confidence * 100:g} % confidence"
+                     f"{_joint(len(vs))}; bootstrap over {over}, {gate.RESAMPLES} resamples, "
+                     f"seed {args.seed}")
+        if args.markdown:
+            lines.append("")
+        width = max(len(v.name) for v in vs) if vs else 0
+        for v in vs:
+            verdict = "FAIL" if v.failed else "ok"
+            figures = f"{_signed(v.difference)} ({level} {_signed(v.low)} to {_signed(v.high)})"
+            if args.markdown:
+                lines.append(f"- {'**FAIL**' if v.failed else 'ok'} {_md_escape(v.name)}: "
+                             f"{figures}")
+            else:
+                lines.append(f"{verdict:<4}  {v.name.ljust(width)}  {figures}")
+        for why in dict.fromkeys(why for _, why in skipped):
+            names = ", ".join(repr(n) for n, w in skipped if w == why)
+            lines.append(f"not gated: {names} ({why})")
+    return "\n" + "\n".join(lines) + "\n"

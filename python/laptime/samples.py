@@ -1,5 +1,6 @@
 """Reading the recorded intervals of laptime's JSON (``"samples"``, from ``enable_recording`` or
-``LAPTIME_RECORD=N``), shared by ``laptime plot``, ``trace`` and ``html``.
+``LAPTIME_RECORD=N``), shared by ``laptime plot``, ``trace``, ``html`` and the gate of
+``compare --fail-above``.
 
 The section is compact: names once, then one array per interval::
 
@@ -51,3 +52,17 @@ def per_iteration(samples):
         per = out.setdefault(iv.name, {})
         per[iv.iter] = per.get(iv.iter, 0.0) + iv.dur_ns / 1e9
     return out
+
+
+def whole_iterations(results):
+    """The measured iterations whose intervals are all still recorded, in order: finished (in
+    ``iterations``), past warm-up, and after the oldest interval of any ring that is full (it may
+    have overwritten some of that iteration's, and all of those before)."""
+    s = results["samples"]
+    first = results.get("num_warmup_iters") or 0
+    capacity = s.get("capacity")
+    for t in s["threads"]:
+        kept = intervals({**s, "threads": [t]})
+        if kept and capacity is not None and len(kept) >= capacity:
+            first = max(first, min(iv.iter for iv in kept) + 1)
+    return sorted(k for k, _ in (s.get("iterations") or []) if k >= first)

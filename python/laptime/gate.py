@@ -1,0 +1,163 @@
+"""The regression gate of ``laptime compare --fail-above``: is the test side slower than the
+reference, with confidence, by more than a threshold? Plain arithmetic on figures already read
+(``compare`` reads the files), so it is tested with known data; the method is in docs/reports.md,
+"Gating CI on a slowdown".
+
+Each gated quantity (a name's time per iteration, or an iteration's wall time) has, per run, its
+mean and, where the run recorded intervals, its value in each measured iteration. The difference
+is ``test mean / reference mean - 1`` over the runs of each side; its interval is a percentile
+bootstrap: resample the runs of each side with replacement and, within a run that has per-iteration
+values, its iterations too (drawn as the normal distribution that resampling a mean of many values
+tends to, mean and standard error, which costs one draw instead of one per iteration); recompute
+the difference; take the quantiles. The gate fails a
+quantity when the whole interval lies above the threshold. The intervals of the quantities gated
+together are joint: each is at the level that makes them all hold at the confidence asked for.
+"""
+
+import math
+import random
+import statistics
+from collections import namedtuple
+
+from laptime import samples as _samples
+
+RESAMPLES = 2000
+SEED = 1
+ITERATION = "[iteration]"  # the label of an iteration's wall time, end to end
+
+# One run's figure for a quantity: its mean, and its per-iteration values or None.
+RunFigure = namedtuple("RunFigure", "mean per_iteration")
+
+# The verdict on one quantity; differences are fractions (0.05 is 5 % slower).
+Verdict = namedtuple("Verdict", "name difference low high failed")
+
+
+class GateError(ValueError):
+    """Figures the gate cannot judge with any confidence (one run a side, nothing recorded)."""
+
+
+def parse_fraction(text, option, upper=None):
+    """``"5%"`` or ``"0.05"`` as 0.05; a plain number is a fraction, so ``"5"`` (5 % or 500 %?) is
+    refused. ``upper`` excludes that value and above; below 0 is refused. ValueError says why."""
+    body = text.strip()
+    percent = body.endswith("%")
+    try:
+        value = float(body[:-1] if percent else body)
+    except ValueError:
+        value = math.nan
+    hint = "a percentage (5%) or a fraction (0.05)"
+    if not math.isfinite(value):
+        raise ValueError(f"{option} {text!r}: not {hint}")
+    if percent:
+        value /= 100
+    elif value >= 1:
+        raise ValueError(f"{option} {text!r}: a plain number is a fraction; write "
+                         f"{_plain(value)}% for {_plain(value)} percent")
+    if value < 0 or (upper is not None and value >= upper):
+        limit = "" if upper is None else f" and below {_plain(upper * 100)}%"
+        raise ValueError(f"{option} {text!r}: must be 0 or more{limit}")
+    return value
+
+
+def _plain(x):
+    return f"{x:g}"
+
+
+def run_figures(results):
+    """{quantity: RunFigure} of one run's results: each measured name's time per iteration
+    (seconds), and with recorded intervals each name's per-iteration values and ``ITERATION``,
+    the wall time of each measured iteration."""
+    out = {m["name"]: RunFigure(m["mean_per_iter_s"], None)
+           for m in results.get("measurements", []) if m.get("mean_per_iter_s") is not None}
+    s = results.get("samples")
+    if not s:
+        return out
+    iterations = _samples.whole_iterations(results)
+    if len(iterations) < 2:
+        return out
+    per_name = _samples.per_iteration(s)
+    for name in out:
+        values = [per_name.get(name, {}).get(k, 0.0) for k in iterations]
+        out[name] = RunFigure(sum(values) / len(values), values)
+    ends = dict(s.get("iterations") or [])
+    walls = [(ends[k] - ends[k - 1]) / 1e9 for k in iterations if k - 1 in ends]
+    if len(walls) >= 2:
+        out[ITERATION] = RunFigure(sum(walls) / len(walls), walls)
+    return out
+
+
+def quantities(ref_runs, test_runs, name=None):
+    """(gated names in order, names not gated): every quantity present in every run of both sides,
+    or only ``name``; ``ITERATION`` last."""
+    seen = []
+    for run in ref_runs + test_runs:
+        seen += [q for q in run if q not in seen]
+    everywhere = [q for q in seen if all(q in run for run in ref_runs + test_runs)]
+    if name is not None:
+        return [q for q in everywhere if q == name], []
+    gated = [q for q in everywhere if q != ITERATION] + [q for q in everywhere if q == ITERATION]
+    return gated, [q for q in seen if q not in everywhere and q != ITERATION]
+
+
+def check_judgeable(side_runs, what):
+    """A side of one run without per-iteration values has no spread to judge from."""
+    if len(side_runs) < 2 and not any(f.per_iteration for run in side_runs for f in run.values()):
+        raise GateError(f"--fail-above needs at least 2 runs per side, or recorded intervals "
+                        f"(LAPTIME_RECORD=N), to know its confidence; {what} has one run and "
+                        f"none recorded")
+
+
+def joint_level(confidence, count):
+    """The level of each of ``count`` intervals that hold together at ``confidence`` (Bonferroni):
+    gating several names at once must not multiply the false alarms."""
+    return 1 - (1 - confidence) / max(count, 1)
+
+
+def judge(ref, test, name, threshold, confidence, seed=SEED, resamples=RESAMPLES):
+    """The Verdict on one quantity, ``ref`` and ``test`` its RunFigure per run; ``confidence`` is
+    this interval's own level."""
+    base = _side_mean(ref)
+    if base <= 0:
+        return None
+    rng = random.Random(seed)
+    refs, tests = _resampled_means(ref, rng, resamples), _resampled_means(test, rng, resamples)
+    diffs = sorted(_ratio(t, r) - 1 for t, r in zip(tests, refs))
+    tail = (1 - confidence) / 2
+    low = diffs[int(math.floor(tail * resamples))]
+    high = diffs[int(math.ceil((1 - tail) * resamples)) - 1]
+    return Verdict(name, _side_mean(test) / base - 1, low, high, low > threshold)
+
+
+def _ratio(test, ref):
+    # A resampled reference of nothing but empty iterations: any test time is infinitely slower.
+    return test / ref if ref > 0 else math.inf
+
+
+def _side_mean(runs):
+    return sum(f.mean for f in runs) / len(runs)
+
+
+def _resampled_means(runs, rng, resamples):
+    """The side's mean in each of ``resamples`` bootstrap resamples: its runs drawn with
+    replacement, and a run with per-iteration values its mean redrawn about its standard error."""
+    n = len(runs)
+    picks = rng.choices(runs, k=n * resamples)  # every draw at once: most of the gate's time
+    if any(f.per_iteration for f in runs):
+        errors = {id(f): _standard_error(f.per_iteration) for f in runs}
+        values = [f.mean + errors[id(f)] * rng.gauss(0.0, 1.0) for f in picks]
+    else:
+        values = [f.mean for f in picks]
+    center = _side_mean(runs)
+    # Resampled means of n runs spread sqrt((n-1)/n) as wide as means of n new runs would (the
+    # plug-in variance's bias): widen them back, or a handful of runs gives too narrow an interval.
+    widen = math.sqrt(n / (n - 1)) if n > 1 else 1.0
+    return [center + widen * (sum(values[i:i + n]) / n - center)
+            for i in range(0, n * resamples, n)]
+
+
+def _standard_error(values):
+    """The spread of a resampled mean of ``values``: what resampling the iterations one by one
+    gives for the tens to thousands of iterations a run records, at a fraction of its cost."""
+    if not values or len(values) < 2:
+        return 0.0
+    return statistics.pstdev(values) / math.sqrt(len(values))
