@@ -158,14 +158,11 @@ class WorkerShare {
   bool is_worker() const noexcept { return header_ != nullptr && !parent_; }
   ShareHeader* header() const noexcept { return header_; }
 
-  /// The parent, at enable: makes the file and publishes it to children. false when off
-  /// (LAPTIME_WORKERS=0) or impossible (no memfd: the report then shows no worker figures).
+  /// The parent, at enable: makes the file and publishes it to children. false when impossible
+  /// (no memfd: the report then shows no worker figures). LAPTIME_WORKERS is read by the caller.
   bool create(const IterationGate& current) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (header_ != nullptr) return parent_;
-    if (const auto v = env_value("LAPTIME_WORKERS"); v && (*v == "0" || *v == "off")) {
-      return false;
-    }
     const int fd = static_cast<int>(::syscall(SYS_memfd_create, "laptime-workers", 1u /*CLOEXEC*/));
     if (fd < 0) return false;
     const std::size_t bytes = total_bytes();
