@@ -431,6 +431,18 @@ TEST_CASE(
     INFO(echoed);
     CHECK(reliability::lines_with(r.err, echoed) >= 1);
   }
+  // The free-text variables valid, with the features that use them on: every tool of the
+  // debugging profile (the NVTX domain), a tracked name, the data-wait name.
+  vars = {{"LAPTIME_PROFILE", "debugging"},
+          {"LAPTIME_NVTX_SYNC_PUSH", "1"},
+          {"LAPTIME_OUTPUT", dir.file("no" + esc + "such/out.json")},
+          {"LAPTIME_CUDA_DRIVER", "/nonexistent/" + esc + "libcuda.so.1"},
+          {"LAPTIME_TRACK_CPU", "tracked," + esc + "t"},
+          {"LAPTIME_DATA_NAME", esc + "data"},
+          {"LAPTIME_NVTX_DOMAIN", esc + "domain"}};
+  run_helper("configure-everything", vars, r, kIters);
+  CHECK_MESSAGE(r.err.find('\x1b') == std::string::npos, r.err);
+  CHECK(r.out.find('\x1b') == std::string::npos);
 }
 
 TEST_CASE(
