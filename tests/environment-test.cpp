@@ -3,18 +3,36 @@
 // needs a fresh process: each case runs this binary again as a helper ("--helper MODE") and
 // checks its output. (Unwritable LAPTIME_OUTPUT paths: tests/exit-test.cpp.)
 #define DOCTEST_CONFIG_IMPLEMENT
+#include <signal.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <string_view>
 
 #include "laptime/laptime.hpp"
 #include "reliability_support.hpp"
 #include "test_support.hpp"
+
+// Sanitizer runtimes reserve terabytes of address space: a limit on it is not possible there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ENV_TEST_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ENV_TEST_SANITIZER 1
+#endif
+#endif
+#ifndef ENV_TEST_SANITIZER
+#define ENV_TEST_SANITIZER 0
+#endif
 
 namespace {
 
@@ -82,6 +100,60 @@ int helper_configure() {
   return measure_and_report();
 }
 
+// Enables from the code and says what the variables read at the first enable chose: whether a
+// shared file for worker processes was made (it is published in LAPTIME_WORKER_SHARE) and
+// whether SIGTERM got laptime's handler (LAPTIME_SIGNAL_HANDLERS, with LAPTIME_OUTPUT set).
+int helper_first_enable_flags() {
+  laptime::Stopwatch::instance().enable(0, std::nullopt, false);
+  struct sigaction sa {};
+  ::sigaction(SIGTERM, nullptr, &sa);
+  std::printf("flags: workers=%d signal_handlers=%d\n",
+              std::getenv("LAPTIME_WORKER_SHARE") != nullptr ? 1 : 0,
+              sa.sa_handler != SIG_DFL ? 1 : 0);
+  return measure_and_report();
+}
+
+// configure_from_env(), then the code turns on everything that echoes a variable's value: CUDA
+// syncs and GPU timing (the driver's path), the at-exit file (its path).
+int helper_configure_everything() {
+  laptime::configure_from_env();
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, /*do_cuda_sync=*/true);
+  sw.enable_gpu_timing();
+  return measure_and_report();
+}
+
+// The code asks for more intervals per thread than the bound.
+int helper_record_from_code() {
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable_recording(2000000000);
+  sw.enable(0, std::nullopt, false);
+  return measure_and_report();
+}
+
+// Recording whose ring cannot be allocated: the address space is limited to what the process
+// uses now plus 16 MB, half a ring of 1000000 intervals. 77: not possible here.
+int helper_record_no_memory() {
+  if (ENV_TEST_SANITIZER) return 77;
+  const std::string status = reliability::read_file("/proc/self/status");
+  const auto at = status.find("VmSize:");
+  if (at == std::string::npos) return 77;
+  const rlim_t limit = (std::strtoull(status.c_str() + at + 7, nullptr, 10) + 16 * 1024) * 1024;
+  const struct rlimit rl = {limit, limit};
+  if (::setrlimit(RLIMIT_AS, &rl) != 0) return 77;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable_recording(1000000);
+  sw.enable(0, std::nullopt, false);
+  return measure_and_report();
+}
+
+// configure_from_env() with more names to track than asked for, then names not in the list are
+// measured: "step" and "tracked" must still be measurable.
+int helper_configure_untracked() {
+  laptime::configure_from_env();
+  return measure_and_report();
+}
+
 #endif  // LAPTIME_ENABLED
 
 std::string between(const std::string& text, const std::string& begin, const std::string& end) {
@@ -143,9 +215,9 @@ TEST_CASE(
   for (const char* group : {"cpu", "io"}) {
     const reliability::Json* g = tracked->get(group);
     REQUIRE(g != nullptr);
-    for (const auto& [key, value] : g->object) {
-      CAPTURE(key);
-      CHECK(value.is_null());
+    for (const auto& figure : g->object) {  // not a structured binding: clang 14 cannot capture one
+      CAPTURE(figure.first);
+      CHECK(figure.second.is_null());
     }
   }
   const std::string report = between(r.out, "--- report\n", "--- json");
@@ -242,6 +314,210 @@ TEST_CASE(
   }
 }
 
+// The booleans read at the first enable (the others, read by configure_from_env, are checked in
+// settings-test without a process each).
+TEST_CASE(
+    "LAPTIME_WORKERS, LAPTIME_PRINT_AT_EXIT and LAPTIME_SIGNAL_HANDLERS take 1/0, true/false, "
+    "on/off, yes/no in any case" *
+    LAPTIME_NEEDS_ENABLED) {
+  const std::pair<const char*, bool> spellings[] = {
+      {"1", true},    {"TRUE", true}, {"True", true}, {"ON", true},     {"oN", true},
+      {"YES", true},  {"yEs", true},  {"0", false},   {"FALSE", false}, {"fAlSe", false},
+      {"OFF", false}, {"Off", false}, {"NO", false},  {"nO", false}};
+  reliability::TempDir dir;
+  for (const auto& spelling : spellings) {
+    const char* text = spelling.first;
+    const bool on = spelling.second;
+    CAPTURE(text);
+    reliability::RunResult r;
+    run_helper("first-enable-flags",
+               {{"LAPTIME_WORKERS", text},
+                {"LAPTIME_PRINT_AT_EXIT", text},
+                {"LAPTIME_SIGNAL_HANDLERS", text},
+                {"LAPTIME_WORKER_SHARE", ""},
+                {"LAPTIME_OUTPUT", dir.file("out.json")}},
+               r, kIters);
+    CHECK(reliability::lines_with(r.err, "laptime") == 0);
+    const std::string flags =
+        on ? "flags: workers=1 signal_handlers=1" : "flags: workers=0 signal_handlers=0";
+    CHECK_MESSAGE(r.out.find(flags) != std::string::npos, r.out.substr(0, 200));
+    // The helper prints the report once; LAPTIME_PRINT_AT_EXIT prints it again at exit.
+    CHECK(reliability::count_of(r.out, "laptime stopwatch: ") == (on ? 2 : 1));
+  }
+}
+
+TEST_CASE(
+    "a malformed value of any boolean variable is warned about once, with the same words, and "
+    "ignored" *
+    LAPTIME_NEEDS_ENABLED) {
+  const char* booleans[] = {"LAPTIME_STOPWATCH",        "LAPTIME_CUDA_SYNC",
+                            "LAPTIME_PRINT_RANK0_ONLY", "LAPTIME_NVTX",
+                            "LAPTIME_NVTX_SYNC_PUSH",   "LAPTIME_NVTX_SYNC_POP",
+                            "LAPTIME_NVTX_CHECK_ORDER", "LAPTIME_NVTX_COUNTERS",
+                            "LAPTIME_NVTX_RANGES",      "LAPTIME_PRINT_AT_EXIT",
+                            "LAPTIME_SIGNAL_HANDLERS",  "LAPTIME_WORKERS"};
+  std::map<std::string, std::string> vars = {{"LAPTIME_WORKER_SHARE", ""}};
+  for (const char* name : booleans) vars[name] = "maybe";
+  reliability::RunResult r;
+  run_helper("configure", vars, r, kIters);
+  std::set<std::string> reasons;  // what follows the value: one text for every boolean
+  for (const char* name : booleans) {
+    CAPTURE(name);
+    const std::string named = std::string("laptime: warning: ") + name + "='maybe' ";
+    CHECK(reliability::lines_with(r.err, named) == 1);
+    const auto at = r.err.find(named);
+    if (at != std::string::npos) {
+      const auto begin = at + named.size();
+      reasons.insert(r.err.substr(begin, r.err.find('\n', begin) - begin));
+    }
+  }
+  CHECK(reliability::lines_with(r.err, "laptime") == static_cast<int>(std::size(booleans)));
+  CHECK_MESSAGE(reasons.size() == 1, r.err);
+  CHECK(reasons.begin()->find("yes/no") != std::string::npos);
+  // Ignored: the workers' shared file stays on (its default), no report at exit.
+  CHECK(reliability::count_of(r.out, "laptime stopwatch: ") == 1);
+}
+
+namespace {
+// Every LAPTIME_* variable docs/configuration.md names (macros and CMake options too: setting
+// those in the environment is harmless), so that a variable documented later is covered here.
+std::set<std::string> documented_variables() {
+  std::ifstream in(std::string(LAPTIME_TEST_FIXTURES) + "/../../docs/configuration.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  std::set<std::string> names;
+  const std::regex name("LAPTIME_[A-Z0-9_]*[A-Z0-9]");
+  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), name); it != std::sregex_iterator();
+       ++it) {
+    names.insert(it->str());
+  }
+  return names;
+}
+}  // namespace
+
+TEST_CASE(
+    "every variable laptime reads, set to a value holding a terminal escape, reaches stderr and "
+    "stdout escaped" *
+    LAPTIME_NEEDS_ENABLED) {
+  const std::string esc = "\x1b[31m";
+  std::set<std::string> names = documented_variables();
+  REQUIRE(names.size() > 30);
+  for (const char* read_elsewhere :
+       {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID",
+        "SLURM_NTASKS", "PMI_RANK", "PMI_SIZE", "NVTX_INJECTION64_PATH"}) {
+    names.insert(read_elsewhere);
+  }
+  std::map<std::string, std::string> vars;
+  for (const std::string& name : names) vars[name] = esc + "1";
+  reliability::TempDir dir;
+  // Values that are taken and then echoed: paths that cannot be opened, names.
+  vars["LAPTIME_OUTPUT"] = dir.file("no" + esc + "such/out.json");
+  vars["LAPTIME_CUDA_DRIVER"] = "/nonexistent/" + esc + "libcuda.so.1";
+  vars["LAPTIME_TRACK_CPU"] = "tracked," + esc + "t";
+  vars["LAPTIME_DATA_NAME"] = esc + "data";
+  vars["LAPTIME_NVTX_DOMAIN"] = esc + "domain";
+  // Left alone: what the test's run needs.
+  vars.erase("LAPTIME_DISABLE");
+  reliability::RunResult r;
+  run_helper("configure-everything", vars, r, kIters);
+  CHECK_MESSAGE(r.err.find('\x1b') == std::string::npos, r.err);
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  // The values were read and echoed (escaped), not skipped.
+  for (const std::string echoed :
+       {"LAPTIME_CLOCK=", "LAPTIME_MAX_NAMES=", "LAPTIME_PRINT_AT_EXIT=",
+        "LAPTIME_SIGNAL_HANDLERS=", "LAPTIME_WORKERS=", "LAPTIME_ON_ERROR=",
+        "/nonexistent/\\u001b[31mlibcuda.so.1", "such/out.json"}) {
+    INFO(echoed);
+    CHECK(reliability::lines_with(r.err, echoed) >= 1);
+  }
+  // The free-text variables valid, with the features that use them on: every tool of the
+  // debugging profile (the NVTX domain), a tracked name, the data-wait name.
+  vars = {{"LAPTIME_PROFILE", "debugging"},
+          {"LAPTIME_NVTX_SYNC_PUSH", "1"},
+          {"LAPTIME_OUTPUT", dir.file("no" + esc + "such/out.json")},
+          {"LAPTIME_CUDA_DRIVER", "/nonexistent/" + esc + "libcuda.so.1"},
+          {"LAPTIME_TRACK_CPU", "tracked," + esc + "t"},
+          {"LAPTIME_DATA_NAME", esc + "data"},
+          {"LAPTIME_NVTX_DOMAIN", esc + "domain"}};
+  run_helper("configure-everything", vars, r, kIters);
+  CHECK_MESSAGE(r.err.find('\x1b') == std::string::npos, r.err);
+  CHECK(r.out.find('\x1b') == std::string::npos);
+}
+
+TEST_CASE(
+    "LAPTIME_TRACK_CPU never fills the name table: names it does not list are still measured" *
+    LAPTIME_NEEDS_ENABLED) {
+  std::string list;
+  for (int i = 0; i < LAPTIME_MAX_NAMES + 10; ++i) list += "n" + std::to_string(i) + ",";
+  SUBCASE("more names than the table holds") {
+    reliability::RunResult r;
+    run_helper(
+        "configure-untracked",
+        {{"LAPTIME_PROFILE", "evaluation"}, {"LAPTIME_WARMUP", "0"}, {"LAPTIME_TRACK_CPU", list}},
+        r, kIters);
+    CHECK(reliability::lines_with(r.err, "laptime") == 1);
+    CHECK(reliability::lines_with(r.err, "LAPTIME_TRACK_CPU") == 1);
+    CHECK(reliability::lines_with(r.err, "256") == 1);  // the bound, named
+  }
+  SUBCASE("more names than half the run-time limit (LAPTIME_MAX_NAMES=100)") {
+    reliability::RunResult r;
+    run_helper("configure-untracked",
+               {{"LAPTIME_PROFILE", "evaluation"},
+                {"LAPTIME_WARMUP", "0"},
+                {"LAPTIME_MAX_NAMES", "100"},
+                {"LAPTIME_TRACK_CPU", list}},
+               r, kIters);
+    CHECK(reliability::lines_with(r.err, "laptime") == 2);  // over 256, over half of 100
+    CHECK(reliability::lines_with(r.err, "LAPTIME_TRACK_CPU") == 2);
+    CHECK(reliability::lines_with(r.err, "50") >= 1);
+  }
+}
+
+TEST_CASE(
+    "a huge LAPTIME_RECORD or enable_recording is clamped to its bound with one warning, and "
+    "measuring never throws" *
+    LAPTIME_NEEDS_ENABLED) {
+  struct Case {
+    const char* mode;
+    std::map<std::string, std::string> vars;
+    const char* named;
+  };
+  const Case cases[] = {{"configure-untracked",
+                         {{"LAPTIME_PROFILE", "evaluation"},
+                          {"LAPTIME_WARMUP", "0"},
+                          {"LAPTIME_RECORD", "2000000000"}},
+                         "LAPTIME_RECORD=2000000000"},
+                        {"record-from-code", {}, "enable_recording(2000000000)"}};
+  for (const Case& c : cases) {
+    CAPTURE(std::string(c.named));
+    reliability::RunResult r;
+    const auto json = run_helper(c.mode, c.vars, r, kIters);
+    CHECK(reliability::lines_with(r.err, "laptime") == 1);
+    CHECK(reliability::lines_with(r.err, c.named) == 1);
+    CHECK(reliability::lines_with(r.err, "above 1000000, the bound") == 1);
+    if (json != nullptr) {
+      const reliability::Json* samples = json->get("samples");
+      REQUIRE(samples != nullptr);
+      CHECK(samples->get("capacity")->number == 1000000);
+    }
+  }
+}
+
+TEST_CASE(
+    "without the memory for a thread's recording, recording turns off with one warning and "
+    "start_meas goes on" *
+    LAPTIME_NEEDS_ENABLED) {
+  reliability::RunResult r;
+  const auto json = run_helper("record-no-memory", {}, r, kIters);
+  if (r.exit_code == 77) {
+    MESSAGE("skipped: the address space cannot be limited here (a sanitizer build)");
+    return;
+  }
+  CHECK(reliability::lines_with(r.err, "laptime") == 1);
+  CHECK(reliability::lines_with(r.err, "laptime: warning: recording off: no memory for") == 1);
+}
+
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string_view(argv[1]) == "--helper") {
 #if LAPTIME_ENABLED
@@ -250,6 +526,11 @@ int main(int argc, char** argv) {
     if (mode == "no-cuda-sync") return helper_no_cuda(false);
     if (mode == "no-cuda-sync-timing") return helper_no_cuda(true);
     if (mode == "configure") return helper_configure();
+    if (mode == "first-enable-flags") return helper_first_enable_flags();
+    if (mode == "configure-everything") return helper_configure_everything();
+    if (mode == "configure-untracked") return helper_configure_untracked();
+    if (mode == "record-from-code") return helper_record_from_code();
+    if (mode == "record-no-memory") return helper_record_no_memory();
 #endif
     std::fprintf(stderr, "environment-test: unknown helper %s\n", argv[2]);
     return 2;

@@ -181,16 +181,81 @@ TEST_CASE("hostile values in every LAPTIME_* variable keep the default, with one
   CHECK(laptime::settings_from_env(env({{"LAPTIME_WARMUP", " 7 "}})).num_warmup_iters == 7);
 }
 
-TEST_CASE("LAPTIME_TRACK_CPU keeps at most LAPTIME_MAX_NAMES distinct names, with one warning" *
-          LAPTIME_NEEDS_ENABLED) {
+TEST_CASE(
+    "LAPTIME_TRACK_CPU keeps at most 256 distinct names, well below the name table, with one "
+    "warning naming the bound" *
+    LAPTIME_NEEDS_ENABLED) {
   std::string list = "a,,a,b,";
   for (int i = 0; i < LAPTIME_MAX_NAMES + 100; ++i) list += "n" + std::to_string(i) + ",";
   const auto s = laptime::settings_from_env(env({{"LAPTIME_TRACK_CPU", list}}));
-  CHECK(s.track_cpu.size() == static_cast<std::size_t>(LAPTIME_MAX_NAMES));
+  CHECK(s.track_cpu.size() == 256);
   CHECK(s.track_cpu[0] == "a");
   CHECK(s.track_cpu[1] == "b");
   REQUIRE(s.warnings.size() == 1);
-  CHECK(s.warnings[0].find("LAPTIME_TRACK_CPU") != std::string::npos);
+  CHECK(s.warnings[0].rfind("LAPTIME_TRACK_CPU", 0) == 0);
+  CHECK(s.warnings[0].find("256") != std::string::npos);
+  // At the bound: no warning.
+  list.clear();
+  for (int i = 0; i < 256; ++i) list += "n" + std::to_string(i) + ",";
+  CHECK(laptime::settings_from_env(env({{"LAPTIME_TRACK_CPU", list}})).warnings.empty());
+}
+
+TEST_CASE("LAPTIME_RECORD above 1000000 intervals per thread is clamped to it with one warning" *
+          LAPTIME_NEEDS_ENABLED) {
+  for (const char* huge : {"1000001", "2000000000", "2147483647"}) {
+    CAPTURE(huge);
+    const auto s = laptime::settings_from_env(env({{"LAPTIME_RECORD", huge}}));
+    CHECK(s.record_intervals == std::optional<std::size_t>(1000000));
+    REQUIRE(s.warnings.size() == 1);
+    CHECK(s.warnings[0].rfind(std::string("LAPTIME_RECORD=") + huge, 0) == 0);
+    CHECK(s.warnings[0].find("1000000") != std::string::npos);
+  }
+  const auto s = laptime::settings_from_env(env({{"LAPTIME_RECORD", "1000000"}}));
+  CHECK(s.record_intervals == std::optional<std::size_t>(1000000));
+  CHECK(s.warnings.empty());
+}
+
+TEST_CASE(
+    "every boolean variable takes 1/0, true/false, on/off, yes/no in any case, through one "
+    "parser" *
+    LAPTIME_NEEDS_ENABLED) {
+  const std::pair<const char*, bool laptime::Settings::*> booleans[] = {
+      {"LAPTIME_STOPWATCH", &laptime::Settings::stopwatch},
+      {"LAPTIME_CUDA_SYNC", &laptime::Settings::do_cuda_sync},
+      {"LAPTIME_GPU_TIMING", &laptime::Settings::gpu_timing},
+      {"LAPTIME_PRINT_RANK0_ONLY", &laptime::Settings::print_rank0_only},
+      {"LAPTIME_NVTX", &laptime::Settings::nvtx},
+      {"LAPTIME_NVTX_SYNC_PUSH", &laptime::Settings::nvtx_sync_on_push},
+      {"LAPTIME_NVTX_SYNC_POP", &laptime::Settings::nvtx_sync_on_pop},
+      {"LAPTIME_NVTX_CHECK_ORDER", &laptime::Settings::nvtx_check_order},
+      {"LAPTIME_NVTX_COUNTERS", &laptime::Settings::nvtx_counters},
+      {"LAPTIME_NVTX_RANGES", &laptime::Settings::nvtx_ranges}};
+  const std::pair<const char*, bool> spellings[] = {
+      {"1", true},      {"TRUE", true}, {"True", true}, {"tRUE", true}, {"ON", true},
+      {"oN", true},     {"YES", true},  {"yEs", true},  {"0", false},   {"FALSE", false},
+      {"fAlSe", false}, {"OFF", false}, {"Off", false}, {"NO", false},  {"nO", false}};
+  for (const auto& boolean : booleans) {
+    for (const auto& spelling : spellings) {
+      const char* name = boolean.first;
+      const char* text = spelling.first;
+      const bool on = spelling.second;
+      CAPTURE(name);
+      CAPTURE(text);
+      // The opposite first (a profile that turns everything on, or off), so that the value
+      // must come from the variable.
+      const auto s = laptime::settings_from_env(
+          env({{"LAPTIME_PROFILE", on ? "training" : "profiling"}, {name, text}}));
+      CHECK(s.warnings.empty());
+      CHECK(s.*boolean.second == on);
+    }
+  }
+#if LAPTIME_ENABLED
+  // What each spelling means, for the variables read elsewhere (environment-test runs them).
+  for (const auto& spelling : spellings) {
+    CAPTURE(spelling.first);
+    CHECK(laptime::detail::parse_bool(spelling.first) == std::optional<bool>(spelling.second));
+  }
+#endif
 }
 
 // Last in this file: it fills the process's name table.

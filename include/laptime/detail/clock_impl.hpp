@@ -61,8 +61,7 @@ inline ClockChoice choose_clock(std::string_view cpuinfo, std::optional<std::str
     } else if (*env == "tsc") {
       forced = true;
     } else {
-      c.warning = "LAPTIME_CLOCK='" + std::string(env->substr(0, 32)) +
-                  "' is not 'steady' or 'tsc'; ignored";
+      c.warning = malformed_env("LAPTIME_CLOCK", *env, "is not 'steady' or 'tsc'");
     }
   }
   if (!any_counter) {

@@ -130,8 +130,10 @@ CudaDriver load_cuda_driver(const char* path) {
   void* lib = ::dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (lib == nullptr) {
     const char* why = ::dlerror();
-    d.status = std::string("unavailable: cannot load the CUDA driver ") + path + " (" +
-               (why != nullptr ? why : "dlopen failed") + ")";
+    // The path (LAPTIME_CUDA_DRIVER's, which dlerror repeats) is escaped: a variable's text must
+    // not rewrite the terminal that shows this status.
+    d.status = "unavailable: cannot load the CUDA driver " + escaped(path) + " (" +
+               escaped(why != nullptr ? why : "dlopen failed") + ")";
     return d;
   }
   CudaDriverApi& a = d.api;
@@ -141,7 +143,7 @@ CudaDriver load_cuda_driver(const char* path) {
       reinterpret_cast<decltype(a.driver_get_version)>(sym("cuDriverGetVersion"));
   a.get_error_name = reinterpret_cast<decltype(a.get_error_name)>(sym("cuGetErrorName"));
   if (a.init == nullptr || a.driver_get_version == nullptr) {
-    d.status = std::string("unavailable: ") + path + " is not a CUDA driver (no cuInit)";
+    d.status = "unavailable: " + escaped(path) + " is not a CUDA driver (no cuInit)";
     return d;
   }
   if (const CUresult r = a.init(0); r != CUDA_SUCCESS) {
@@ -236,8 +238,8 @@ CudaDriver load_cuda_driver(const char* path) {
     return d;
   }
   d.available = true;
-  d.status = "CUDA driver " + version + " (" + path + "), " + std::to_string(d.device_count) +
-             (d.device_count == 1 ? " device" : " devices");
+  d.status = "CUDA driver " + version + " (" + escaped(path) + "), " +
+             std::to_string(d.device_count) + (d.device_count == 1 ? " device" : " devices");
   return d;
 }
 

@@ -51,6 +51,71 @@ inline std::optional<int> parse_int(std::string_view text) {
   return static_cast<int>(v);
 }
 
+/// The bounds of the variables that size memory. LAPTIME_TRACK_CPU names at most this many names
+/// (and at most half the name limit in force), so that the names the program measures always
+/// find room in the name table.
+inline constexpr std::size_t kMaxTrackCpuNames = 256;
+/// LAPTIME_RECORD (and Stopwatch::enable_recording) keep at most this many intervals per thread:
+/// 32 bytes each, so 32 MB per thread that measures.
+inline constexpr int kMaxRecordIntervals = 1000000;
+
+/// The one warning of a malformed variable: "NAME='value' <why>; ignored", the value escaped (a
+/// variable must not rewrite the terminal) and cut to a readable length.
+inline std::string malformed_env(std::string_view name, std::string_view value,
+                                 std::string_view why) {
+  std::string w(name);
+  w += "='";
+  append_escaped(w, value.substr(0, 64), /*json=*/false);
+  w += value.size() > 64 ? "'... " : "' ";
+  w += why;
+  w += "; ignored";
+  return w;
+}
+
+/// What a boolean variable accepts, written once for every boolean variable's warning.
+inline constexpr std::string_view kNotABoolean =
+    "is not a boolean (1/0, true/false, on/off, yes/no, in any case)";
+
+/// A boolean variable: its value through parse_bool (nullopt: unset, empty or malformed) and,
+/// when malformed, the warning to give once.
+struct EnvBool {
+  std::optional<bool> value;
+  std::string warning;
+};
+
+inline EnvBool read_env_bool(std::string_view name, std::optional<std::string_view> text) {
+  EnvBool b;
+  if (!text) return b;
+  b.value = parse_bool(*text);
+  if (!b.value) b.warning = malformed_env(name, *text, kNotABoolean);
+  return b;
+}
+
+/// An integer variable: nullopt when unset or empty; when malformed or below `lowest`, nullopt and
+/// a warning saying `why`; above `bound`, the bound and a warning naming it ("4096, `bound_is`").
+struct EnvInt {
+  std::optional<int> value;
+  std::string warning;
+};
+
+inline EnvInt read_env_int(std::string_view name, std::optional<std::string_view> text, int lowest,
+                           int bound, std::string_view why, std::string_view bound_is) {
+  EnvInt r;
+  if (!text) return r;
+  const std::optional<int> v = parse_int(*text);
+  if (!v || *v < lowest) {
+    r.warning = malformed_env(name, *text, why);
+    return r;
+  }
+  r.value = *v < bound ? *v : bound;
+  if (*v > bound) {
+    r.warning = std::string(name) + '=' + std::to_string(*v) + " is above " +
+                std::to_string(bound) + ", " + std::string(bound_is) + "; " +
+                std::to_string(bound) + " is used";
+  }
+  return r;
+}
+
 /// getenv(name), for the parsers that take a getenv-like function (settings_from_env, detect_rank):
 /// `settings_from_env(detail::env_raw)`. Every read of the environment goes through here.
 inline const char* env_raw(const char* name) noexcept {
@@ -65,6 +130,11 @@ inline std::optional<std::string_view> env_value(const char* name) {
   const char* v = env_raw(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string_view(v);
+}
+
+/// The boolean variable `name` of this process's environment (read_env_bool over env_value).
+inline EnvBool env_bool(const char* name) {
+  return read_env_bool(name, env_value(name));
 }
 
 /// Where this process sits in a distributed job, from the usual launchers' variables:
@@ -90,14 +160,7 @@ RankInfo detect_rank(Getenv&& getenv_fn, std::vector<std::string>* warnings = nu
                             {"SLURM_PROCID", "SLURM_NTASKS"},
                             {"PMI_RANK", "PMI_SIZE"}};
   auto warn = [warnings](const char* name, const char* value, const char* expected) {
-    if (warnings == nullptr) return;
-    std::string w = name;
-    w += "='";
-    append_escaped(w, std::string_view(value).substr(0, 64), /*json=*/false);
-    w += "' is not ";
-    w += expected;
-    w += "; ignored";
-    warnings->push_back(std::move(w));
+    if (warnings != nullptr) warnings->push_back(malformed_env(name, value, expected));
   };
   RankInfo info;
   for (const Pair& p : pairs) {
@@ -106,7 +169,7 @@ RankInfo detect_rank(Getenv&& getenv_fn, std::vector<std::string>* warnings = nu
     const auto rank = parse_int(r);
     // INT_MAX is refused too: a world size must be able to exceed the rank.
     if (!rank || *rank < 0 || *rank == INT_MAX) {
-      warn(p.rank, r, "a rank (an integer from 0)");
+      warn(p.rank, r, "is not a rank (an integer from 0)");
       continue;
     }
     info.rank = *rank;
@@ -115,7 +178,7 @@ RankInfo detect_rank(Getenv&& getenv_fn, std::vector<std::string>* warnings = nu
     if (const char* s = getenv_fn(p.size); s != nullptr && *s != '\0') {
       const auto size = parse_int(s);
       if (!size || *size <= *rank) {
-        warn(p.size, s, "a world size above the rank");
+        warn(p.size, s, "is not a world size above the rank");
       } else {
         info.world_size = *size;
       }

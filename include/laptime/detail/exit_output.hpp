@@ -190,7 +190,7 @@ inline void write_output_file(const StopwatchState& s, const Results& r) {
   const std::string path = expand_output_path(s.exit_output_path, r.rank, r.pid);
   if (const WriteFailure f = write_file_atomically(path, r.to_json())) {
     std::fprintf(stderr, "laptime: warning: could not write results to LAPTIME_OUTPUT='%s': %s\n",
-                 path.c_str(), f.reason().c_str());
+                 escaped(path).c_str(), escaped(f.reason()).c_str());
   }
 }
 
@@ -440,23 +440,16 @@ inline bool exit_signal_handlers_wanted() {
 inline void arm_exit_output(StopwatchState& s) {
   if (s.exit_hook_registered.exchange(true)) return;
   if (auto v = env_value("LAPTIME_OUTPUT")) s.exit_output_path = std::string(*v);
-  if (auto v = env_value("LAPTIME_PRINT_AT_EXIT")) {
-    const auto b = parse_bool(*v);
-    if (!b) {
-      warn_once("env-print-at-exit", "LAPTIME_PRINT_AT_EXIT='" + std::string(*v) +
-                                         "' is not a boolean (1/0, true/false, on/off); ignored");
-    }
-    s.exit_print = b.value_or(false);
+  if (const EnvBool b = env_bool("LAPTIME_PRINT_AT_EXIT"); b.value) {
+    s.exit_print = *b.value;
+  } else if (!b.warning.empty()) {
+    warn_once("env-print-at-exit", b.warning);
   }
   ExitSignals& g = exit_signals();
-  if (auto v = env_value("LAPTIME_SIGNAL_HANDLERS")) {
-    const auto b = parse_bool(*v);
-    if (!b) {
-      warn_once("env-signal-handlers", "LAPTIME_SIGNAL_HANDLERS='" + std::string(*v) +
-                                           "' is not a boolean (1/0, true/false, on/off); ignored");
-    } else {
-      g.env_choice.store(*b ? 1 : 0);
-    }
+  if (const EnvBool b = env_bool("LAPTIME_SIGNAL_HANDLERS"); b.value) {
+    g.env_choice.store(*b.value ? 1 : 0);
+  } else if (!b.warning.empty()) {
+    warn_once("env-signal-handlers", b.warning);
   }
   if (s.exit_output_path.empty() && !s.exit_print) return;
   s.owner_pid = ::getpid();

@@ -33,26 +33,15 @@ LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx) {
     if (v == nullptr || *v == '\0') return std::nullopt;
     return std::string_view(v);
   };
-  // "NAME='value' <why>; ignored", the value escaped (it must not rewrite the terminal) and cut
-  // to a readable length.
   auto malformed = [&](const char* name, std::string_view value, const char* why) {
-    std::string w = name;
-    w += '=';
-    w += detail::quoted(value.substr(0, 64));
-    if (value.size() > 64) w += "...";
-    w += ' ';
-    w += why;
-    w += "; ignored";
-    s.warnings.push_back(std::move(w));
+    s.warnings.push_back(detail::malformed_env(name, value, why));
   };
+  // A boolean variable: true when it set `out`.
   auto flag = [&](const char* name, bool& out) {
-    if (auto v = get(name)) {
-      if (auto b = detail::parse_bool(*v)) {
-        out = *b;
-      } else {
-        malformed(name, *v, "is not a boolean (1/0, true/false, on/off)");
-      }
-    }
+    detail::EnvBool b = detail::read_env_bool(name, get(name));
+    if (!b.warning.empty()) s.warnings.push_back(std::move(b.warning));
+    if (b.value) out = *b.value;
+    return b.value.has_value();
   };
   if (auto profile = get("LAPTIME_PROFILE")) {
     s.from_env.stopwatch = true;
@@ -72,10 +61,7 @@ LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx) {
                 "is not one of training|evaluation|profiling|debugging");
     }
   }
-  if (get("LAPTIME_STOPWATCH") && detail::parse_bool(*get("LAPTIME_STOPWATCH"))) {
-    s.from_env.stopwatch = true;
-  }
-  flag("LAPTIME_STOPWATCH", s.stopwatch);
+  if (flag("LAPTIME_STOPWATCH", s.stopwatch)) s.from_env.stopwatch = true;
   if (auto v = get("LAPTIME_WARMUP")) {
     if (auto n = detail::parse_int(*v); n && *n >= 0) {
       s.num_warmup_iters = *n;
@@ -92,10 +78,7 @@ LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx) {
       malformed("LAPTIME_PRINT_EVERY", *v, "is not a number of iterations (0: never)");
     }
   }
-  if (get("LAPTIME_CUDA_SYNC") && detail::parse_bool(*get("LAPTIME_CUDA_SYNC"))) {
-    s.from_env.do_cuda_sync = true;
-  }
-  flag("LAPTIME_CUDA_SYNC", s.do_cuda_sync);
+  if (flag("LAPTIME_CUDA_SYNC", s.do_cuda_sync)) s.from_env.do_cuda_sync = true;
   if (auto v = get("LAPTIME_GPU_TIMING")) {
     // A boolean (every name), or a comma-separated list of the names to time on the GPU.
     // A name is printable text of at most 256 bytes: anything else is a malformed value.
@@ -143,8 +126,10 @@ LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx) {
     }
   }
   if (auto v = get("LAPTIME_TRACK_CPU")) {
-    // Comma-separated; empty items and repeats are dropped, and no more names are kept than the
-    // name table holds (LAPTIME_MAX_NAMES): a longer list is cut, with one warning.
+    // Comma-separated; empty items and repeats are dropped, and a list longer than the bound is
+    // cut, with one warning: the names the program measures must keep their room in the table.
+    constexpr std::size_t bound =
+        std::min<std::size_t>(detail::kMaxTrackCpuNames, LAPTIME_MAX_NAMES / 2);
     std::string_view rest = *v;
     std::size_t dropped = 0;
     while (!rest.empty()) {
@@ -152,7 +137,7 @@ LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx) {
       const std::string_view item = rest.substr(0, comma);
       if (!item.empty() &&
           std::find(s.track_cpu.begin(), s.track_cpu.end(), item) == s.track_cpu.end()) {
-        if (s.track_cpu.size() < static_cast<std::size_t>(LAPTIME_MAX_NAMES)) {
+        if (s.track_cpu.size() < bound) {
           s.track_cpu.emplace_back(item);
         } else {
           ++dropped;
@@ -163,16 +148,17 @@ LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx) {
     }
     if (dropped > 0) {
       s.warnings.push_back("LAPTIME_TRACK_CPU lists " + std::to_string(dropped) +
-                           " names more than LAPTIME_MAX_NAMES (" +
-                           std::to_string(LAPTIME_MAX_NAMES) + "); those are not tracked");
+                           " names more than its bound of " + std::to_string(bound) +
+                           "; only the first " + std::to_string(bound) + " are tracked");
     }
   }
-  if (auto v = get("LAPTIME_RECORD")) {
-    if (auto n = detail::parse_int(*v); n && *n >= 0) {
-      s.record_intervals = static_cast<std::size_t>(*n);
-    } else {
-      malformed("LAPTIME_RECORD", *v, "is not a number of intervals per thread (0: off)");
-    }
+  {
+    detail::EnvInt n = detail::read_env_int("LAPTIME_RECORD", get("LAPTIME_RECORD"), 0,
+                                            detail::kMaxRecordIntervals,
+                                            "is not a number of intervals per thread (0: off)",
+                                            "the bound of intervals per thread (32 bytes each)");
+    if (n.value) s.record_intervals = static_cast<std::size_t>(*n.value);
+    if (!n.warning.empty()) s.warnings.push_back(std::move(n.warning));
   }
   if (auto v = get("LAPTIME_DATA_NAME")) s.data_name = std::string(*v);
   if (auto v = get("LAPTIME_PROGRESS")) {
@@ -200,11 +186,22 @@ LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx) {
       malformed("LAPTIME_NVTX_COUNTERS_HZ", *v, "is not a rate between 0 and 1000 per second");
     }
   }
-  if (get("LAPTIME_NVTX_RANGES") && detail::parse_bool(*get("LAPTIME_NVTX_RANGES"))) {
-    s.from_env.nvtx_ranges = true;
-  }
-  flag("LAPTIME_NVTX_RANGES", s.nvtx_ranges);
+  if (flag("LAPTIME_NVTX_RANGES", s.nvtx_ranges)) s.from_env.nvtx_ranges = true;
   return s;
+}
+
+// How many of LAPTIME_TRACK_CPU's `listed` names are tracked: at most half the name limit in
+// force (LAPTIME_MAX_NAMES in the environment may lower it below the table's capacity), so that
+// the other half stays for the names the program measures. Past it, one warning.
+inline std::size_t track_cpu_room(std::size_t listed) {
+  const std::size_t room = stopwatch_state().max_names.load() / 2;
+  if (listed > room) {
+    warn_once("settings:LAPTIME_TRACK_CPU:room",
+              "LAPTIME_TRACK_CPU lists more names than half the name limit (" +
+                  std::to_string(room) + "); only the first " + std::to_string(room) +
+                  " are tracked");
+  }
+  return std::min(room, listed);
 }
 }  // namespace detail
 
@@ -239,8 +236,9 @@ LAPTIME_IMPL void apply_settings(const Settings& s, int rank) noexcept {
   if (s.stopwatch && (s.stopwatch_all_ranks || rank == 0)) {
     Stopwatch& sw = Stopwatch::instance();
     step("LAPTIME_PRINT_RANK0_ONLY", [&] { sw.set_print_rank0_only(s.print_rank0_only); });
-    for (const std::string& name : s.track_cpu) {
-      step("LAPTIME_TRACK_CPU", [&] { sw.track_cpu_usage(name); });
+    const std::size_t tracked = detail::track_cpu_room(s.track_cpu.size());
+    for (std::size_t i = 0; i < tracked; ++i) {
+      step("LAPTIME_TRACK_CPU", [&] { sw.track_cpu_usage(s.track_cpu[i]); });
     }
     if (s.gpu_timing) step("LAPTIME_GPU_TIMING", [&] { sw.enable_gpu_timing(); });
     for (const std::string& name : s.gpu_timing_names) {

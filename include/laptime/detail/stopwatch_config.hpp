@@ -23,7 +23,10 @@ namespace detail {
 // Puts the settings in force: `configured` and cfg_*, what the hot path reads. Under config_mutex.
 inline void apply_stopwatch_config(StopwatchState& s, int warmup, std::optional<int> every,
                                    bool cuda_sync) {
-  s.start_worker_share();  // the parent's shared file for its workers (SPEC §1)
+  // The parent's shared file for its workers, unless LAPTIME_WORKERS turns it off.
+  const EnvBool workers = env_bool("LAPTIME_WORKERS");
+  if (!workers.warning.empty()) warn_once("env-workers", workers.warning);
+  s.start_worker_share(/*wanted=*/workers.value != false);
   if (s.configured && s.cfg_warmup == warmup && s.cfg_print_every == every &&
       s.cfg_cuda_sync == cuda_sync) {
     return;

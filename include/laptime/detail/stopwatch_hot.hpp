@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -111,7 +112,9 @@ struct RingEntry {
 /// reads `claimed`: any slot it copied while the writer was overwriting it is older than
 /// claimed - capacity, and is discarded. A torn record is never emitted.
 struct IntervalRing {
-  explicit IntervalRing(std::size_t cap) : capacity(cap), entries(new RingEntry[cap]) {}
+  // Without the memory, `entries` is null (make_interval_ring gives no ring then).
+  explicit IntervalRing(std::size_t cap)
+      : capacity(cap), entries(new (std::nothrow) RingEntry[cap]) {}
   const std::size_t capacity;
   std::unique_ptr<RingEntry[]> entries;
   std::size_t next = 0;  // owner only: the slot of the next record (published % capacity)
@@ -161,6 +164,14 @@ struct IntervalRing {
     }
   }
 };
+
+/// A ring of `cap` intervals, or null where the memory is not there: recording starts on a
+/// thread's first start_meas, which must never throw.
+inline std::unique_ptr<IntervalRing> make_interval_ring(std::size_t cap) noexcept {
+  std::unique_ptr<IntervalRing> ring(new (std::nothrow) IntervalRing(cap));
+  if (ring == nullptr || ring->entries == nullptr) return nullptr;
+  return ring;
+}
 
 // Threads write only their own record and slots. Both are aligned to (and padded to a multiple
 // of) a cache line, so that two threads never write one line: records and chunks are heap

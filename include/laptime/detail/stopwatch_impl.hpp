@@ -55,6 +55,15 @@ LAPTIME_IMPL void Stopwatch::wait_for_gpu_timings() {
   detail::stopwatch_state().collect_gpu(true);
 }
 LAPTIME_IMPL void Stopwatch::enable_recording(std::size_t max_intervals) {
+  constexpr auto bound = static_cast<std::size_t>(detail::kMaxRecordIntervals);
+  if (max_intervals > bound) {  // the rings are allocated at start_meas, which must not throw
+    detail::warn_once("enable_recording",
+                      "enable_recording(" + std::to_string(max_intervals) + ") is above " +
+                          std::to_string(bound) +
+                          ", the bound of intervals per thread (32 bytes each); " +
+                          std::to_string(bound) + " is used");
+    max_intervals = bound;
+  }
   detail::stopwatch_state().set_recording(max_intervals, false);
 }
 LAPTIME_IMPL void Stopwatch::set_nvtx_ranges(bool on) {

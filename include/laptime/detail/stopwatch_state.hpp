@@ -232,7 +232,7 @@ struct StopwatchState : StopwatchCore {
   void after_fork_in_child();
   /// The parent, at enable: makes the worker share and points the gate into it; a worker that
   /// enables (a program of its own) leaves its parent's share first if it can.
-  void start_worker_share();
+  void start_worker_share(bool wanted);
   /// A process started with the parent's share in its environment (spawn, forkserver): attaches
   /// as a worker, measuring from now on. Once per process, at the first use of the Stopwatch.
   void attach_worker_share();
@@ -246,21 +246,12 @@ struct StopwatchState : StopwatchCore {
 /// The name limit LAPTIME_MAX_NAMES asks for (nullopt: unset), clamped to the capacity; a
 /// malformed value is warned about once and ignored, one above the capacity is clamped.
 inline std::optional<std::uint32_t> env_max_names() {
-  const auto text = env_value("LAPTIME_MAX_NAMES");
-  if (!text) return std::nullopt;
-  const auto v = parse_int(*text);
-  if (!v || *v < 1) {
-    warn_once("LAPTIME_MAX_NAMES",
-              "LAPTIME_MAX_NAMES='" + std::string(*text) + "' is not a positive integer; ignored");
-    return std::nullopt;
-  }
-  if (static_cast<unsigned>(*v) > LAPTIME_MAX_NAMES) {
-    warn_once("LAPTIME_MAX_NAMES", "LAPTIME_MAX_NAMES=" + std::to_string(*v) +
-                                       " is above the compile-time capacity; " +
-                                       std::to_string(LAPTIME_MAX_NAMES) + " are allowed");
-    return LAPTIME_MAX_NAMES;
-  }
-  return static_cast<std::uint32_t>(*v);
+  const EnvInt n =
+      read_env_int("LAPTIME_MAX_NAMES", env_value("LAPTIME_MAX_NAMES"), 1, LAPTIME_MAX_NAMES,
+                   "is not a positive integer", "the compile-time capacity");
+  if (!n.warning.empty()) warn_once("LAPTIME_MAX_NAMES", n.warning);
+  if (!n.value) return std::nullopt;
+  return static_cast<std::uint32_t>(*n.value);
 }
 
 inline StopwatchState::StopwatchState()
@@ -315,13 +306,13 @@ inline void StopwatchState::after_fork_in_child() {
   }
 }
 
-inline void StopwatchState::start_worker_share() {
+inline void StopwatchState::start_worker_share(bool wanted) {
   if (share.is_worker() && share.leave_if_unused()) {
     IterationGate& g = own_gate;
     g.finished.store(0, std::memory_order_relaxed);
     gate.store(&g, std::memory_order_release);
   }
-  if (share.active()) return;
+  if (share.active() || !wanted) return;
   if (share.create(own_gate)) gate.store(&share.header()->gate, std::memory_order_release);
 }
 
@@ -717,7 +708,12 @@ LAPTIME_NOINLINE inline void StopwatchState::ensure_ring(ThreadRecord& rec) {
   const std::size_t cap = record_capacity.load(std::memory_order_relaxed);
   IntervalRing* r = rec.ring.load(std::memory_order_relaxed);
   if (cap == 0 || (r != nullptr && r->capacity == cap)) return;
-  auto fresh = std::make_unique<IntervalRing>(cap);
+  std::unique_ptr<IntervalRing> fresh = make_interval_ring(cap);
+  if (fresh == nullptr) {  // no memory: recording off, never an exception from start_meas
+    features.fetch_and(~kFeatRecord, std::memory_order_relaxed);
+    return warn_once("record-memory", "recording off: no memory for the last " +
+                                          std::to_string(cap) + " intervals of a thread");
+  }
   char name[32] = {};
   if (::pthread_getname_np(::pthread_self(), name, sizeof name) == 0) fresh->thread_name = name;
   fresh->tid = rec.tid;

@@ -87,14 +87,12 @@ class WorkerShare {
   bool is_worker() const noexcept { return header_ != nullptr && !parent_; }
   ShareHeader* header() const noexcept { return header_; }
 
-  /// The parent, at enable: makes the file and publishes it to children. false when off
-  /// (LAPTIME_WORKERS=0) or impossible (no sealed memfd: the report then shows no worker figures).
+  /// The parent, at enable: makes the file and publishes it to children. false when impossible
+  /// (no sealed memfd: the report then shows no worker figures). LAPTIME_WORKERS is read by the
+  /// caller.
   bool create(const IterationGate& current) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (header_ != nullptr) return parent_;
-    if (const auto v = env_value("LAPTIME_WORKERS"); v && (*v == "0" || *v == "off")) {
-      return false;
-    }
     int fd = -1;
     ShareHeader* h = create_share_file(current, &fd);
     if (h == nullptr) return false;
