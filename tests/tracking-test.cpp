@@ -1,6 +1,7 @@
 // Tracked intervals (Stopwatch::track_cpu_usage, resources::sample()) against independent
 // measurements: the process tree's CPU against every process's own kernel CPU clock, read by the
-// test at the same boundaries, for short intervals with loader-like child processes.
+// test at the same boundaries, for short intervals with loader-like child processes; and an
+// interval's time against a steady_clock timing around its start_meas..end_meas.
 //
 // Each figure is a median over repeated intervals: the build machine has 2 cores shared with
 // other builds, and one interval preempted at a boundary may be off by a whole time slice.
@@ -65,4 +66,22 @@ TEST_CASE("a short tracked interval's tree CPU is within 5 % of every process's 
   SUBCASE("16 busy children") {
     check_tree_cpu(16);
   }
+}
+
+TEST_CASE("a tracked interval's time equals a steady_clock timing around it within 1 %" *
+          LAPTIME_NEEDS_ENABLED) {
+  laptime_test::Fresh fresh;
+  laptime::Stopwatch& sw = laptime::Stopwatch::instance();
+  sw.enable(0);
+  sw.enable_recording(256);
+  sw.track_cpu_usage("tracked");
+  // 1 ms of work: the two /proc samples of a tracked interval (tens of µs) would be a few % of it.
+  const double tracked =
+      laptime_test::median_of(laptime_test::interval_shortfalls("tracked", 1000000, 101));
+  const double untracked =
+      laptime_test::median_of(laptime_test::interval_shortfalls("untracked", 1000000, 101));
+  MESSAGE("median shortfall against the outer timing: tracked ", tracked * 100, " %, untracked ",
+          untracked * 100, " %");
+  CHECK(std::fabs(tracked) < 0.01);
+  CHECK(std::fabs(tracked - untracked) < 0.01);
 }
