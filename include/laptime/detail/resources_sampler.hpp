@@ -10,10 +10,11 @@
 //   - its I/O and the machine's CPU: /proc/self/io and /proc/stat through descriptors kept open,
 //     read with pread (the open is most of the cost of a /proc read);
 //
-// and takes the CPU and I/O of its LIVE descendants from a background thread, the children
-// sampler, which walks the tree every few milliseconds while tracked boundaries keep coming (and
-// sleeps otherwise). A boundary extrapolates the sampler's last two readings to its own instant.
-// Where that could be wrong, the boundary walks the tree itself, as before:
+// and takes its LIVE descendants from a background thread, the children sampler, which walks the
+// tree every few milliseconds while tracked boundaries keep coming (and sleeps otherwise). A
+// boundary reads the CPU clocks of the descendants the last walk found
+// (detail/resources_clocks.hpp; else extrapolates the last two readings) and takes their I/O from
+// the last reading. Where that could be wrong, the boundary walks the tree itself, as before:
 //   - the process reaped a child since the last reading (the child's CPU moved from the live
 //     descendants into RUSAGE_CHILDREN: its fingerprint, utime+stime+minflt+majflt, moved);
 //   - the last reading is older than kMaxAge (the sampler was idle, starved, or not started);
@@ -25,7 +26,6 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,6 +40,7 @@
 #include "laptime/config.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/procfs.hpp"
+#include "laptime/detail/resources_clocks.hpp"
 #include "laptime/detail/resources_walk.hpp"
 #include "laptime/detail/thread.hpp"
 #include "laptime/error.hpp"
@@ -47,21 +48,6 @@
 LAPTIME_BEGIN_NAMESPACE
 namespace resources {
 namespace detail {
-
-/// RUSAGE_CHILDREN of the calling process: the CPU of every descendant it (or they) reaped, in
-/// seconds, and a fingerprint that moves with every reap (each reaped process took a page fault).
-struct Reaped {
-  double cpu_s = 0;
-  std::uint64_t fingerprint = 0;
-};
-inline std::optional<Reaped> reaped_children() noexcept {
-  rusage ru{};
-  if (::getrusage(RUSAGE_CHILDREN, &ru) != 0) return std::nullopt;
-  const auto us = static_cast<std::uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
-                  static_cast<std::uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-  return Reaped{static_cast<double>(us) * 1e-6,
-                us + static_cast<std::uint64_t>(ru.ru_minflt + ru.ru_majflt)};
-}
 
 /// The live descendants of this process at one instant.
 struct Descendants {
@@ -98,6 +84,8 @@ inline std::optional<Descendants> walk_descendants(int proc_fd) {
     if (!after) return std::nullopt;
     // A child reaped during the walk may be in neither reading, or in both: walk again.
     if (after->fingerprint != before->fingerprint) continue;
+    child_clocks().publish(self, after->fingerprint, s.clocked,
+                           static_cast<double>(t.ticks) / static_cast<double>(hz));
     Descendants d;
     d.taken_ns = clocks_from + (clocks_to - clocks_from) / 2;
     d.cpu_s = t.cpu_s(hz);
@@ -485,6 +473,8 @@ inline Reading read_self() noexcept {
         return out;
       }
       ss.publish(*d);
+    } else if (const auto live = child_clocks().now(self, reaped->fingerprint)) {
+      d->cpu_s = *live;
     }
     // A child reaped since the first reading moved its CPU and I/O into this process's
     // counters, which may then hold it twice or not at all: read again.

@@ -268,7 +268,8 @@ class TreeWalk {
 
   /// With `clocks`: adds the CPU clocks of the processes walked so far to `out`, read one after
   /// the other after the walk, so that they are nearly simultaneous however slow the walk was.
-  /// A process gone meanwhile counts with the utime and stime its stat file had.
+  /// A process gone meanwhile counts with the utime and stime its stat file had. The list stays
+  /// in the scratch (ChildClocks keeps it for boundaries) until the next walk clears it.
   void read_clocks(Totals& out) {
     for (const auto& [pid, ticks] : s_.clocked) {
       if (const auto ns = process_cpu_ns(pid)) {
@@ -277,7 +278,6 @@ class TreeWalk {
         out.ticks += ticks;
       }
     }
-    s_.clocked.clear();
   }
 
   bool children_failed() const noexcept { return children_failed_; }

@@ -269,6 +269,8 @@ struct StopwatchCore {
   void sync_before_end(std::string_view name);
   void drop_stale(ThreadRecord& rec, Slot& s, std::uint32_t gen);
   void start_features(Slot& s, std::uint32_t id, unsigned feats, bool measuring);
+  /// The end sample of a tracked interval (into its ResourceSlot); returns the time after it.
+  std::int64_t end_sample(Slot& run_slot) noexcept;
   void end_features(ThreadRecord& owner, Slot& run_slot, std::uint32_t id, bool measuring,
                     std::int64_t dt);
   void record_interval(std::uint32_t id, std::int64_t t0, std::int64_t dt);
@@ -324,9 +326,10 @@ inline void StopwatchCore::start(std::string_view name) {
   ++rec.running;
   const unsigned feats = features.load(std::memory_order_relaxed);
   if (LAPTIME_UNLIKELY(feats != 0) && !nvtx_ranges_idle(s, feats)) {
-    start_features(s, id, feats, measuring);
+    start_features(s, id, feats, measuring);  // takes the start timestamp itself
+  } else {
+    s.start_ns.store(now_ns(), std::memory_order_relaxed);
   }
-  s.start_ns.store(now_ns(), std::memory_order_relaxed);
   s.run.store(ep, std::memory_order_release);
 }
 
@@ -353,6 +356,11 @@ inline void StopwatchCore::end(std::string_view name) {
 LAPTIME_ALWAYS_INLINE void StopwatchCore::add_interval(ThreadRecord& owner, Slot& run_slot,
                                                        Slot& stats_slot, std::uint32_t id,
                                                        std::int64_t t, unsigned feats) {
+  // A tracked interval's time encloses its two /proc samples, as a timer around start_meas and
+  // end_meas does: its end timestamp is taken again after the end sample.
+  if (LAPTIME_UNLIKELY(feats & kFeatTracked) && run_slot.sampled.load(std::memory_order_relaxed)) {
+    t = end_sample(run_slot);
+  }
   const std::int64_t t0 = run_slot.start_ns.load(std::memory_order_relaxed);
   const std::int64_t dt = t > t0 ? t - t0 : 0;
   const IterationGate& g = iter_gate();

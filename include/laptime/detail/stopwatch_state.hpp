@@ -47,7 +47,7 @@ namespace detail {
 
 /// Resource sampling state of one (thread, tracked name); guarded by ThreadRecord::mutex.
 struct ResourceSlot {
-  resources::Sample start;
+  resources::Sample start, end;  // end: taken before the end timestamp (StopwatchCore::end_sample)
   resources::Usage usage;
 };
 
@@ -397,33 +397,31 @@ inline void StopwatchState::drop_interval(Slot& s, std::uint32_t mark) noexcept 
 inline void StopwatchState::start_features(Slot& s, std::uint32_t id, unsigned feats,
                                            bool measuring) {
   // First: the range encloses all the Stopwatch does for the interval (docs/nvtx.md).
+  s.sampled.store(false, std::memory_order_relaxed);
   if (feats & kFeatNvtx) {
     open_nvtx_range(s, id);
     if (LAPTIME_LIKELY(feats == kFeatNvtx)) {  // the NVTX ranges alone: none of the rest
-      s.sampled.store(false, std::memory_order_relaxed);
+      s.start_ns.store(now_ns(), std::memory_order_relaxed);
       return;
     }
   }
   if (feats & kFeatRecord) ensure_ring(threads.local());
   const std::uint8_t flags = name_flags[id].load(std::memory_order_relaxed);
-  if ((feats & kFeatTracked) && (flags & kNameTracked)) {
-    ResourceSlot* r = s.resources.load(std::memory_order_relaxed);
-    if (r == nullptr) {
-      r = new ResourceSlot();
-      s.resources.store(r, std::memory_order_release);
-    }
-    r->start = resources::sample();
-    s.sampled.store(true, std::memory_order_relaxed);
-  } else {
-    s.sampled.store(false, std::memory_order_relaxed);
-  }
   if ((feats & kFeatGpuTiming) || ((feats & kFeatGpuNames) && (flags & kNameGpu))) {
     s.gpu_token.store(
         cuda::GpuEventTimer::instance().start(gpu_stream.load(std::memory_order_relaxed)),
         std::memory_order_relaxed);
   }
-  // The sync comes last, right before the start timestamp (SPEC §1).
+  // The sync comes right before the start timestamp (SPEC §1); the resource sample after it, so
+  // that the interval's time encloses its samples as a timer around start_meas..end_meas does.
   if ((feats & kFeatCudaSync) && measuring) cuda::synchronize();
+  s.start_ns.store(now_ns(), std::memory_order_relaxed);
+  if ((feats & kFeatTracked) && (flags & kNameTracked)) {
+    ResourceSlot* r = s.resources.load(std::memory_order_relaxed);
+    if (r == nullptr) s.resources.store(r = new ResourceSlot(), std::memory_order_release);
+    r->start = resources::sample();
+    s.sampled.store(true, std::memory_order_relaxed);
+  }
 }
 
 // Sync before the end timestamp, for intervals that synced at their start (after warm-up).
@@ -511,16 +509,14 @@ LAPTIME_NOINLINE inline void StopwatchState::end_samples(ThreadRecord& owner, Sl
                                                          std::uint32_t id, bool measuring,
                                                          std::int64_t dt) {
   if (run_slot.sampled.exchange(false, std::memory_order_relaxed)) {
-    const resources::Sample end_sample = resources::sample();
+    ResourceSlot* r = run_slot.resources.load(std::memory_order_acquire);  // end: add_interval's
     if (measuring) {
-      ResourceSlot* r = run_slot.resources.load(std::memory_order_acquire);
       std::lock_guard<std::mutex> lock(owner.mutex);
-      r->usage.add(r->start, end_sample, static_cast<std::uint64_t>(dt));
+      r->usage.add(r->start, r->end, static_cast<std::uint64_t>(dt));
     }
 #if LAPTIME_ENABLED
     // The interval's figures on the profiler's timeline, warm-up included (enable_nvtx_counters).
-    nvtx_counters_interval_end(
-        id, names[id], run_slot.resources.load(std::memory_order_acquire)->start, end_sample, dt);
+    nvtx_counters_interval_end(id, names[id], r->start, r->end, dt);
 #endif
   }
   const std::uint32_t token =
@@ -1260,6 +1256,10 @@ LAPTIME_IMPL LAPTIME_COLD void StopwatchCore::drop_stale(ThreadRecord& rec, Slot
 LAPTIME_IMPL void StopwatchCore::start_features(Slot& s, std::uint32_t id, unsigned feats,
                                                 bool measuring) {
   static_cast<StopwatchState&>(*this).start_features(s, id, feats, measuring);
+}
+LAPTIME_IMPL std::int64_t StopwatchCore::end_sample(Slot& run_slot) noexcept {
+  run_slot.resources.load(std::memory_order_acquire)->end = resources::sample();
+  return now_ns();
 }
 LAPTIME_IMPL void StopwatchCore::end_features(ThreadRecord& owner, Slot& run_slot, std::uint32_t id,
                                               bool measuring, std::int64_t dt) {
