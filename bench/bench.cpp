@@ -1,5 +1,5 @@
 // laptime_bench: the cost of every hot path next to its raw baseline, measured in the same run
-// (SPEC §5). bench/run.sh runs it and prints the table; bench/README.md explains the figures.
+// (the cost contract: docs/performance.md). bench/run.sh runs it and prints the table; bench/README.md explains the figures.
 //
 // The Stopwatch and the NVTX wrapper are process-wide singletons, so every benchmark puts them in
 // the state it measures before its loop (thread 0 does it; Google Benchmark starts the timed loop
@@ -160,7 +160,7 @@ void BM_StopwatchPair_Enabled_DynamicName(benchmark::State& state) {
 }
 BENCHMARK(BM_StopwatchPair_Enabled_DynamicName);
 
-// Issue 16 goal 2: every name layout. 64 one-word literals declared side by side (their
+// Every name layout costs no more than the clock pair (docs/performance.md, goal 2). 64 one-word literals declared side by side (their
 // addresses a few bytes apart: the layout a direct-mapped cache collided on), one std::string
 // buffer whose text is rewritten between pairs (same address, another name), and 1000 distinct
 // names in turn (more names than the per-thread cache holds).
@@ -214,7 +214,7 @@ void BM_StopwatchPair_RoundRobin1000(benchmark::State& state) {
 }
 BENCHMARK(BM_StopwatchPair_RoundRobin1000);
 
-// The pair in a worker process (issue 18): a forked child of the process that enabled the
+// The pair in a worker process (docs/workers.md): a forked child of the process that enabled the
 // Stopwatch keeps its slots in the shared file its parent reads (detail/worker_share.hpp). Both
 // rows time batches of pairs with the same loop and the thread's CPU clock, one in the parent, one
 // in a child that the parent asks for each batch over a pipe; each iteration reports one pair
@@ -284,8 +284,8 @@ void BM_StopwatchPair_WorkerBatch(benchmark::State& state) {
 }
 BENCHMARK(BM_StopwatchPair_WorkerBatch)->Iterations(2000)->UseManualTime();
 
-// end_meas of an interval another thread started (SPEC §1: a start in one callback, the end in
-// another). Only the end is timed (manual time): a helper thread starts each interval and waits
+// end_meas of an interval another thread started (docs/stopwatch.md: a start in one callback, the
+// end in another, as the seed allowed). Only the end is timed (manual time): a helper thread starts each interval and waits
 // until this thread has ended it. The baseline is the same-thread pair above.
 void BM_StopwatchEnd_OtherThread(benchmark::State& state) {
   enable_stopwatch();
@@ -586,7 +586,7 @@ void BM_CpuSample_Tree8(benchmark::State& state) {
 }
 BENCHMARK(BM_CpuSample_Tree8);
 
-// ---- Issue 18: CPU and I/O as NVTX counters (laptime/counters.hpp) ----------------------------
+// ---- CPU and I/O as NVTX counters (laptime/counters.hpp, docs/resources.md) --------------------
 
 #if LAPTIME_HAVE_NVTX_COUNTERS
 // Two samples 10 ms apart, with every figure valid: what an interval's end publishes.
@@ -670,7 +670,7 @@ void BM_NvtxCountersIntervalEnd_NoTool(benchmark::State& state) {
 BENCHMARK(BM_NvtxCountersIntervalEnd_NoTool);
 #endif  // LAPTIME_HAVE_NVTX_COUNTERS
 
-// ---- Issue 16: the histogram's insert and memory per (thread, name) --------------------------
+// ---- The histogram's insert and memory per (thread, name) (docs/performance.md) --------------
 
 // The percentile histogram's insert (detail::Histogram::add, on every end_meas), values spread
 // over 1 µs .. 16 ms; next to it the layout it replaced (a dense array of 2752 64-bit counts,
@@ -717,7 +717,7 @@ BENCHMARK(BM_HistogramAdd_Dense);
 // Resident memory per (thread, name): 64 threads each time 256 names (a few intervals each), and
 // the growth of RSS (/proc/self/statm) and of malloc'd bytes between each thread's first name and
 // its 256th is divided by 64 x 255 (the threads stay alive in between). Counters:
-// rss_bytes_per_pair (SPEC §5: <= 2048), malloc_bytes_per_pair.
+// rss_bytes_per_pair (goal: <= 2048, 2 KiB per (thread, name)), malloc_bytes_per_pair.
 long statm_rss_bytes() {
   long size = 0, rss = 0;
   if (FILE* f = std::fopen("/proc/self/statm", "r")) {

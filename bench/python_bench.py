@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""What laptime's Python calls cost, next to their baselines in the same run (SPEC §5).
+"""What laptime's Python calls cost, next to their baselines in the same run (goals:
+docs/python.md and docs/performance.md).
 
     PYTHONPATH=build-py/python python3 bench/python_bench.py      # a development build
     python3 bench/python_bench.py                                 # laptime installed (pip)
@@ -23,7 +24,7 @@ Stopwatch and NVTX wrapper enabled (no order tracking); NVTX order tracking on. 
 
 No tool is attached to NVTX here, so a push or pop reaches NVTX's no-op stub.
 
-The last table holds issue 16's goal-5 ratios beside their goals (docs/performance.md); the
+The last table holds the Python ratios beside their goals (docs/performance.md, goals 5a-5e); the
 script exits 1 when one is missed (bench/goals.sh runs it).
 """
 
@@ -236,7 +237,7 @@ def main() -> int:
     return print_goals(off, on, tracking)
 
 
-# Issue 16, goal 5 (docs/performance.md): (label, measured, baseline, limit), from this one run.
+# The Python ratios (docs/performance.md, goals 5a-5e): (label, measured, baseline, limit), from this one run.
 def goal_rows(off: dict, on: dict, tracking: dict) -> list:
     return [
         ("start/end enabled / two perf_counter_ns()", on["start/end"], on["clock pair"], 0.5),
@@ -250,9 +251,9 @@ def goal_rows(off: dict, on: dict, tracking: dict) -> list:
 
 
 def print_goals(off: dict, on: dict, tracking: dict) -> int:
-    """Prints issue 16's Python ratios beside their goals; 1 when one is missed."""
+    """Prints the Python ratios beside their goals; 1 when one is missed."""
     print()
-    print("| issue 16, goal 5 (Python) | ns | baseline ns | ratio | goal | |")
+    print("| Python ratio (goals 5a-5e) | ns | baseline ns | ratio | goal | |")
     print("|---|---:|---:|---:|---|---|")
     missed = 0
     for label, value, base, limit in goal_rows(off, on, tracking):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds laptime_bench (Release, -O2) in build/bench, runs every benchmark with repetitions and
-# prints SPEC §5's table: each hot path's median next to its raw baseline, with PASS/MISS.
+# prints the cost table (docs/performance.md): each hot path's median next to its raw baseline, with PASS/MISS.
 #
 #   bench/run.sh              5 repetitions
 #   bench/run.sh 9            9 repetitions
@@ -24,7 +24,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RE
 cmake --build "$BUILD" -j "$JOBS" --target laptime_bench
 
 RESULTS=$BUILD/bench-results.json
-# No profiler attached: the NVTX baselines are "no tool" figures (SPEC §5).
+# No profiler attached: the NVTX goals are for "no tool attached" (docs/performance.md).
 env -u NVTX_INJECTION64_PATH -u NVTX_INJECTION32_PATH "$BUILD/bench/laptime_bench" \
   --benchmark_repetitions="$REPS" --benchmark_report_aggregates_only=true \
   --benchmark_out="$RESULTS" --benchmark_out_format=json "$@"

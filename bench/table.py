@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns laptime_bench's JSON output into SPEC §5's table: each hot path's median next to its
+"""Turns laptime_bench's JSON output into the cost table (docs/performance.md): each hot path's median next to its
 raw baseline, the ratio or difference, the goal, and PASS/MISS.
 
     bench/table.py build/bench/bench-results.json
@@ -79,7 +79,7 @@ ROWS = [
     ("/proc sample, self, vs its raw reads", "BM_CpuSample_Self", "BM_ProcFilesRaw", "ratio", 1.5),
     ("NVTX push+pop, tracked, 2 threads", "BM_NvtxWrapperPushPop_Tracked/threads:2",
      "BM_NvtxWrapperPushPop_Tracked/threads:1", "ratio", 1.3),
-    # Informative: no goal of their own in SPEC §5.
+    # Informative: no goal of their own.
     ("end_meas of another thread's interval (end only)",
      "BM_StopwatchEnd_OtherThread/manual_time", "BM_StopwatchPair_Enabled/threads:1", "info",
      None),
@@ -97,20 +97,21 @@ ROWS = [
     ("LAPTIME_RANGE, tracked", "BM_NvtxScopedRange_Tracked", "BM_NvtxRawPushPop", "info", None),
     ("/proc sample, self", "BM_CpuSample_Self", "BM_ProcessCpuClock", "info", None),
     ("/proc sample, 8 children", "BM_CpuSample_Tree8", "BM_CpuSample_Self", "info", None),
-    # Issue 16 (docs/performance.md): the cycle-counter clock, memory per (thread, name).
-    ("Stopwatch pair, cycle-counter clock (#16.1)", "BM_StopwatchPair_Enabled/threads:1",
+    # The stricter goals (docs/performance.md, "The goals"): the cycle-counter clock, every name
+    # layout, NVTX over raw, memory per (thread, name).
+    ("Stopwatch pair, cycle-counter clock", "BM_StopwatchPair_Enabled/threads:1",
      "BM_SteadyClockPair/threads:1", "ratio", 0.75),
-    ("Stopwatch pair, 64 dense literals (#16.2)", "BM_StopwatchPair_DenseLiterals",
+    ("Stopwatch pair, 64 dense literals", "BM_StopwatchPair_DenseLiterals",
      "BM_SteadyClockPair/threads:1", "ratio", 1.0),
-    ("Stopwatch pair, a reused std::string buffer (#16.2)", "BM_StopwatchPair_ReusedBuffer",
+    ("Stopwatch pair, a reused std::string buffer", "BM_StopwatchPair_ReusedBuffer",
      "BM_SteadyClockPair/threads:1", "ratio", 1.0),
-    ("Stopwatch pair, 1000 names round-robin (#16.2)", "BM_StopwatchPair_RoundRobin1000",
+    ("Stopwatch pair, 1000 names round-robin", "BM_StopwatchPair_RoundRobin1000",
      "BM_SteadyClockPair/threads:1", "ratio", 1.0),
-    ("NVTX push+pop over raw, untracked (#16.6)", "BM_NvtxWrapperPushPop", "BM_NvtxRawPushPop",
+    ("NVTX push+pop over raw, untracked", "BM_NvtxWrapperPushPop", "BM_NvtxRawPushPop",
      "diff", 3.0),
-    ("NVTX push+pop over raw, tracked (#16.6)", "BM_NvtxWrapperPushPop_Tracked/threads:1",
+    ("NVTX push+pop over raw, tracked", "BM_NvtxWrapperPushPop_Tracked/threads:1",
      "BM_NvtxRawPushPop", "diff", 5.0),
-    ("bytes of RSS per (thread, name) (#16.4)",
+    ("bytes of RSS per (thread, name)",
      "BM_MemoryPerThreadName/iterations:1/real_time:rss_bytes_per_pair", None, "max", 2048),
     ("malloc'd bytes per (thread, name)",
      "BM_MemoryPerThreadName/iterations:1/real_time:malloc_bytes_per_pair", None, "info", None),
@@ -119,17 +120,17 @@ ROWS = [
     ("CPU-tracked pair, no children", "BM_CpuTrackedPair/children:0",
      "BM_SteadyClockPair/threads:1", "info", None),
     ("/proc files by open+read+close", "BM_ProcFilesOpenRead", "BM_ProcFilesRaw", "info", None),
-    # Issue 18: a worker process's pair (its slots in the shared file) against the parent's.
-    ("Stopwatch pair in a worker process (#18)",
+    # A worker process's pair (its slots in the shared file) against the parent's.
+    ("Stopwatch pair in a worker process",
      "BM_StopwatchPair_WorkerBatch/iterations:2000/manual_time",
      "BM_StopwatchPair_ParentBatch/iterations:2000/manual_time", "ratio", 1.1),
-    # Issue 18 (docs/nvtx.md): every Stopwatch interval an NVTX range (set_nvtx_ranges) costs no
+    # docs/nvtx.md: every Stopwatch interval an NVTX range (set_nvtx_ranges) costs no
     # more than the Stopwatch pair with the wrapper's push/pop written next to it, same run.
-    ("Stopwatch pair as NVTX range vs by hand (#18)", "BM_UnifiedRange", "BM_ByHandRange",
+    ("Stopwatch pair as NVTX range vs by hand", "BM_UnifiedRange", "BM_ByHandRange",
      "ratio", 1.0),
-    ("the same, order tracking on (#18)", "BM_UnifiedRange_Tracked", "BM_ByHandRange_Tracked",
+    ("the same, order tracking on", "BM_UnifiedRange_Tracked", "BM_ByHandRange_Tracked",
      "ratio", 1.0),
-    ("the same, vs the sum of the two rows (#18)", "BM_UnifiedRange",
+    ("the same, vs the sum of the two rows", "BM_UnifiedRange",
      "BM_StopwatchPair_Enabled/threads:1+BM_NvtxWrapperPushPop", "info", None),
 ]
 
@@ -159,7 +160,7 @@ def main(argv):
         return 2
     context, medians, errors = load(argv[1])
     lines = [
-        "| path | benchmark | median | baseline | baseline median | measured | goal (SPEC §5) | |",
+        "| path | benchmark | median | baseline | baseline median | measured | goal | |",
         "|---|---|---:|---|---:|---:|---|---|",
     ]
     missed = absent = 0

@@ -1,7 +1,7 @@
 // libFuzzer target: random sequences of laptime's public API, from one thread or from two, with
 // odd arguments and names (empty, very long, not UTF-8, embedded NUL, the same buffer reused for
 // different text), checked after every step against a model of what the Stopwatch and the NVTX
-// wrapper must do (SPEC §1, §2, §4, §6):
+// wrapper must do (docs/stopwatch.md and docs/nvtx.md; the JSON's keys: docs/python.md):
 //
 //   - every error is a laptime::UsageError, raised exactly when the model says the call is misuse
 //     (anything else thrown: __builtin_trap), and a failed call changes nothing;
@@ -315,7 +315,8 @@ void run_single(Reader& in, bool fuzz_nvtx_settings) {
           name = names.pick(in);
         }
         const std::string_view v = names.view(name, in);
-        // One of an earlier enable/reset period is dropped silently (SPEC §1).
+        // An interval belongs to the enable/reset period it started in: one of an earlier period
+        // is dropped silently.
         const bool stale = m.enabled && m.running.count(name) == 0 && m.stale.count(name) == 1;
         const bool misuse = m.enabled && m.running.count(name) == 0 && !stale;
         if (expect(misuse, true, [&] { sw.end_meas(v); }) && m.enabled) {
@@ -504,7 +505,8 @@ void run_thread(Reader in, int index, ThreadOutcome& out) {
         std::string name = names.pick(in);
         if ((in.byte() & 1) && !running.empty()) name = *running.begin();
         // A name not running here may run on the other thread, and end_meas would end it there
-        // (SPEC §1): a misused end takes a name of this thread's own.
+        // (it ends the one interval of that name running elsewhere): a misused end takes a name of
+        // this thread's own.
         if (running.count(name) == 0) name = prefix + name;
         if (expect(running.count(name) == 0, true, [&] { sw.end_meas(names.view(name, in)); })) {
           running.erase(name);

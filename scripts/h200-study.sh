@@ -16,12 +16,13 @@
 #            then `laptime compare`
 #   profile  scripts/profile.sh: each loader's training run under nsys, and the C++ example
 #   cpp      examples/ddp_train at world size 1 through ddp_launch, `laptime merge`, the launcher test
-#   workers  issue 18: the reference loader with 8 DataLoader workers (laptime's per-worker figures
+#   workers  worker processes (docs/workers.md): the reference loader with 8 DataLoader workers (laptime's per-worker figures
 #            in the main report), python/tests/test_workers.py with PyTorch (fork, spawn,
 #            forkserver, DataLoader), and scripts/nsys-counters.sh (CPU/IO counters and unified
 #            Stopwatch/NVTX ranges read back from an nsys report)
-#   goals    issue 16: bench/gpu (goal 7: event timing and do_cuda_sync against raw CUDA calls),
-#            laptime_bench's rows of goals 1, 2, 6 and issue 18, bench/python_bench.py: one build,
+#   goals    the performance goals (docs/performance.md): bench/gpu (event timing and do_cuda_sync
+#            against raw CUDA calls), laptime_bench's rows that differ between machines (the clock,
+#            names, NVTX over raw, worker pair, unified ranges), bench/python_bench.py: one build,
 #            one run
 #   compile  bench/compile/trainer/run.sh: the trainer-sized CUDA file built plain, with laptime and
 #            with LAPTIME_DISABLE (nvcc -O3 -arch=sm_90, best of 3), then each build trained 300 steps;
@@ -127,8 +128,8 @@ stage_compile() {
 }
 
 stage_goals() {
-  # One build (16 cores), then by priority: bench/gpu (goal 7), the C++ rows of issues 16 and 18
-  # that differ between machines (the clock, names, NVTX, unified ranges, workers), Python. The
+  # One build (16 cores), then by priority: bench/gpu (GPU timing), the C++ rows of the stricter
+  # goals that differ between machines (the clock, names, NVTX, unified ranges, workers), Python. The
   # whole of bench/goals.sh takes longer than a device call can spare; this machine runs it whole.
   local rc=0 deps=/tmp/deps b=/tmp/laptime-goals
   mkdir -p "$deps" && for f in .debs/*.deb; do dpkg -x "$f" "$deps"; done
@@ -139,12 +140,12 @@ stage_goals() {
     -DPython_EXECUTABLE="$(command -v python3)" >/dev/null &&
     cmake --build "$b" --target laptime_gpu_bench laptime_bench laptime_python -j "$NPROC" |
     tail -n 2 || return 2
-  echo "=== bench/gpu (issue 16 goal 7), medians of 5"
+  echo "=== bench/gpu (GPU timing and do_cuda_sync vs raw CUDA), medians of 5"
   "$b/bench/gpu/laptime_gpu_bench" --benchmark_repetitions=5 \
     --benchmark_report_aggregates_only=true --benchmark_out="$OUT/gpu-bench.json" \
     --benchmark_out_format=json | grep -E "median|Run on|Load" &&
     python3 bench/gpu/ratios.py "$OUT/gpu-bench.json" || rc=1
-  echo "=== laptime_bench, the rows of goals 1, 2, 6 and issue 18, medians of 5"
+  echo "=== laptime_bench, the clock, names, NVTX, worker and unified-range rows, medians of 5"
   env -u NVTX_INJECTION64_PATH "$b/bench/laptime_bench" --benchmark_repetitions=5 \
     --benchmark_report_aggregates_only=true --benchmark_out="$OUT/bench-results.json" \
     --benchmark_out_format=json --benchmark_filter='SteadyClockPair/threads:1$|StopwatchPair_Enabled/threads:1$|StopwatchPair_(DenseLiterals|ReusedBuffer|RoundRobin1000|WorkerBatch|ParentBatch)|Nvtx(Raw|Wrapper)PushPop|UnifiedRange|ByHandRange' |

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CPU and I/O on the Nsight Systems timeline (laptime/counters.hpp, issue 18), proven with nsys:
+# CPU and I/O on the Nsight Systems timeline (laptime/counters.hpp, docs/resources.md), proven with nsys:
 # builds a small program with the counters on, runs it under `nsys profile -t nvtx`, exports the
 # report to SQLite and reads the counters back. Prints a short table last.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What including laptime adds to a file's compile time (SPEC §5, issue 22), next to what one
+# What including laptime adds to a file's compile time (goals: docs/build.md), next to what one
 # nvtx3::scoped_range adds. Compiles bench/compile/tu.cpp in each variant with `-O3 -c`, best of N
 # runs (default 3) of the compiler's CPU time, and prints per row: the time, what it adds to the
 # plain file, that addition against nvtx3's, the goal, and PASS/MISS. Exits 1 when a goal is missed.

@@ -1,5 +1,5 @@
 // laptime_gpu_bench: the host cost of laptime's GPU features next to their raw CUDA baselines,
-// measured in one run on a real GPU (issue 16, goal 7). scripts/gpu-check.sh runs it and prints
+// measured in one run on a real GPU (docs/performance.md, goals 7a-7d). scripts/gpu-check.sh runs it and prints
 // the ratios with their goals (bench/gpu/ratios.py).
 //
 //   BM_RawEventRecordPair        two cudaEventRecord on one stream: the baseline

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Prints laptime_gpu_bench's ratios with their goals (issue 16, goal 7) from its JSON output
+"""Prints laptime_gpu_bench's ratios with their goals (GPU timing and do_cuda_sync against raw
+CUDA calls: docs/performance.md, goals 7a-7d) from its JSON output
 (--benchmark_format=json with repetitions: the medians are used). Exits 1 when a goal is missed.
 
     laptime_gpu_bench --benchmark_repetitions=5 --benchmark_out=gpu.json --benchmark_out_format=json

@@ -41,7 +41,7 @@ from ._laptime import (
     set_max_names,
 )
 
-from ._laptime import disable_nvtx_counters, enable_nvtx_counters  # noqa: E402 (issue 18)
+from ._laptime import disable_nvtx_counters, enable_nvtx_counters  # noqa: E402 (docs/resources.md)
 
 __version__ = _laptime.__version__
 

@@ -51,7 +51,7 @@ def _spread(per_rank, key):
 def merge(results, ranks=None):
     """Merges the results of several ranks.
 
-    ``results``: a list of dicts as ``Stopwatch().to_json()`` writes them (SPEC §6). ``ranks``:
+    ``results``: a list of dicts as ``Stopwatch().to_json()`` writes them (schema 1, docs/python.md). ``ranks``:
     the rank of each, overriding the ``rank`` key (``distributed.gather`` passes the position in
     the process group); without it the ``rank`` key is used, or the position in the list where
     two results claim the same rank (files from runs outside a launcher all say rank 0).

@@ -1,5 +1,5 @@
-"""laptime.build_info(), and how a build finds the NVTX headers without a CUDA toolkit (issue 12,
-item 20): pip users have them in NVIDIA's nvidia-nvtx wheels."""
+"""laptime.build_info(), and how a build finds the NVTX headers without a CUDA toolkit
+(docs/python.md): pip users have them in NVIDIA's nvidia-nvtx wheels."""
 
 import os
 import shutil

@@ -1,4 +1,4 @@
-"""The seed's calls keep working after changing only the import (issue 12, items 16 and 17):
+"""The seed's calls keep working after changing only the import (docs/python.md):
 whatever the seed accepted, in the spellings it accepted, and silence where it was silent."""
 
 import io

@@ -1,5 +1,5 @@
 """Misuse raises laptime.UsageError (an AssertionError) naming the call, the name and the thread,
-and leaves the singletons working (SPEC §4)."""
+and leaves the singletons working: no misuse corrupts state."""
 
 import os
 import subprocess

@@ -1,4 +1,4 @@
-"""An interval's life, from Python (SPEC §1): the enable/reset period it belongs to, and the end
+"""An interval's life, from Python (docs/stopwatch.md): the enable/reset period it belongs to, and the end
 of an interval on another thread than its start (the seed allowed a start in one callback and the
 end in another)."""
 

@@ -1,4 +1,4 @@
-"""CPU and I/O as NVTX counters from Python (laptime.enable_nvtx_counters, issue 18): what a
+"""CPU and I/O as NVTX counters from Python (laptime.enable_nvtx_counters, docs/resources.md): what a
 profiler receives, through the NVTX injection library of the C++ tests (tests/nvtx_recorder)."""
 
 import os

@@ -97,7 +97,7 @@ sw.start_meas("batch"); end_there()   # a start/end range from now on
 def test_the_environment_turns_the_ranges_on_and_wins_over_the_code(nvtx_recorder, variables):
     events, _, _ = record(nvtx_recorder, r"""
 laptime.configure_from_env()
-sw.enable(0, nvtx=False)   # the environment's choice wins (SPEC section 8)
+sw.enable(0, nvtx=False)   # the environment's choice wins (docs/configuration.md)
 sw.start_meas("profiled"); sw.end_meas("profiled")
 """, LAPTIME_WARMUP="0", **variables)
     # The profiling profile also turns on the NVTX counters (counters-test): their registrations

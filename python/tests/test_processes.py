@@ -1,5 +1,5 @@
 """Forked workers (multiprocessing, PyTorch DataLoader workers): their CPU counts in the process
-tree figure of tracked names (SPEC §3), and what they measure reaches the parent's report
+tree figure of tracked names (the process and all its live descendants, docs/resources.md), and what they measure reaches the parent's report
 (test_workers.py has the rest)."""
 
 import multiprocessing

@@ -1,4 +1,4 @@
-"""Reports people look at (issue 17): interval recording from Python, `laptime trace`, `laptime
+"""Reports people look at (docs/reports.md): interval recording from Python, `laptime trace`, `laptime
 compare` with several runs, `laptime plot`, `laptime html` and TensorBoard scalars."""
 
 import copy

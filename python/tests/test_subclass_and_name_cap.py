@@ -1,4 +1,5 @@
-"""Subclassing the tools, as seed users do, and the limit on distinct names (issue 12, item 19)."""
+"""Subclassing the tools, as seed users do, and the limit on distinct names
+(LAPTIME_MAX_NAMES, docs/configuration.md)."""
 
 import os
 import subprocess

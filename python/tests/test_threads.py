@@ -1,4 +1,5 @@
-"""Python threads are OS threads: each has its own running slots and range stack (SPEC §1, §2)."""
+"""Python threads are OS threads: each has its own running slots and range stack
+(docs/stopwatch.md, docs/nvtx.md)."""
 
 import concurrent.futures
 import threading

@@ -1,4 +1,4 @@
-"""Worker processes in the parent's report (SPEC §1 "Worker processes", docs/workers.md): what
+"""Worker processes in the parent's report (docs/workers.md): what
 a child measures — started by fork, spawn or forkserver, or a PyTorch DataLoader worker — is merged
 into the report of the process that enabled the Stopwatch, with no code in the child beyond the
 measurements; a killed worker keeps what it completed."""

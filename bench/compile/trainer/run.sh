@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The compile time laptime adds to a trainer-sized CUDA file (issue 22, item 1): trainer.cu
+# The compile time laptime adds to a trainer-sized CUDA file (docs/build.md): trainer.cu
 # (about 2,000 lines: kernels, templates, cuBLAS, a loader thread) built three ways by its
 # Makefile with `nvcc -O3 -arch=sm_90 -std=c++17 ... -lcublas` (compile and link):
 #

@@ -1,6 +1,6 @@
 // trainer.cu: a small GPT-style language model trained on the GPU, in one CUDA file, the way
 // single-file CUDA trainers are written (kernels, templates, cuBLAS, a data-loader thread). It is
-// the "trainer-sized CUDA file" of bench/compile/trainer/run.sh (issue 22, item 1): the compile
+// the "trainer-sized CUDA file" of bench/compile/trainer/run.sh (docs/build.md): the compile
 // time of this file built three ways, from the same source:
 //
 //   plain      nvcc -O3 -arch=sm_90 -std=c++17 trainer.cu -lcublas                 no laptime

@@ -30,7 +30,7 @@ ITERS, WARMUP = 4, 1
 def _have_loaders():
     if (EXAMPLE / "loaders.py").exists() and (EXAMPLE / "reader.py").exists():
         return True
-    try:  # a stand-in on PYTHONPATH while issue 14's modules are not in this tree
+    try:  # a stand-in on PYTHONPATH while the loader study's modules are not in this tree
         import loaders  # noqa: F401
         import reader  # noqa: F401
     except ImportError:
