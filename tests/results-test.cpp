@@ -1,7 +1,10 @@
 // What the report and the JSON print, whatever the names and the program's locale, and how often
 // laptime warns about the same cause.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
-// A small name table, so that the test can fill it (one executable, one translation unit).
+// A small name table, so that the test can fill it (one executable, one translation unit). The
+// table's size is part of the layout, so this file compiles the implementation itself, on
+// purpose (the library beside it was compiled with the default; the weak definitions of this
+// file, first on the link line, are the ones the program uses).
 #define LAPTIME_MAX_NAMES 16
 
 #include <unistd.h>
@@ -11,7 +14,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "laptime/detail/format.hpp"  // format_duration, the report's units
+#include "laptime/detail/format.hpp"          // format_duration, the report's units
+#include "laptime/detail/implementation.hpp"  // with this file's LAPTIME_MAX_NAMES, see above
 #include "laptime/laptime.hpp"
 #include "test_support.hpp"
 
