@@ -20,6 +20,7 @@
 #include <Python.h>
 
 #include <laptime/laptime.hpp>
+#include "closed_stdout.hpp"
 
 #include <cerrno>
 #include <climits>
@@ -439,23 +440,20 @@ bool interpreter_usable() {
 }
 
 /// laptime::PrintFunction: writes to sys.stdout (notebooks and loggers capture it) with the GIL
-/// held. Any thread may call it, also a C++ thread that never ran Python (PyGILState_Ensure gives
-/// it a thread state).
+/// held, from any thread (PyGILState_Ensure gives a C++ thread a thread state). A closed or full
+/// sys.stdout drops the text (told once), whatever the program's SIGPIPE disposition.
 void print_to_sys_stdout(const char* text, std::size_t size, void* /*user_data*/) {
+  const std::string_view s(text, size);
+  const laptime::detail::SigpipeBlocked blocked;
   if (!interpreter_usable()) {
-    std::fwrite(text, 1, size, stdout);
-    std::fflush(stdout);
+    laptime::detail::print_own_output(stdout, s, kReportNotPrinted);
     return;
   }
   const PyGILState_STATE gil = PyGILState_Ensure();
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
   PyErr_Fetch(&type, &value, &traceback);     // keep an exception the caller may have set
   PyObject* out = PySys_GetObject("stdout");  // borrowed
-  if (out == nullptr || out == Py_None || !write_to(out, std::string_view(text, size))) {
-    if (PyErr_Occurred()) PyErr_WriteUnraisable(nullptr);
-    std::fwrite(text, 1, size, stdout);
-    std::fflush(stdout);
-  }
+  if (out == nullptr || out == Py_None || !write_to(out, s)) after_failed_sys_stdout_write(s);
   PyErr_Restore(type, value, traceback);
   PyGILState_Release(gil);
 }
