@@ -37,6 +37,20 @@ namespace {
 
 constexpr int kIters = 200;
 
+// The names in `dir` that contain `part`.
+std::vector<std::string> files_containing(const std::string& dir, std::string_view part) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      if (std::string_view(e->d_name).find(part) != std::string_view::npos) {
+        out.emplace_back(e->d_name);
+      }
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
 #if LAPTIME_ENABLED
 
 void measure_iterations(laptime::Stopwatch& sw, int iters) {
@@ -144,20 +158,6 @@ int helper_write_json_loop(const char* path, std::string_view how) {
   if (how == "exit") std::exit(0);
   if (how == "abort") std::abort();
   for (;;) measure_iterations(sw, 1);
-}
-
-// The names in `dir` that contain `part`.
-std::vector<std::string> files_containing(const std::string& dir, std::string_view part) {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d)) {
-      if (std::string_view(e->d_name).find(part) != std::string_view::npos) {
-        out.emplace_back(e->d_name);
-      }
-    }
-    ::closedir(d);
-  }
-  return out;
 }
 
 // On a full file system (a 64 KiB tmpfs mounted at `dir` in a private mount namespace, filled up),
