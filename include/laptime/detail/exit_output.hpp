@@ -159,8 +159,10 @@ inline void write_exit_output() {
 inline void run_exit_output() noexcept {
   try {
     write_exit_output();
-    // Writes other threads still have in progress finish first (bounded); none starts after.
-    remove_temporary_files_at_exit();
+    // Writes other threads still have in progress finish first (bounded); none starts after. Not
+    // in a forked child, which may not take the process lookup's lock at exit (its own writes
+    // registered remove_temporary_files_at_exit already).
+    if (::getpid() == stopwatch_state().owner_pid) remove_temporary_files_at_exit();
   } catch (const std::exception& e) {  // out of memory
     std::fprintf(stderr, "laptime: warning: results not written at exit: %s\n", e.what());
   } catch (...) {
