@@ -19,12 +19,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <laptime/laptime.hpp>
-// The extension still reaches under the API (the print function, the open progress line, the name
-// limit, enable's message in Python's words): these headers, not the whole implementation, which
-// comes from the library it links.
-#include <laptime/detail/stopwatch_config.hpp>
+#include <laptime/detail/stopwatch_config.hpp>  // what it reaches under the API; not the impl
 #include <laptime/detail/stopwatch_state.hpp>
+#include <laptime/laptime.hpp>
+#include "closed_stdout.hpp"
 
 #include <cerrno>
 #include <climits>
@@ -444,23 +442,20 @@ bool interpreter_usable() {
 }
 
 /// laptime::PrintFunction: writes to sys.stdout (notebooks and loggers capture it) with the GIL
-/// held. Any thread may call it, also a C++ thread that never ran Python (PyGILState_Ensure gives
-/// it a thread state).
+/// held, from any thread (PyGILState_Ensure gives a C++ thread a thread state). A closed or full
+/// sys.stdout drops the text (told once), whatever the program's SIGPIPE disposition.
 void print_to_sys_stdout(const char* text, std::size_t size, void* /*user_data*/) {
+  const std::string_view s(text, size);
+  const laptime::detail::SigpipeBlocked blocked;
   if (!interpreter_usable()) {
-    std::fwrite(text, 1, size, stdout);
-    std::fflush(stdout);
+    laptime::detail::print_own_output(stdout, s, kReportNotPrinted);
     return;
   }
   const PyGILState_STATE gil = PyGILState_Ensure();
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
   PyErr_Fetch(&type, &value, &traceback);     // keep an exception the caller may have set
   PyObject* out = PySys_GetObject("stdout");  // borrowed
-  if (out == nullptr || out == Py_None || !write_to(out, std::string_view(text, size))) {
-    if (PyErr_Occurred()) PyErr_WriteUnraisable(nullptr);
-    std::fwrite(text, 1, size, stdout);
-    std::fflush(stdout);
-  }
+  if (out == nullptr || out == Py_None || !write_to(out, s)) after_failed_sys_stdout_write(s);
   PyErr_Restore(type, value, traceback);
   PyGILState_Release(gil);
 }

@@ -1,15 +1,15 @@
-// laptime internals: the results at the end of a process (LAPTIME_OUTPUT, LAPTIME_PRINT_AT_EXIT),
-// and the one way laptime writes a JSON file (also Stopwatch::write_json).
+// laptime internals: the results at the end of a process (LAPTIME_OUTPUT, LAPTIME_PRINT_AT_EXIT).
 //
-// - The file is replaced atomically: a temporary file in the same folder, flushed to disk, then
-//   renamed over the target. A reader, or a process killed at any moment, sees the old file or the
-//   new one, never a torn one.
-// - At exit (atexit, at_quick_exit) the file is written first, then the report printed with
-//   SIGPIPE blocked: a stdout whose reader has gone costs a warning, never the file or the status.
+// - The file is replaced atomically (detail/atomic_file.hpp, also Stopwatch::write_json).
+// - At exit (atexit, at_quick_exit) the file is written first, and last: a write at a signal that
+//   comes meanwhile waits for it and adds nothing. Then the report is printed with SIGPIPE blocked
+//   (detail/own_output.hpp): a stdout whose reader has gone costs a warning, never the file or the
+//   status. Temporary files of writes still in progress on other threads are waited for or removed.
 // - SIGTERM, SIGINT, SIGHUP and SIGABRT (abort) write the file too: the handler wakes a writer
 //   thread (made when the handlers are installed, all signals blocked) and waits for it with a
 //   timeout, using only async-signal-safe calls; then the signal takes its course (the default
-//   action, re-raised) or the handler the program had installed is called.
+//   action, re-raised, after laptime's temporary files are removed) or the handler the program
+//   had installed is called.
 // docs/guarantees.md lists what survives which way a process ends, with the tests that show it.
 #pragma once
 
@@ -35,6 +35,8 @@
 #include <thread>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/atomic_file.hpp"
+#include "laptime/detail/own_output.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/stopwatch_state.hpp"
 #include "laptime/results.hpp"
@@ -64,152 +66,18 @@ inline std::string expand_output_path(std::string_view pattern, int rank, long p
   return out;
 }
 
-/// The temporary file next to `target`: "<target>.tmp.<pid>.<16 hex digits>".
-inline std::string temporary_path_for(const std::string& target, long pid, std::uint64_t random) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out = target + ".tmp." + std::to_string(pid) + ".";
-  for (int shift = 60; shift >= 0; shift -= 4) out += kHex[(random >> shift) & 0xf];
-  return out;
-}
-
-/// Why writing a file failed: errno and the step (nullptr: none in particular).
-struct WriteFailure {
-  int code = 0;  ///< 0: written
-  const char* step = nullptr;
-
-  explicit operator bool() const noexcept { return code != 0; }
-  /// "No such file or directory (creating a temporary file next to it)".
-  std::string reason() const {
-    std::string r = std::strerror(code);
-    if (step != nullptr) r = r + " (" + step + ")";
-    return r;
-  }
-};
-
-// ---------------------------------------------------------------------------------------------
-// Writing a file
-
-inline WriteFailure write_all(int fd, std::string_view bytes) noexcept {
-  const char* p = bytes.data();
-  std::size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return {errno, "writing"};
-    }
-    if (n == 0) return {EIO, "writing"};
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  return {};
-}
-
-/// A target that is not a regular file (/dev/null, /dev/stdout, a FIFO) has nothing to replace:
-/// it is written as it is.
-inline WriteFailure write_in_place(const std::string& path, std::string_view bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
-  if (fd < 0) return {errno, "opening"};
-  WriteFailure f = write_all(fd, bytes);
-  if (::close(fd) != 0 && !f && errno != EINTR) f = {errno, "closing"};
-  return f;
-}
-
-inline std::uint64_t random_suffix() noexcept {
-  static std::atomic<std::uint64_t> counter{0};
-  std::uint64_t x =
-      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-      (counter.fetch_add(1, std::memory_order_relaxed) << 48) ^
-      reinterpret_cast<std::uintptr_t>(&x);
-  // splitmix64's finaliser: neighbouring inputs give unrelated names.
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-/// Writes `bytes` to `path` so that `path` is always either its old content or all of `bytes`:
-/// a new temporary file in the same folder (O_EXCL), written in full, fsync'ed, closed, renamed
-/// over `path`; the folder is then fsync'ed (best effort). On failure the temporary file is
-/// removed and `path` left as it was. A symbolic link is followed (its target is replaced); a
-/// target that is not a regular file is written in place; an existing read-only file is refused
-/// (EACCES), as opening it for writing would be. Returns {} on success.
-inline WriteFailure write_file_atomically(const std::string& path, std::string_view bytes) {
-  std::string target = path;
-  struct stat st;
-  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-    if (char* real = ::realpath(path.c_str(), nullptr)) {
-      target = real;
-      std::free(real);
-    }
-  }
-  const bool exists = ::stat(target.c_str(), &st) == 0;
-  if (exists) {
-    if (S_ISDIR(st.st_mode)) return {EISDIR, nullptr};
-    if (!S_ISREG(st.st_mode)) return write_in_place(target, bytes);
-    if (::access(target.c_str(), W_OK) != 0) return {errno, nullptr};
-  }
-  std::string temp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
-    temp = temporary_path_for(target, static_cast<long>(::getpid()), random_suffix());
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  if (fd < 0) return {errno, "creating a temporary file next to it"};
-  if (exists) (void)::fchmod(fd, st.st_mode & 07777);  // keep the file's permissions
-  WriteFailure f = write_all(fd, bytes);
-  // Flushed before the rename: after a crash the name holds the old file or the whole new one.
-  // File systems without fsync (EINVAL) have nothing to flush.
-  if (!f && ::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) f = {errno, "flushing to disk"};
-  if (::close(fd) != 0 && !f && errno != EINTR) f = {errno, "closing"};  // NFS reports here
-  if (!f && ::rename(temp.c_str(), target.c_str()) != 0) {
-    f = {errno, "renaming the temporary file over it"};
-  }
-  if (f) {
-    ::unlink(temp.c_str());
-    return f;
-  }
-  // The rename itself reaches the disk with the folder (best effort: power loss only).
-  const auto slash = target.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : target.substr(0, slash);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
-  return {};
-}
-
 // ---------------------------------------------------------------------------------------------
 // The at-exit output
 
 /// Writes `r` to LAPTIME_OUTPUT (expanded), or warns on stderr why it could not.
 inline void write_output_file(const StopwatchState& s, const Results& r) {
   const std::string path = expand_output_path(s.exit_output_path, r.rank, r.pid);
-  if (const WriteFailure f = write_file_atomically(path, r.to_json())) {
+  const WriteFailure f = write_file_atomically(path, r.to_json());
+  // ECANCELED: a write at a signal while the process exits; the at-exit file is the one written.
+  if (f && f.code != ECANCELED) {
     std::fprintf(stderr, "laptime: warning: could not write results to LAPTIME_OUTPUT='%s': %s\n",
                  escaped(path).c_str(), escaped(f.reason()).c_str());
   }
-}
-
-/// Runs `f` with SIGPIPE blocked on this thread, so that writing to a pipe whose reader has gone
-/// fails with EPIPE instead of ending the process; a SIGPIPE that `f` raised is consumed.
-template <class F>
-void without_sigpipe(F&& f) {
-  sigset_t pipe_set, old_mask, pending;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
-  const bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
-  f();
-  if (!was_pending) {
-    const timespec zero{0, 0};
-    while (sigtimedwait(&pipe_set, nullptr, &zero) == SIGPIPE) {
-    }
-  }
-  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
 }
 
 /// Signal handling state, one per process (process_singleton: every copy of the header in the
@@ -223,6 +91,7 @@ struct ExitSignals {
   using Handler = void (*)(int, siginfo_t*, void*);
 
   std::mutex mutex;                        // install / uninstall
+  std::mutex output_mutex;                 // one LAPTIME_OUTPUT write at a time, the final last
   std::atomic<pid_t> owner{0};             // the process that armed; a forked child only chains
   std::atomic<long> writer_tid{0};         // the writer thread never waits for itself
   std::atomic<int> request_fd{-1};         // a byte here wakes the writer
@@ -247,43 +116,53 @@ inline std::atomic<ExitSignals*>& exit_signals_for_handler() noexcept {
   return p;
 }
 
+/// The file at exit, the last one written: a write at a signal waits for it (output_mutex) and
+/// then finds final_written. The ending signals are held back in this thread meanwhile, so that
+/// no handler here waits for a writer that waits for this thread.
+inline void write_final_output_file(StopwatchState& s, const Results& r) {
+  ExitSignals& g = exit_signals();
+  sigset_t ending, old;
+  sigemptyset(&ending);
+  for (int sig : ExitSignals::kSignals) sigaddset(&ending, sig);
+  pthread_sigmask(SIG_BLOCK, &ending, &old);
+  {
+    std::lock_guard<std::mutex> lock(g.output_mutex);
+    if (!s.exit_output_path.empty()) write_output_file(s, r);
+    g.final_written.store(true);  // a signal during static destruction: nothing to add
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 inline void write_exit_output() {
   StopwatchState& s = stopwatch_state();
   if (::getpid() != s.owner_pid) return;  // a forked child never reports its parent's results
   if (!s.enabled.load()) return;
   const Results r = s.results();
   // The file first: printing may fail (a closed pipe) or block.
-  if (!s.exit_output_path.empty()) write_output_file(s, r);
-  exit_signals().final_written.store(true);  // a signal during static destruction: nothing to add
+  write_final_output_file(s, r);
   const bool rank_ok = !s.print_rank0_only.load() || s.rank_info().rank == 0;
   if (!s.exit_print || !rank_ok) return;
-  without_sigpipe([&] {
-    // A print function that throws (a closed stream) must not cost the exit code: an exception
-    // leaving an atexit handler is std::terminate.
-    const bool to_stdout = s.print_fn.load() == nullptr;
-    try {
-      if (to_stdout) std::clearerr(stdout);
-      errno = 0;
-      s.print(r.to_text());
-      if (to_stdout && std::ferror(stdout)) {
-        const int err = errno != 0 ? errno : EIO;
-        std::fprintf(stderr,
-                     "laptime: warning: the report could not be printed at exit: stdout: %s\n",
-                     std::strerror(err));
-      }
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "laptime: warning: the report could not be printed at exit: %s\n",
-                   e.what());
-    } catch (...) {
-      std::fprintf(stderr, "laptime: warning: the report could not be printed at exit\n");
-    }
-  });
+  // A print function that throws (a closed stream) must not cost the exit code: an exception
+  // leaving an atexit handler is std::terminate. Into stdout, a failure is told once.
+  const SigpipeBlocked blocked;
+  try {
+    s.print(r.to_text(), "the report could not be printed at exit");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "laptime: warning: the report could not be printed at exit: %s\n",
+                 e.what());
+  } catch (...) {
+    std::fprintf(stderr, "laptime: warning: the report could not be printed at exit\n");
+  }
 }
 
 /// atexit and at_quick_exit: never lets an exception out (std::terminate at exit).
 inline void run_exit_output() noexcept {
   try {
     write_exit_output();
+    // Writes other threads still have in progress finish first (bounded); none starts after. Not
+    // in a forked child, which may not take the process lookup's lock at exit (its own writes
+    // registered remove_temporary_files_at_exit already).
+    if (::getpid() == stopwatch_state().owner_pid) remove_temporary_files_at_exit();
   } catch (const std::exception& e) {  // out of memory
     std::fprintf(stderr, "laptime: warning: results not written at exit: %s\n", e.what());
   } catch (...) {
@@ -293,10 +172,6 @@ inline void run_exit_output() noexcept {
 
 // ---------------------------------------------------------------------------------------------
 // Signals
-
-inline long current_kernel_tid() noexcept {
-  return static_cast<long>(::syscall(SYS_gettid));
-}
 
 /// Async-signal-safe: hands the writer a ticket and waits (bounded) until it has been served.
 inline void request_write_from_signal(ExitSignals& g) noexcept {
@@ -336,7 +211,9 @@ inline void exit_signal_handler(int sig, siginfo_t* info, void* context) {
     if (prev.sa_sigaction != nullptr) prev.sa_sigaction(sig, info, context);
   } else if (prev.sa_handler == SIG_DFL) {
     // The default action: raised again, it is delivered when this handler returns (the signal is
-    // blocked meanwhile), and the process ends as it would have without laptime.
+    // blocked meanwhile), and the process ends as it would have without laptime, leaving none of
+    // laptime's temporary files (not so where the program's handler is called: it may go on).
+    if (TemporaryFiles* t = temporary_files_for_handler().load()) remove_temporary_files(*t, 100);
     ::sigaction(sig, &prev, nullptr);
     ::raise(sig);
   } else if (prev.sa_handler != SIG_IGN) {
@@ -355,7 +232,11 @@ inline void exit_writer_loop(ExitSignals& g, int fd) {
     const unsigned upto = g.requested.load();
     try {
       StopwatchState& s = stopwatch_state();
-      if (s.enabled.load()) write_output_file(s, s.results(/*wait_for_gpu=*/false));
+      std::lock_guard<std::mutex> lock(g.output_mutex);
+      // After the at-exit file, an older one must not replace it.
+      if (s.enabled.load() && !g.final_written.load()) {
+        write_output_file(s, s.results(/*wait_for_gpu=*/false));
+      }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "laptime: warning: results not written at signal: %s\n", e.what());
     } catch (...) {
@@ -403,6 +284,7 @@ inline void set_exit_signal_handlers_installed(bool on) {
   std::lock_guard<std::mutex> lock(g.mutex);
   if (on && !start_exit_writer(g)) return;
   exit_signals_for_handler().store(&g);
+  temporary_files_for_handler().store(&temporary_files());
   for (int i = 0; i < ExitSignals::kCount; ++i) {
     const int sig = ExitSignals::kSignals[i];
     struct sigaction current;

@@ -4,6 +4,7 @@
 // compiled once by src/laptime.cpp (the CMake target), or carried by <laptime/laptime.hpp>.
 #pragma once
 
+#include <cerrno>
 #include <iostream>
 #include <optional>
 #include <ostream>
@@ -15,6 +16,7 @@
 #include "laptime/stopwatch.hpp"
 #if LAPTIME_ENABLED
 #include "laptime/detail/exit_output.hpp"
+#include "laptime/detail/own_output.hpp"
 #include "laptime/detail/stopwatch_config.hpp"
 #include "laptime/detail/stopwatch_state.hpp"
 #endif
@@ -117,9 +119,19 @@ LAPTIME_IMPL void Stopwatch::print_eval_times(std::ostream& os) const {
   if (!is_enabled() && r.measurements.empty() && r.one_time.empty() && r.iterations_finished == 0) {
     return;
   }
+  // Into a closed pipe: no SIGPIPE (the stream fails, as the program finds by its state), and
+  // into std::cout, std::cerr or std::clog the first failure is told on the other stream.
+  const detail::SigpipeBlocked blocked;
+  const bool was_good = os.good();
+  errno = 0;
   // Below a progress line rewritten in place on the terminal, not over it.
   if (&os == &std::cout && detail::stopwatch_state().take_open_line()) os << '\n';
   os << r.to_text() << std::flush;
+  const bool standard = &os == &std::cout || &os == &std::cerr || &os == &std::clog;
+  if (was_good && !os.good() && standard) {
+    detail::warn_own_output_failed(&os == &std::cout ? stdout : stderr,
+                                   "a report could not be printed", errno != 0 ? errno : EIO);
+  }
 }
 LAPTIME_IMPL std::string Stopwatch::report() const {
   return results().to_text();

@@ -30,6 +30,7 @@
 #include "laptime/detail/histogram.hpp"
 #include "laptime/detail/nvtx_counters.hpp"
 #include "laptime/detail/nvtx_setup.hpp"  // the NVTX ranges of set_nvtx_ranges, inlined
+#include "laptime/detail/own_output.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/progress.hpp"
 #include "laptime/detail/stopwatch_figures.hpp"
@@ -213,7 +214,7 @@ struct StopwatchState : StopwatchCore {
   Results results(bool wait_for_gpu = true);
   RankInfo rank_info();
   void set_rank(int rank, int world_size);
-  void print(const std::string& text);
+  void print(const std::string& text, const char* what = "a report could not be printed");
   void set_data_name(std::string_view name, bool from_env);
   void set_progress(ProgressMode mode, bool from_env);
   bool line_due(std::int64_t finished, std::int64_t now);
@@ -889,8 +890,7 @@ inline void StopwatchState::print_progress(std::int64_t finished, std::int64_t n
   if (fn != nullptr) {
     fn(text.data(), text.size(), print_user.load());
   } else {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
+    print_own_output(stdout, text, "the progress line could not be printed");
   }
 }
 
@@ -937,7 +937,7 @@ inline std::size_t StopwatchState::collect_gpu(bool wait) {
   return timer.poll(on_done);
 }
 
-inline void StopwatchState::print(const std::string& report) {
+inline void StopwatchState::print(const std::string& report, const char* what) {
   std::lock_guard<std::mutex> lock(report_mutex);
   // Below a rewritten progress line, not over it.
   const std::string& text = line_open ? "\n" + report : report;
@@ -945,8 +945,7 @@ inline void StopwatchState::print(const std::string& report) {
   if (PrintFn fn = print_fn.load()) {
     fn(text.data(), text.size(), print_user.load());
   } else {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
+    print_own_output(stdout, text, what);
   }
 }
 

@@ -1,0 +1,46 @@
+// laptime's reports through sys.stdout when sys.stdout is closed or full (a pipe whose reader has
+// gone, a full disk): the OSError is cleared, the text dropped and the first failure told in one
+// line on stderr, never a traceback per report (docs/guarantees.md,
+// python/tests/test_closed_stdout.py).
+#pragma once
+
+#include <Python.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <string_view>
+
+#include "laptime/detail/own_output.hpp"
+
+/// The first words of the line that tells a failure.
+inline constexpr const char* kReportNotPrinted = "a report could not be printed";
+
+/// After a failed write to sys.stdout, with its exception set: an OSError is cleared and told
+/// once (true); another exception is left set (false).
+inline bool dropped_os_error() {
+  if (!PyErr_ExceptionMatches(PyExc_OSError)) return false;
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  int err = EIO;
+  if (PyObject* code = value != nullptr ? PyObject_GetAttrString(value, "errno") : nullptr) {
+    if (PyLong_Check(code)) err = static_cast<int>(PyLong_AsLong(code));
+    Py_DECREF(code);
+  }
+  PyErr_Clear();
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  const laptime::detail::SigpipeBlocked blocked;  // stderr may be the same closed pipe
+  laptime::detail::warn_own_output_failed(stdout, kReportNotPrinted, err);
+  return true;
+}
+
+/// After a write to sys.stdout failed (its exception set; none where there is no sys.stdout): a
+/// closed or full stream drops the text (told once); another failure is shown, and the text goes
+/// to the C stdout.
+inline void after_failed_sys_stdout_write(std::string_view text) {
+  if (dropped_os_error()) return;
+  if (PyErr_Occurred()) PyErr_WriteUnraisable(nullptr);
+  laptime::detail::print_own_output(stdout, text, kReportNotPrinted);
+}
