@@ -261,24 +261,33 @@ class ScopedMeasurement {
 #if LAPTIME_ENABLED
 
 inline bool Stopwatch::is_enabled() const noexcept {
-  return detail::stopwatch_core().enabled.load(std::memory_order_relaxed);
+  return detail::stopwatch_core().is_on();
 }
 
 LAPTIME_ALWAYS_INLINE void Stopwatch::start_meas(std::string_view name) {
   detail::StopwatchCore& s = detail::stopwatch_core();
-  if (LAPTIME_UNLIKELY(!s.enabled.load(std::memory_order_relaxed))) return;
+  const std::uint8_t power = s.power.load(std::memory_order_relaxed);
+  if (LAPTIME_UNLIKELY(power != detail::kEnabled)) {
+    // Disabled by some thread: remembered, so that the end after an enable() raises nothing.
+    if (power == detail::kDisabled) s.start_while_disabled(name);
+    return;
+  }
   s.start(name);
 }
 
 LAPTIME_ALWAYS_INLINE void Stopwatch::end_meas(std::string_view name) {
   detail::StopwatchCore& s = detail::stopwatch_core();
-  if (LAPTIME_UNLIKELY(!s.enabled.load(std::memory_order_relaxed))) return;
+  const std::uint8_t power = s.power.load(std::memory_order_relaxed);
+  if (LAPTIME_UNLIKELY(power != detail::kEnabled)) {
+    if (power == detail::kDisabled) s.end_while_disabled(name);
+    return;
+  }
   s.end(name);
 }
 
 inline void Stopwatch::finish_iter() {
   detail::StopwatchCore& s = detail::stopwatch_core();
-  if (!s.enabled.load(std::memory_order_relaxed)) return;
+  if (!s.is_on()) return;
   s.finish_iter();  // once per iteration: out of line
 }
 

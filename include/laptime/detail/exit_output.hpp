@@ -250,7 +250,7 @@ inline std::atomic<ExitSignals*>& exit_signals_for_handler() noexcept {
 inline void write_exit_output() {
   StopwatchState& s = stopwatch_state();
   if (::getpid() != s.owner_pid) return;  // a forked child never reports its parent's results
-  if (!s.enabled.load()) return;
+  if (!s.is_on()) return;
   const Results r = s.results();
   // The file first: printing may fail (a closed pipe) or block.
   if (!s.exit_output_path.empty()) write_output_file(s, r);
@@ -355,7 +355,7 @@ inline void exit_writer_loop(ExitSignals& g, int fd) {
     const unsigned upto = g.requested.load();
     try {
       StopwatchState& s = stopwatch_state();
-      if (s.enabled.load()) write_output_file(s, s.results(/*wait_for_gpu=*/false));
+      if (s.is_on()) write_output_file(s, s.results(/*wait_for_gpu=*/false));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "laptime: warning: results not written at signal: %s\n", e.what());
     } catch (...) {
