@@ -267,22 +267,24 @@ inline bool Stopwatch::is_enabled() const noexcept {
 LAPTIME_ALWAYS_INLINE void Stopwatch::start_meas(std::string_view name) {
   detail::StopwatchCore& s = detail::stopwatch_core();
   const std::uint8_t power = s.power.load(std::memory_order_relaxed);
-  if (LAPTIME_UNLIKELY(power != detail::kEnabled)) {
-    // Disabled by some thread: remembered, so that the end after an enable() raises nothing.
-    if (power == detail::kDisabled) s.start_while_disabled(name);
-    return;
+  // Tested apart, so that before enable() the call stays one load and one branch.
+  if (LAPTIME_UNLIKELY(power == detail::kNeverEnabled)) return;
+  if (LAPTIME_LIKELY(power == detail::kEnabled)) {
+    s.start(name);
+  } else {
+    s.start_while_disabled(name);  // remembered: its end after an enable() raises nothing
   }
-  s.start(name);
 }
 
 LAPTIME_ALWAYS_INLINE void Stopwatch::end_meas(std::string_view name) {
   detail::StopwatchCore& s = detail::stopwatch_core();
   const std::uint8_t power = s.power.load(std::memory_order_relaxed);
-  if (LAPTIME_UNLIKELY(power != detail::kEnabled)) {
-    if (power == detail::kDisabled) s.end_while_disabled(name);
-    return;
+  if (LAPTIME_UNLIKELY(power == detail::kNeverEnabled)) return;
+  if (LAPTIME_LIKELY(power == detail::kEnabled)) {
+    s.end(name);
+  } else {
+    s.end_while_disabled(name);
   }
-  s.end(name);
 }
 
 inline void Stopwatch::finish_iter() {
