@@ -103,6 +103,24 @@ void BM_StopwatchPair_NotEnabled(benchmark::State& state) {
 }
 BENCHMARK(BM_StopwatchPair_NotEnabled);
 
+// After enable() and disable(): a name the thread used while enabled. A start made while disabled
+// is remembered (its end after another thread's enable() must not raise), so this costs a slot
+// look-up, not just a branch.
+void BM_StopwatchPair_AfterDisable(benchmark::State& state) {
+  if (state.thread_index() == 0) {
+    enable_stopwatch();
+    Stopwatch::instance().start_meas("disabled");
+    Stopwatch::instance().end_meas("disabled");
+    Stopwatch::instance().disable();
+  }
+  for (auto _ : state) {
+    Stopwatch::instance().start_meas("disabled");
+    Stopwatch::instance().end_meas("disabled");
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_StopwatchPair_AfterDisable);
+
 // Enabled, a name the thread has already used: each thread its own name.
 void BM_StopwatchPair_Enabled(benchmark::State& state) {
   static constexpr std::array<std::string_view, 4> kNames = {"enabled 0", "enabled 1", "enabled 2",

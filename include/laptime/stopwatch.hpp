@@ -261,24 +261,35 @@ class ScopedMeasurement {
 #if LAPTIME_ENABLED
 
 inline bool Stopwatch::is_enabled() const noexcept {
-  return detail::stopwatch_core().enabled.load(std::memory_order_relaxed);
+  return detail::stopwatch_core().is_on();
 }
 
 LAPTIME_ALWAYS_INLINE void Stopwatch::start_meas(std::string_view name) {
   detail::StopwatchCore& s = detail::stopwatch_core();
-  if (LAPTIME_UNLIKELY(!s.enabled.load(std::memory_order_relaxed))) return;
-  s.start(name);
+  const std::uint8_t power = s.power.load(std::memory_order_relaxed);
+  // Tested apart, so that before enable() the call stays one load and one branch.
+  if (LAPTIME_UNLIKELY(power == detail::kNeverEnabled)) return;
+  if (LAPTIME_LIKELY(power == detail::kEnabled)) {
+    s.start(name);
+  } else {
+    s.start_while_disabled(name);  // remembered: its end after an enable() raises nothing
+  }
 }
 
 LAPTIME_ALWAYS_INLINE void Stopwatch::end_meas(std::string_view name) {
   detail::StopwatchCore& s = detail::stopwatch_core();
-  if (LAPTIME_UNLIKELY(!s.enabled.load(std::memory_order_relaxed))) return;
-  s.end(name);
+  const std::uint8_t power = s.power.load(std::memory_order_relaxed);
+  if (LAPTIME_UNLIKELY(power == detail::kNeverEnabled)) return;
+  if (LAPTIME_LIKELY(power == detail::kEnabled)) {
+    s.end(name);
+  } else {
+    s.end_while_disabled(name);
+  }
 }
 
 inline void Stopwatch::finish_iter() {
   detail::StopwatchCore& s = detail::stopwatch_core();
-  if (!s.enabled.load(std::memory_order_relaxed)) return;
+  if (!s.is_on()) return;
   s.finish_iter();  // once per iteration: out of line
 }
 

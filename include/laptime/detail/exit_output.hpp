@@ -136,7 +136,7 @@ inline void write_final_output_file(StopwatchState& s, const Results& r) {
 inline void write_exit_output() {
   StopwatchState& s = stopwatch_state();
   if (::getpid() != s.owner_pid) return;  // a forked child never reports its parent's results
-  if (!s.enabled.load()) return;
+  if (!s.is_on()) return;
   const Results r = s.results();
   // The file first: printing may fail (a closed pipe) or block.
   write_final_output_file(s, r);
@@ -234,7 +234,7 @@ inline void exit_writer_loop(ExitSignals& g, int fd) {
       StopwatchState& s = stopwatch_state();
       std::lock_guard<std::mutex> lock(g.output_mutex);
       // After the at-exit file, an older one must not replace it.
-      if (s.enabled.load() && !g.final_written.load()) {
+      if (s.is_on() && !g.final_written.load()) {
         write_output_file(s, s.results(/*wait_for_gpu=*/false));
       }
     } catch (const std::exception& e) {

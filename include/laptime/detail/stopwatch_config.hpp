@@ -13,6 +13,7 @@
 #include "laptime/config.hpp"
 #include "laptime/cuda.hpp"
 #include "laptime/detail/exit_output.hpp"
+#include "laptime/detail/stopwatch_disabled.hpp"
 #include "laptime/detail/stopwatch_state.hpp"
 #include "laptime/error.hpp"
 #include "laptime/resources.hpp"
@@ -47,7 +48,7 @@ inline void apply_stopwatch_config(StopwatchState& s, int warmup, std::optional<
   }
   // A worker's figures go to its parent's report: it writes no output file of its own.
   if (!s.share.is_worker()) arm_exit_output(s);
-  s.enabled.store(true, std::memory_order_release);
+  s.power.store(kEnabled, std::memory_order_release);
 }
 
 // The code's arguments (or, before the code has called enable, the built-in defaults the
@@ -72,7 +73,7 @@ inline void set_env_overrides(const EnvOverrides& overrides) {
   s.env = overrides;
   if (overrides.off) {
     if (s.configured) s.next_epoch();
-    s.enabled.store(false);
+    switch_off(s);
     s.configured = false;
     return;
   }
@@ -130,7 +131,7 @@ inline void enable_stopwatch(int num_warmup_iters, std::optional<int> print_ever
 inline void disable_stopwatch() noexcept {
   StopwatchState& s = stopwatch_state();
   std::lock_guard<std::mutex> lock(s.config_mutex);
-  s.enabled.store(false);
+  switch_off(s);
   s.configured = false;
   s.code_configured = false;
   s.next_epoch();  // intervals running now are dropped, never left running
@@ -220,7 +221,7 @@ inline void set_print_function(PrintFn fn, void* user_data) noexcept {
 // The one-time measurement table (SPEC §1): a name is used once; no warm-up.
 inline void start_one_time(std::string_view name) {
   StopwatchState& s = stopwatch_state();
-  if (!s.enabled.load(std::memory_order_relaxed)) return;
+  if (!s.is_on()) return;
   const std::int64_t t = now_ns();
   std::lock_guard<std::mutex> lock(s.one_time_mutex);
   for (const auto& o : s.one_time) {
@@ -238,7 +239,7 @@ inline void start_one_time(std::string_view name) {
 inline void end_one_time(std::string_view name) {
   const std::int64_t t = now_ns();
   StopwatchState& s = stopwatch_state();
-  if (!s.enabled.load(std::memory_order_relaxed)) return;
+  if (!s.is_on()) return;
   std::lock_guard<std::mutex> lock(s.one_time_mutex);
   for (auto& o : s.one_time) {
     if (o.name == name && o.running) {

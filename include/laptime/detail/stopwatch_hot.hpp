@@ -39,8 +39,17 @@ LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
 inline constexpr std::uint32_t kNoName = 0xffffffffu;
-/// Slot::run of an interval of an older period that finish_iter dropped before its end_meas came.
+/// Slot::run of an interval of an older period that was dropped before its end_meas came (by
+/// finish_iter, or started while disabled): that end_meas ends nothing, silently.
 inline constexpr std::uint32_t kDroppedRun = 0xffffffffu;
+
+// StopwatchCore::power: what start_meas and end_meas do.
+inline constexpr std::uint8_t kNeverEnabled = 0;  // before the first enable(): nothing at all
+inline constexpr std::uint8_t kEnabled = 1;       // measure
+/// After disable() (or the environment's "off"): measure nothing, but remember a start as an
+/// interval of the disabled period (kDroppedRun), so that its end_meas, after another thread's
+/// enable(), ends it silently instead of raising or ending another thread's interval.
+inline constexpr std::uint8_t kDisabled = 2;
 inline constexpr std::size_t kChunk = 64;
 inline constexpr std::size_t kChunks = (LAPTIME_MAX_NAMES + kChunk - 1) / kChunk;
 
@@ -235,7 +244,7 @@ struct StopwatchCore {
   StopwatchCore& operator=(const StopwatchCore&) = delete;
 
   // --- hot-path reads (relaxed) ---
-  std::atomic<bool> enabled{false};
+  std::atomic<std::uint8_t> power{kNeverEnabled};
   std::atomic<unsigned> features{0};
   // Iterations, warm-up, statistics generation: `own_gate`, or the shared one (IterationGate).
   std::atomic<IterationGate*> gate{&own_gate};
@@ -248,9 +257,17 @@ struct StopwatchCore {
     return *gate.load(std::memory_order_relaxed);
   }
 
+  LAPTIME_ALWAYS_INLINE bool is_on() const noexcept {
+    return power.load(std::memory_order_relaxed) == kEnabled;
+  }
+
   // --- the hot path ---
   void start(std::string_view name);
   void end(std::string_view name);
+  // start_meas and end_meas while disabled after an enable() (kDisabled), out of line
+  // (detail/stopwatch_disabled.hpp): what they leave on the calling thread's slot.
+  void start_while_disabled(std::string_view name) noexcept;
+  void end_while_disabled(std::string_view name) noexcept;
   LAPTIME_ALWAYS_INLINE const NameCacheEntry* lookup(ThreadRecord& rec, std::string_view name);
   LAPTIME_ALWAYS_INLINE void add_interval(ThreadRecord& owner, Slot& run_slot, Slot& stats_slot,
                                           std::uint32_t id, std::int64_t t, unsigned feats);

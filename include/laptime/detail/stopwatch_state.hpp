@@ -324,7 +324,7 @@ inline void StopwatchState::attach_worker_share() {
   gate.store(&share.header()->gate, std::memory_order_release);
   configured = true;
   print_every.store(0, std::memory_order_relaxed);
-  enabled.store(true, std::memory_order_release);
+  power.store(kEnabled, std::memory_order_release);
 }
 
 inline std::uint32_t StopwatchState::intern(std::string_view name) {
@@ -1153,7 +1153,7 @@ inline void testing_reset_stopwatch_impl() {
   StopwatchState& s = stopwatch_state();
   {
     std::lock_guard<std::mutex> lock(s.config_mutex);
-    s.enabled.store(false);
+    s.power.store(kNeverEnabled);
     s.configured = false;
     s.code_configured = false;
     s.env = EnvOverrides();
