@@ -23,6 +23,7 @@
 #include <laptime/detail/stopwatch_state.hpp>
 #include <laptime/laptime.hpp>
 #include "closed_stdout.hpp"
+#include "stopwatch_gate.hpp"
 
 #include <cerrno>
 #include <climits>
@@ -514,7 +515,7 @@ PyObject* scope_enter(PyObject* obj, PyObject*) {
   Scope* self = reinterpret_cast<Scope*>(obj);
   PyObject* r;
   if (self->kind == ScopeKind::Measure) {
-    if (!stopwatch().is_enabled()) Py_RETURN_NONE;
+    if (stopwatch_never_enabled()) Py_RETURN_NONE;
     r = with_name("measure", self->name, [](std::string_view n) { stopwatch().start_meas(n); });
   } else {
     // Not enabled, or quiet (no profiler, no sync, no order tracking): nothing to push or pop.
@@ -525,9 +526,8 @@ PyObject* scope_enter(PyObject* obj, PyObject*) {
   return r;
 }
 
-// Ends what __enter__ started, also when the block raised (that exception then propagates). A
-// block entered while the tool was off ends nothing, even if the tool was enabled inside it.
-// The arguments (exc_type, exc, traceback) are not needed.
+// Ends what __enter__ started, also when the block raised (it then propagates). A block entered
+// before the first enable() ends nothing; the arguments (exc_type, exc, traceback) are not needed.
 PyObject* scope_exit(PyObject* obj, PyObject* const*, Py_ssize_t) {
   Scope* self = reinterpret_cast<Scope*>(obj);
   if (self->open == 0) Py_RETURN_FALSE;
@@ -794,7 +794,7 @@ LAPTIME_NOINLINE PyObject* end_meas_enabled(PyObject* name) {
                                                             PyObject* kwnames) {
   PyObject* name = required_arg(call, "name", args, nargs, kwnames);
   if (name == nullptr) return nullptr;
-  if (!stopwatch().is_enabled()) Py_RETURN_NONE;
+  if (stopwatch_never_enabled()) Py_RETURN_NONE;
   return enabled(name);
 }
 
@@ -802,7 +802,7 @@ PyObject* sw_start_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
   if (LAPTIME_UNLIKELY(nargs != 1 || kwnames != nullptr)) {
     return sw_pair_other_args("start_meas", start_meas_enabled, args, nargs, kwnames);
   }
-  if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
+  if (LAPTIME_LIKELY(stopwatch_never_enabled())) Py_RETURN_NONE;
   return start_meas_enabled(args[0]);
 }
 
@@ -810,7 +810,7 @@ PyObject* sw_end_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObje
   if (LAPTIME_UNLIKELY(nargs != 1 || kwnames != nullptr)) {
     return sw_pair_other_args("end_meas", end_meas_enabled, args, nargs, kwnames);
   }
-  if (LAPTIME_LIKELY(!stopwatch().is_enabled())) Py_RETURN_NONE;
+  if (LAPTIME_LIKELY(stopwatch_never_enabled())) Py_RETURN_NONE;
   return end_meas_enabled(args[0]);
 }
 

@@ -122,3 +122,39 @@ def test_one_measure_object_shared_by_threads(stopwatch):
         list(pool.map(load, range(8)))
     m = stopwatch.results()["measurements"][0]
     assert m["count"] == 8 and not m["running"]
+
+
+def test_a_controller_thread_switching_the_stopwatch_off_and_on_never_fails_a_correct_pair(stopwatch):
+    # A correctly paired thread gets no error from another thread's disable()/enable()/reset():
+    # an interval that spans the switch is dropped (docs/stopwatch.md).
+    stopwatch.enable(0)
+    stop = threading.Event()
+    errors = []
+    pairs = [0]
+
+    def worker():
+        while not stop.is_set():
+            try:
+                stopwatch.start_meas("step")
+                with stopwatch.measure("inner"):
+                    pass
+                stopwatch.end_meas("step")
+                pairs[0] += 1
+            except laptime.UsageError as e:
+                errors.append(str(e))
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for toggle in range(200):
+        stopwatch.disable()
+        time.sleep(0.0002)  # lets the workers run (and start intervals) while off
+        stopwatch.enable(0)
+        if toggle % 10 == 0:
+            stopwatch.reset()
+        time.sleep(0.0002)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert pairs[0] > 50
+    assert errors == []
