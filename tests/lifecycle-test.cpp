@@ -1,6 +1,6 @@
-// An interval's life as a user relies on it (SPEC §1): which enable/reset period it belongs to,
-// which thread may end it, what a thread's exit does to it; and the calls a trainer sets up with
-// (set_rank, GPU timing of selected names).
+// An interval's life as a user relies on it (docs/stopwatch.md): which enable/reset period it
+// belongs to, which thread may end it, what a thread's exit does to it; and the calls a trainer
+// sets up with (set_rank, GPU timing of selected names).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <unistd.h>
 
@@ -367,7 +367,8 @@ TEST_CASE("memory per (thread, name) stays under 2 KiB, whatever the number of i
                                             << (after_many - after_first) << " KiB in all");
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !defined(LAPTIME_SANITIZED)
   // (Sanitizer runtimes add their own shadow memory and redzones: no RSS bound holds there.)
-  CHECK(per_pair < 2.0);  // the slot, the histogram's table and one 256-byte block (issue 16)
+  CHECK(per_pair <
+        2.0);  // the slot, the histogram's table and one 256-byte block (docs/performance.md)
   // 1,024,000 more intervals: at most a block per power of two newly touched (a preempted
   // interval), never memory per interval.
   CHECK(after_many - after_first < kThreads * kNames * 2);

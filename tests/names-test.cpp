@@ -65,7 +65,8 @@ TEST_CASE("the name cache finds what was inserted, by pointer and length, verifi
   buffer[0] = 'b';
   CHECK(cache.find(buffer) == nullptr);
   // The buffer's new text gets an entry of its own; the old text's entry stays, so a buffer that
-  // takes turns between names hits for each (issue 16), and each hit has its own text's value.
+  // takes turns between names hits for each (docs/performance.md), and each hit has its own text's
+  // value.
   const std::string other = "borward";
   cache.insert(buffer, other.data(), 9);
   REQUIRE(cache.find(buffer) != nullptr);
@@ -79,7 +80,7 @@ TEST_CASE("the name cache finds what was inserted, by pointer and length, verifi
   CHECK(cache.find(literal) == nullptr);
 }
 
-TEST_CASE("64 short names side by side in memory all stay cached (issue 16)") {
+TEST_CASE("64 short names side by side in memory all stay cached (docs/performance.md)") {
   // As a compiler lays out 64 one-word string literals: back to back, a few bytes each.
   for (const std::size_t stride : {2u, 4u, 6u, 8u, 12u, 16u}) {
     CAPTURE(stride);

@@ -961,7 +961,7 @@ TEST_CASE("an interval dropped by reset() closes its NVTX range when its end_mea
   clear_events();
   sw.start_meas("dropped");
   sw.reset();
-  sw.end_meas("dropped");  // silently dropped (SPEC section 1), its range closed
+  sw.end_meas("dropped");  // silently dropped (docs/stopwatch.md), its range closed
   CHECK_EVENTS(my_events(), {"register global dropped", "push global dropped", "pop global"});
   CHECK(count_of("dropped") == -1);
 #endif
@@ -999,7 +999,7 @@ TEST_CASE(
     const FreshUnified fresh;
     laptime::apply_settings(parse({{"LAPTIME_PROFILE", "profiling"}, {"LAPTIME_WARMUP", "0"}}), 0);
     auto& sw = laptime::Stopwatch::instance();
-    sw.set_nvtx_ranges(false);  // the environment's choice wins (SPEC section 8)
+    sw.set_nvtx_ranges(false);  // the environment's choice wins (docs/configuration.md)
     clear_events();
     sw.start_meas("profiled");
     sw.end_meas("profiled");

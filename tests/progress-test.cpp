@@ -188,7 +188,7 @@ TEST_CASE("off: periodic printing prints nothing; report: the whole report, as b
   iterate(2, 0);
   REQUIRE(g_printed.size() == 1);
   CHECK(g_printed[0].rfind("laptime stopwatch: 6 measured iterations", 0) == 0);
-  // LAPTIME_PROGRESS wins over the code's calls (SPEC §8).
+  // LAPTIME_PROGRESS wins over the code's calls (docs/configuration.md).
   laptime::Settings s;
   s.progress = "off";
   laptime::apply_settings(s, 0);

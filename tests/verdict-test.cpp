@@ -334,7 +334,7 @@ TEST_CASE("the data-wait name set by the program, and LAPTIME_DATA_NAME over it"
   laptime::Results r = run_loop(0, 6, 1, 6);
   CHECK(r.data_name == "step");
   CHECK(r.verdict->kind == "data-bound");
-  // The environment's choice wins over the code's, whichever comes first (SPEC §8).
+  // The environment's choice wins over the code's, whichever comes first (docs/configuration.md).
   laptime::Settings s;
   s.data_name = "data fetch";
   laptime::apply_settings(s, 0);

@@ -1,4 +1,4 @@
-// Worker processes in the parent's report (SPEC §1, "Worker processes"; docs/workers.md): what a
+// Worker processes in the parent's report (docs/workers.md): what a
 // child measures — forked, forked from a child, or a program started with exec (as spawn and
 // forkserver start Python's workers) — is merged into the report of the process that enabled the
 // Stopwatch, per name and per worker; a worker that dies keeps what it completed; warm-up and

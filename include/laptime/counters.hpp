@@ -1,4 +1,4 @@
-// laptime: CPU and I/O on the Nsight Systems timeline, as NVTX counters (issue 18).
+// laptime: CPU and I/O on the Nsight Systems timeline, as NVTX counters (docs/nvtx.md).
 //
 //   laptime::enable_nvtx_counters();      // each tracked interval's figures, at its end
 //   laptime::enable_nvtx_counters(10);    // the same, and the whole process tree 10 times a second

@@ -1,5 +1,5 @@
-// laptime: CUDA without a build-time CUDA dependency (SPEC §1 do_cuda_sync, GPU event timing;
-// §2 sync options and profiler capture).
+// laptime: CUDA without a build-time CUDA dependency (do_cuda_sync, GPU event timing, the NVTX
+// wrapper's sync options and profiler capture: docs/cuda.md).
 //
 //   laptime::cuda::synchronize();            // cuCtxSynchronize on this thread's current context
 //   auto& gpu = laptime::cuda::GpuEventTimer::instance();

@@ -1,4 +1,4 @@
-// laptime: usage errors and what happens on them (SPEC §4).
+// laptime: usage errors and what happens on them (docs/stopwatch.md, errors).
 //
 //   laptime::set_error_policy(laptime::ErrorPolicy::Warn);  // production: never die of it
 //   try {
@@ -70,7 +70,8 @@ namespace detail {
 
 // The functions below are templates (`template <int = 0>`, called as plain functions) so that a
 // file which includes this header but never reports an error — one that only pushes NVTX ranges —
-// does not compile them (issue 22's compile-cost goal); ErrorState is one for the same reason.
+// does not compile them (the compile-cost goal of docs/build.md); ErrorState is one for the same
+// reason.
 
 template <int = 0>
 struct BasicErrorState {

@@ -10,23 +10,23 @@
 //     ...
 //   }
 //
-// SPEC §2: enable(sync_on_push, sync_on_pop, keep_track_of_range_order) as the seed, plus an NVTX
-// domain (default: NVTX's global domain, so existing nsys/ncu filters keep working) and colours.
-// range_push(name): optional sync, then an NVTX push; repeated names use NVTX registered strings,
-// so the hot path passes a handle. range_pop() / range_pop(expected): optional sync, then a pop;
-// with order tracking the expected name is checked *before* anything is popped, and a mismatch
-// or an empty stack is a usage error naming the expected range, the actual top, the thread and its
-// stack, with nothing changed. Each OS thread has its own stack. Scoped ranges, marks, thread
-// names and profiler capture are below.
+// As docs/nvtx.md says: enable(sync_on_push, sync_on_pop, keep_track_of_range_order) as the seed,
+// plus an NVTX domain (default: NVTX's global domain, so existing nsys/ncu filters keep working)
+// and colours. range_push(name): optional sync, then an NVTX push; repeated names use NVTX
+// registered strings, so the hot path passes a handle. range_pop() / range_pop(expected): optional
+// sync, then a pop; with order tracking the expected name is checked *before* anything is popped,
+// and a mismatch or an empty stack is a usage error naming the expected range, the actual top, the
+// thread and its stack, with nothing changed. Each OS thread has its own stack. Scoped ranges,
+// marks, thread names and profiler capture are below.
 //
 // What a profiler receives (docs/nvtx.md, proven by tests/nvtx-test.cpp with an injection library):
 // every range is an nvtxDomainRangePushEx / nvtxDomainRangePop in the chosen domain (NULL, i.e.
 // NVTX's global domain, by default, which is what nvtx3.hpp does too) whose message is an NVTX
 // registered string: each name is registered once per process, so the hot path passes a handle.
 //
-// Cost (SPEC §5): not enabled, one relaxed atomic load and a branch per call, and NVTX is never
-// reached; enabled, one call into the implementation part: a per-thread cache lookup (no lock
-// shared between threads, no allocation, no string copy once a name is known) around the NVTX
+// Cost (docs/performance.md): not enabled, one relaxed atomic load and a branch per call, and NVTX
+// is never reached; enabled, one call into the implementation part: a per-thread cache lookup (no
+// lock shared between threads, no allocation, no string copy once a name is known) around the NVTX
 // call. LAPTIME_DISABLE compiles it all out. Compiling it costs less than nvtx3.hpp
 // (bench/compile/run.sh, row "NVTX wrapper alone"): this header includes only <atomic>, <string>,
 // <string_view> and <vector> (not even the NVTX headers), and declares the rest, which is defined
@@ -123,8 +123,8 @@ class NVTXRangeName {
 #endif
 };
 
-/// The process-wide NVTX range wrapper (SPEC §2): NVTX pushes, pops and marks with optional CUDA
-/// syncs and optional checking of the range order on each thread.
+/// The process-wide NVTX range wrapper (docs/nvtx.md): NVTX pushes, pops and marks with optional
+/// CUDA syncs and optional checking of the range order on each thread.
 ///
 ///   auto& nvtx = laptime::NVTXRangeWrapper::instance();
 ///   nvtx.enable(/*sync_on_push=*/false, /*sync_on_pop=*/false,

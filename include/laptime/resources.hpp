@@ -1,4 +1,5 @@
-// laptime: CPU and I/O of the process tree and of the machine, sampled from /proc (SPEC §3).
+// laptime: CPU and I/O of the process tree and of the machine, sampled from /proc
+// (docs/resources.md).
 //
 //   auto start = laptime::resources::sample();
 //   run_one_iteration();

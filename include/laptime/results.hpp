@@ -1,7 +1,7 @@
 // laptime: a snapshot of the Stopwatch's results, and its two renderings: the text report
-// (print_eval_times) and JSON (to_json, SPEC §6). Plain data here; the renderings are plain code
-// over it, out of line in detail/results_impl.hpp (the implementation part, tested with known data
-// in tests/results-test.cpp).
+// (print_eval_times) and JSON (to_json, docs/reports.md). Plain data here; the renderings are plain
+// code over it, out of line in detail/results_impl.hpp (the implementation part, tested with known
+// data in tests/results-test.cpp).
 #pragma once
 
 #include <cstddef>
@@ -152,9 +152,9 @@ struct Results {
   int cpus = 0;                    ///< CPUs online when the results were taken (0: unknown)
   std::optional<Verdict> verdict;  ///< detail::verdict_of(*this); none in a hand-built Results
 
-  /// The report print_eval_times writes (SPEC §1).
+  /// The report print_eval_times writes (docs/stopwatch.md).
   std::string to_text() const;
-  /// JSON, schema version 1 (SPEC §6).
+  /// JSON, schema version 1 (docs/reports.md).
   std::string to_json() const;
 };
 

@@ -1,5 +1,5 @@
-// laptime: switching the tools per run type from the environment (SPEC §8), the way the seed
-// switched them from its config file:
+// laptime: switching the tools per run type from the environment (docs/configuration.md), the way
+// the seed switched them from its config file:
 //
 //   LAPTIME_PROFILE=training     everything off (the real run)
 //   LAPTIME_PROFILE=evaluation   Stopwatch only
@@ -57,8 +57,8 @@ struct Settings {
 
   std::vector<std::string> warnings;  ///< one line per malformed variable (it was ignored)
 
-  /// Which settings the user's environment gave (SPEC §8: those override the code's calls, in
-  /// any order; the others are the code's, or built-in defaults).
+  /// Which settings the user's environment gave (docs/configuration.md: those override the code's
+  /// calls, in any order; the others are the code's, or built-in defaults).
   struct FromEnv {
     bool stopwatch = false;  ///< LAPTIME_PROFILE or LAPTIME_STOPWATCH
     bool num_warmup_iters = false, print_every_n_iters = false, do_cuda_sync = false;

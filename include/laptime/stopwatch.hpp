@@ -1,6 +1,6 @@
-// laptime: the Stopwatch (SPEC §1), named intervals per iteration with warm-up, percentiles, CPU
-// and I/O of tracked names and GPU time. One process-wide instance, shared by every shared object
-// and by the Python module; every call is safe from any thread.
+// laptime: the Stopwatch (docs/stopwatch.md), named intervals per iteration with warm-up,
+// percentiles, CPU and I/O of tracked names and GPU time. One process-wide instance, shared by
+// every shared object and by the Python module; every call is safe from any thread.
 //
 //   auto& sw = laptime::Stopwatch::instance();
 //   sw.enable(/*num_warmup_iters=*/50, /*print_every_n_iters=*/100, /*do_cuda_sync=*/false);
@@ -92,7 +92,7 @@ class Stopwatch {
   /// std::nullopt: never); `do_cuda_sync` synchronises the current CUDA context right before each
   /// timestamp after warm-up (costs a full GPU sync per call: use it to attribute GPU work to host
   /// intervals). Calling again with the same arguments does nothing; with others it is a usage
-  /// error. A setting the user's environment gave (configure_from_env, SPEC §8) wins.
+  /// error. A setting the user's environment gave (configure_from_env, docs/configuration.md) wins.
   void enable(int num_warmup_iters, std::optional<int> print_every_n_iters = std::nullopt,
               bool do_cuda_sync = false);
   /// Turns measuring off (results stay; enable() may then be called with other arguments).
@@ -200,7 +200,7 @@ class Stopwatch {
   void print_eval_times(std::ostream& os) const;
   /// The report as text.
   std::string report() const;
-  /// The results as JSON (SPEC §6).
+  /// The results as JSON (docs/reports.md).
   std::string to_json() const;
   /// Writes to_json() to `path` atomically: a temporary file in the same folder, flushed to disk,
   /// then renamed over `path`, so that a reader (or a crash) sees the old file or the new one,

@@ -480,8 +480,8 @@ PyObject* mod_uninstall_print_function(PyObject*, PyObject*) {
 // ---------------------------------------------------------------------------------------------
 // _Scope: `with stopwatch.measure("x"):`, `with nvtx.range("x"):`, and both as decorators
 //
-// A `with` block costs what the protocol costs (bench/python_bench.py, docs/performance.md §5):
-// CPython looks __enter__ and __exit__ up on the type and binds each, which for methods in a
+// A `with` block costs what the protocol costs (bench/python_bench.py, docs/performance.md, section
+// 5): CPython looks __enter__ and __exit__ up on the type and binds each, which for methods in a
 // PyMethodDef allocates two bound-method objects per block, then calls them. Here:
 //   - __enter__ and __exit__ are descriptors of our own (_ScopeMethodDescr) whose binding returns
 //     the builtin method the scope bound once: no allocation, and the call of __exit__ at the
@@ -777,7 +777,8 @@ PyType_Spec g_scope_spec = {"laptime._Scope", sizeof(Scope), 0,
 // Not enabled: one relaxed load, whatever the name (the seed's methods were empty then).
 // Enabled: a str's UTF-8 view and laptime's own path; other names take the cold fallback.
 // The method itself is only the common case (one positional argument) and the not-enabled
-// test: everything else is a tail call, so that it needs no stack frame (docs/performance.md §5).
+// test: everything else is a tail call, so that it needs no stack frame (docs/performance.md,
+// section 5).
 LAPTIME_NOINLINE PyObject* start_meas_enabled(PyObject* name) {
   return with_name("start_meas", name, [](std::string_view n) { stopwatch().start_meas(n); });
 }

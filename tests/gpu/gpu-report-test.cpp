@@ -1,5 +1,5 @@
-// What a report says about GPU time (SPEC §1), on a GPU: results() and to_json() wait for the
-// intervals already ended, so they hold every one of them; the periodic report (finish_iter)
+// What a report says about GPU time (docs/stopwatch.md), on a GPU: results() and to_json() wait for
+// the intervals already ended, so they hold every one of them; the periodic report (finish_iter)
 // never waits and counts, per name, the intervals still pending; names not selected for GPU
 // timing (enable_gpu_timing_for) carry no GPU figure.
 #include <cstdio>

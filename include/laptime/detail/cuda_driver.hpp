@@ -246,7 +246,7 @@ CudaDriver load_cuda_driver(const char* path) {
 #endif  // LAPTIME_CUDA_DRIVER_API
 
 // A template, like the functions here, so that a file that never touches CUDA does not compile
-// the loader (the NVTX wrapper's files: issue 22's compile-cost goal).
+// the loader (the NVTX wrapper's files: the compile-cost goal of docs/build.md).
 template <int = 0>
 struct BasicCudaDriverHolder {
   BasicCudaDriverHolder() {

@@ -3,8 +3,9 @@
 //
 // Events come from a pool per CUDA context, are created ahead or in batches, are recycled once
 // resolved and never destroyed per interval: an event-timed interval's hot path (start/stop) is a
-// free-list pop under the pool's mutex and one cuEventRecord each, with no allocation (SPEC §1,
-// issue 16 goal 7; the free lists reserve their capacity when a pool is made or grown).
+// free-list pop under the pool's mutex and one cuEventRecord each, with no allocation
+// (docs/performance.md, the GPU goals; the free lists reserve their capacity when a pool is made or
+// grown).
 #pragma once
 
 #include <cmath>

@@ -4,7 +4,8 @@
 // Used by the Stopwatch's do_cuda_sync and the NVTX wrapper's sync_on_push / sync_on_pop, which
 // include this rather than cuda.hpp: GPU event timing (detail/cuda_events.hpp) is not theirs.
 // The functions are templates (`template <int = 0>`, called as plain functions) so that a file
-// that includes this but never syncs does not compile them (issue 22's compile-cost goal).
+// that includes this but never syncs does not compile them (the compile-cost goal of
+// docs/build.md).
 #pragma once
 
 #include <atomic>

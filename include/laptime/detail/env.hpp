@@ -1,7 +1,7 @@
-// laptime internals: reading the environment (SPEC §7 rank labels, §8 configuration).
-// The parsers take the variable's text, so they are tested without touching the environment.
-// Below error.hpp (which reads LAPTIME_ON_ERROR through env_value); the warning form of
-// detect_rank() is there.
+// laptime internals: reading the environment (rank labels and configuration:
+// docs/configuration.md). The parsers take the variable's text, so they are tested without touching
+// the environment. Below error.hpp (which reads LAPTIME_ON_ERROR through env_value); the warning
+// form of detect_rank() is there.
 #pragma once
 
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// laptime internals: the NVTX C API, the only place that calls it (SPEC §2).
+// laptime internals: the NVTX C API, the only place that calls it (docs/nvtx.md).
 //
 // Only the C header nvtx3/nvToolsExt.h is used (nvtx3.hpp costs several times more to compile),
 // and only where it is found. Domain and string handles travel as void* (NVTX's handles are opaque

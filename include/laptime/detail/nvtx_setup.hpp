@@ -6,7 +6,7 @@
 // Compiled once per program: by src/laptime.cpp (the CMake target laptime::laptime) or in each
 // file that includes <laptime/laptime.hpp> (weak definitions, linked once). A file that only
 // includes <laptime/nvtx.hpp> compiles none of it, which keeps its compile cost near nvtx3's
-// (issue 22, bench/compile/run.sh row "NVTX wrapper alone").
+// (docs/build.md, bench/compile/run.sh row "NVTX wrapper alone").
 #pragma once
 
 #include <cstdio>

@@ -1,4 +1,4 @@
-// laptime internals: the renderings of Results, the text report and JSON (SPEC §6). The
+// laptime internals: the renderings of Results, the text report and JSON (docs/reports.md). The
 // implementation part (LAPTIME_IMPL: compiled once by src/laptime.cpp, or carried by
 // <laptime/laptime.hpp>); also in the compiled-out build, where they render what they are given.
 #pragma once

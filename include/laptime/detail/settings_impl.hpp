@@ -210,7 +210,8 @@ inline std::size_t track_cpu_room(std::size_t listed) {
 /// warned about once, whatever the error policy, and the others are still applied.
 LAPTIME_IMPL void apply_settings(const Settings& s, int rank) noexcept {
   for (const std::string& w : s.warnings) detail::warn_once(w, w);
-  // Runs one step; an error becomes a warning (reading the environment never throws, SPEC §8).
+  // Runs one step; an error becomes a warning (reading the environment never throws,
+  // docs/configuration.md).
   auto step = [](const char* what, auto&& fn) {
     try {
       fn();
@@ -223,7 +224,8 @@ LAPTIME_IMPL void apply_settings(const Settings& s, int rank) noexcept {
     }
   };
 #if LAPTIME_ENABLED
-  // What the user's environment set overrides the code, whichever comes first (SPEC §8).
+  // What the user's environment set overrides the code, whichever comes first
+  // (docs/configuration.md).
   {
     detail::EnvOverrides o;
     o.off = s.from_env.stopwatch && !s.stopwatch;

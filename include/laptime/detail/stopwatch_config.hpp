@@ -1,6 +1,6 @@
 // laptime internals: the Stopwatch's rules of configuration, each in one place: enable() and the
-// user's environment over it (SPEC §8), disable, the name limit, the names selected for CPU
-// tracking and GPU timing, the rank, and the one-time measurement table. The facade
+// user's environment over it (docs/configuration.md), disable, the name limit, the names selected
+// for CPU tracking and GPU timing, the rank, and the one-time measurement table. The facade
 // (stopwatch.hpp, its out-of-line half stopwatch_impl.hpp) only forwards here. Implementation part.
 #pragma once
 
@@ -52,7 +52,7 @@ inline void apply_stopwatch_config(StopwatchState& s, int warmup, std::optional<
 }
 
 // The code's arguments (or, before the code has called enable, the built-in defaults the
-// environment's profile brought) with the user's environment on top (SPEC §8).
+// environment's profile brought) with the user's environment on top (docs/configuration.md).
 inline void apply_with_overrides(StopwatchState& s, int warmup, std::optional<int> every,
                                  bool cuda_sync) {
   if (s.code_configured) {
@@ -105,7 +105,8 @@ inline void enable_stopwatch(int num_warmup_iters, std::optional<int> print_ever
   StopwatchState& s = stopwatch_state();
   std::lock_guard<std::mutex> lock(s.config_mutex);
   if (!from_env) {
-    if (s.env.off) return;  // the user's environment turned the Stopwatch off (SPEC §8)
+    if (s.env.off)
+      return;  // the user's environment turned the Stopwatch off (docs/configuration.md)
     if (s.code_configured) {
       if (s.code_warmup != num_warmup_iters || s.code_print_every != print_every_n_iters ||
           s.code_cuda_sync != do_cuda_sync) {
@@ -218,7 +219,7 @@ inline void set_print_function(PrintFn fn, void* user_data) noexcept {
   s.print_fn.store(fn);
 }
 
-// The one-time measurement table (SPEC §1): a name is used once; no warm-up.
+// The one-time measurement table (docs/stopwatch.md): a name is used once; no warm-up.
 inline void start_one_time(std::string_view name) {
   StopwatchState& s = stopwatch_state();
   if (!s.is_on()) return;

@@ -1,6 +1,6 @@
 // laptime internals: the statistics-to-figures mapping of a report, the one place where the
-// Stopwatch's per-name statistics become the numbers of Results (SPEC §1, §6). Pure functions of
-// plain data, tested with known data (tests/stats-test.cpp).
+// Stopwatch's per-name statistics become the numbers of Results (docs/stopwatch.md,
+// docs/reports.md). Pure functions of plain data, tested with known data (tests/stats-test.cpp).
 #pragma once
 
 #include <cstdint>

@@ -66,8 +66,8 @@ struct OneTime {
   bool running = true;
 };
 
-/// The settings the user's environment gave (configure_from_env; SPEC §8): they override the
-/// code's enable() arguments, whichever call comes first.
+/// The settings the user's environment gave (configure_from_env; docs/configuration.md): they
+/// override the code's enable() arguments, whichever call comes first.
 struct EnvOverrides {
   bool off = false;  ///< LAPTIME_PROFILE=training or LAPTIME_STOPWATCH=0: enable() does nothing
   std::optional<int> warmup;
@@ -298,7 +298,7 @@ inline void StopwatchState::after_fork_in_child() {
     // A worker: what the parent measured is not its own. Its threads' next measurements make
     // slots in the region it claims (add_chunk); the names stay interned (same ids).
     share.after_fork_in_child();
-    features.store(0, std::memory_order_relaxed);  // times only (SPEC §1, worker processes)
+    features.store(0, std::memory_order_relaxed);  // times only (docs/workers.md)
     threads.for_each([](ThreadRecord& r, long, bool) {
       for (auto& c : r.chunks) c.store(nullptr, std::memory_order_relaxed);
       r.cache.clear();
@@ -413,8 +413,9 @@ inline void StopwatchState::start_features(Slot& s, std::uint32_t id, unsigned f
         cuda::GpuEventTimer::instance().start(gpu_stream.load(std::memory_order_relaxed)),
         std::memory_order_relaxed);
   }
-  // The sync comes right before the start timestamp (SPEC §1); the resource sample after it, so
-  // that the interval's time encloses its samples as a timer around start_meas..end_meas does.
+  // The sync comes right before the start timestamp (docs/stopwatch.md); the resource sample after
+  // it, so that the interval's time encloses its samples as a timer around start_meas..end_meas
+  // does.
   if ((feats & kFeatCudaSync) && measuring) cuda::synchronize();
   s.start_ns.store(now_ns(), std::memory_order_relaxed);
   if ((feats & kFeatTracked) && (flags & kNameTracked)) {
@@ -437,7 +438,7 @@ inline void StopwatchState::sync_before_end(std::string_view name) {
   }
 }
 
-// end_meas(name) of an interval not running on this thread in this epoch (SPEC §1):
+// end_meas(name) of an interval not running on this thread in this epoch (docs/stopwatch.md):
 //   - one of an older epoch runs here: it is dropped, silently;
 //   - exactly one runs on another thread: this call ends it (the seed allowed a start in one
 //     callback and the end in another). The interval is claimed with a compare-exchange, added to
@@ -662,7 +663,7 @@ inline void StopwatchState::close_nvtx_range_elsewhere(Slot&, std::uint32_t) {}
 #endif  // LAPTIME_ENABLED
 
 /// Stopwatch::set_nvtx_ranges (from_env: LAPTIME_NVTX_RANGES or the profiling profile, which the
-/// code's calls yield to, SPEC §8).
+/// code's calls yield to, docs/configuration.md).
 inline void StopwatchState::set_nvtx_ranges(bool on, bool from_env) {
   std::lock_guard<std::mutex> lock(config_mutex);
   if (nvtx_ranges_from_env && !from_env) return;
@@ -752,7 +753,8 @@ inline void StopwatchState::record_iteration_end(std::int64_t finished) {
 
 inline void StopwatchState::set_recording(std::size_t capacity, bool from_env) {
   std::lock_guard<std::mutex> lock(config_mutex);
-  if (record_from_env && !from_env) return;  // the user's LAPTIME_RECORD wins (SPEC §8)
+  if (record_from_env && !from_env)
+    return;  // the user's LAPTIME_RECORD wins (docs/configuration.md)
   record_from_env = record_from_env || from_env;
   record_capacity.store(capacity, std::memory_order_relaxed);
   if (capacity > 0) {
@@ -896,20 +898,22 @@ inline void StopwatchState::print_progress(std::int64_t finished, std::int64_t n
 
 inline void StopwatchState::set_data_name(std::string_view name, bool from_env) {
   std::lock_guard<std::mutex> lock(config_mutex);
-  if (data_name_from_env && !from_env) return;  // the user's LAPTIME_DATA_NAME wins (SPEC §8)
+  if (data_name_from_env && !from_env)
+    return;  // the user's LAPTIME_DATA_NAME wins (docs/configuration.md)
   data_name_from_env = data_name_from_env || from_env;
   data_name = std::string(name);
 }
 
 inline void StopwatchState::set_progress(ProgressMode mode, bool from_env) {
   std::lock_guard<std::mutex> lock(config_mutex);
-  if (progress_from_env && !from_env) return;  // the user's LAPTIME_PROGRESS wins (SPEC §8)
+  if (progress_from_env && !from_env)
+    return;  // the user's LAPTIME_PROGRESS wins (docs/configuration.md)
   progress_from_env = progress_from_env || from_env;
   progress.store(static_cast<int>(mode), std::memory_order_relaxed);
 }
 
-// The one home of the periodic-print rule (SPEC §1): every n measured iterations, n > 0 (0: never),
-// and only on rank 0 when printing is limited to it.
+// The one home of the periodic-print rule (docs/stopwatch.md): every n measured iterations, n > 0
+// (0: never), and only on rank 0 when printing is limited to it.
 inline bool StopwatchState::prints_after(std::int64_t finished) {
   const int every = print_every.load(std::memory_order_relaxed);
   const std::int64_t measured = finished - iter_gate().warmup.load(std::memory_order_relaxed);

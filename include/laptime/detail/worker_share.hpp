@@ -1,5 +1,5 @@
-// laptime internals: measurements made in worker processes, in the parent's report (SPEC §1,
-// "Worker processes"; docs/workers.md).
+// laptime internals: measurements made in worker processes, in the parent's report
+// (docs/workers.md).
 //
 // A data loader's work happens in child processes: fork()ed (DataLoader's default on Linux),
 // spawned or forkserver'ed, and their children. Each would keep its own copy of the Stopwatch, and
