@@ -774,11 +774,10 @@ PyType_Spec g_scope_spec = {"laptime._Scope", sizeof(Scope), 0,
 // laptime.Stopwatch: the facade of laptime::Stopwatch
 
 // The hot pair, METH_FASTCALL | METH_KEYWORDS for the seed's spelling start_meas(name=...).
-// Not enabled: one relaxed load, whatever the name (the seed's methods were empty then).
+// Never enabled: one relaxed load, whatever the name (the seed's methods were empty then).
 // Enabled: a str's UTF-8 view and laptime's own path; other names take the cold fallback.
 // The method itself is only the common case (one positional argument) and the not-enabled
-// test: everything else is a tail call, so that it needs no stack frame (docs/performance.md,
-// section 5).
+// test: everything else is a tail call: it needs no stack frame (docs/performance.md, section 5).
 LAPTIME_NOINLINE PyObject* start_meas_enabled(PyObject* name) {
   return with_name("start_meas", name, [](std::string_view n) { stopwatch().start_meas(n); });
 }
