@@ -16,7 +16,8 @@ second figure does not.
 2. The hooks' own cost per step: the callback's hooks of one step called directly, ``--calls``
 times, with laptime enabled, in microseconds: with the "training loop" CPU sampling (the default,
 two /proc reads per step) and without it (``track_cpu=False``); the ratio the first implies is
-(step + cost) / step.
+(step + cost) / step. A last line splits it: the C++ tracked pair alone, and one read of
+/proc/stat, two of which are most of that pair (their cost grows with the machine's CPU count).
 """
 
 import argparse
@@ -114,6 +115,35 @@ def hook_cost(framework, calls, track_cpu=True):
     return cost
 
 
+def boundary_cost(calls):
+    """Seconds of a Stopwatch start_meas/end_meas pair of a CPU-tracked name (two samples of the
+    process, docs/resources.md) and of the read that dominates it, one ``pread`` of /proc/stat,
+    whose cost grows with the machine's CPU count (the kernel formats every CPU's line)."""
+    import laptime
+
+    sw = laptime.Stopwatch()
+    sw.enable(0, None, False)
+    sw.set_cpu_usage_meas_name("bench tracked pair")
+    for _ in range(100):
+        sw.start_meas("bench tracked pair")
+        sw.end_meas("bench tracked pair")
+    start = time.perf_counter()
+    for _ in range(calls):
+        sw.start_meas("bench tracked pair")
+        sw.end_meas("bench tracked pair")
+    pair = (time.perf_counter() - start) / calls
+    laptime._laptime._testing_reset()
+    fd = os.open("/proc/stat", os.O_RDONLY)
+    try:
+        start = time.perf_counter()
+        for _ in range(calls):
+            os.pread(fd, 4096, 0)
+        stat = (time.perf_counter() - start) / calls
+    finally:
+        os.close(fd)
+    return pair, stat
+
+
 def one_run(framework, laptime_on, steps, skip, track_cpu=True):
     import importlib
 
@@ -162,6 +192,9 @@ def main():
         print(f"{framework:<14}{off * 1e3:>10.3f}ms{on * 1e3:>10.3f}ms{on / off:>8.3f}"
               f"{on_untracked / off:>10.3f}{cost * 1e6:>10.1f} µs{(off + cost) / off:>9.3f}"
               f"{cost_untracked * 1e6:>9.1f} µs", flush=True)
+    pair, stat = boundary_cost(a.calls)
+    print(f"of which: a tracked start_meas/end_meas pair {pair * 1e6:.1f} µs; one /proc/stat read "
+          f"{stat * 1e6:.1f} µs (two per pair) on {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":

@@ -204,9 +204,9 @@ class LoopMeter:
                 self.stopwatch.reset()
             self._avoid_running_names()
             if self.track_cpu:
-                # Two /proc samples per step (~50-100 µs each on a loaded 2-core machine): the
-                # bulk of the integrations' cost (bench/integrations_bench.py); track_cpu=False
-                # drops it.
+                # Two /proc samples per step (~10 µs each on a 2-core machine, mostly the read of
+                # /proc/stat, which grows with the CPU count): the bulk of the integrations' cost
+                # (bench/integrations_bench.py); track_cpu=False drops it.
                 self.stopwatch.set_cpu_usage_meas_name(self.names[LOOP])
         return True
 
