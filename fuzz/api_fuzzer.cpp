@@ -200,6 +200,7 @@ struct StopwatchModel {
   std::map<std::string, std::uint64_t> count;
   std::set<std::string> seen, running, tracked;
   std::set<std::string> stale;  // running when their enable/reset period ended
+  bool ever_enabled = false;    // after a disable() calls are remembered, before enable() not
   void drop_running() {
     stale.insert(running.begin(), running.end());
     running.clear();
@@ -284,7 +285,7 @@ void run_single(Reader& in, bool fuzz_nvtx_settings) {
             m.configured && m.warmup == warmup && m.every == every_rule && m.cuda_sync == sync;
         const bool misuse = bad || (m.configured && !same);
         if (expect(misuse, false, [&] { sw.enable(warmup, every, sync); }) && !m.configured) {
-          m.configured = m.enabled = true;
+          m.configured = m.enabled = m.ever_enabled = true;
           m.warmup = warmup;
           m.every = every_rule;
           m.cuda_sync = sync;
@@ -301,6 +302,10 @@ void run_single(Reader& in, bool fuzz_nvtx_settings) {
           m.stale.erase(name);  // an interval of an earlier period is dropped
           m.running.insert(name);
           m.seen.insert(name);
+        } else if (!m.enabled && m.ever_enabled) {
+          // Started while disabled after an enable(): remembered, so that its end after the next
+          // enable() is dropped silently (docs/stopwatch.md), as an interval of an ended period.
+          m.stale.insert(name);
         }
         break;
       }
@@ -319,6 +324,7 @@ void run_single(Reader& in, bool fuzz_nvtx_settings) {
         // is dropped silently.
         const bool stale = m.enabled && m.running.count(name) == 0 && m.stale.count(name) == 1;
         const bool misuse = m.enabled && m.running.count(name) == 0 && !stale;
+        if (!m.enabled && m.ever_enabled) m.stale.erase(name);  // ended while disabled: cleared
         if (expect(misuse, true, [&] { sw.end_meas(v); }) && m.enabled) {
           if (stale) {
             m.stale.erase(name);
