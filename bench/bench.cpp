@@ -1,5 +1,6 @@
 // laptime_bench: the cost of every hot path next to its raw baseline, measured in the same run
-// (the cost contract: docs/performance.md). bench/run.sh runs it and prints the table; bench/README.md explains the figures.
+// (the cost contract: docs/performance.md). bench/run.sh runs it and prints the table;
+// bench/README.md explains the figures.
 //
 // The Stopwatch and the NVTX wrapper are process-wide singletons, so every benchmark puts them in
 // the state it measures before its loop (thread 0 does it; Google Benchmark starts the timed loop
@@ -178,10 +179,10 @@ void BM_StopwatchPair_Enabled_DynamicName(benchmark::State& state) {
 }
 BENCHMARK(BM_StopwatchPair_Enabled_DynamicName);
 
-// Every name layout costs no more than the clock pair (docs/performance.md, goal 2). 64 one-word literals declared side by side (their
-// addresses a few bytes apart: the layout a direct-mapped cache collided on), one std::string
-// buffer whose text is rewritten between pairs (same address, another name), and 1000 distinct
-// names in turn (more names than the per-thread cache holds).
+// Every name layout costs no more than the clock pair (docs/performance.md, goal 2). 64 one-word
+// literals declared side by side (their addresses a few bytes apart: the layout a direct-mapped
+// cache collided on), one std::string buffer whose text is rewritten between pairs (same address,
+// another name), and 1000 distinct names in turn (more names than the per-thread cache holds).
 #define LAPTIME_BENCH_W8(p) #p "0", #p "1", #p "2", #p "3", #p "4", #p "5", #p "6", #p "7"
 constexpr const char* kDenseLiterals[64] = {
     LAPTIME_BENCH_W8(a), LAPTIME_BENCH_W8(b), LAPTIME_BENCH_W8(c), LAPTIME_BENCH_W8(d),
@@ -303,8 +304,9 @@ void BM_StopwatchPair_WorkerBatch(benchmark::State& state) {
 BENCHMARK(BM_StopwatchPair_WorkerBatch)->Iterations(2000)->UseManualTime();
 
 // end_meas of an interval another thread started (docs/stopwatch.md: a start in one callback, the
-// end in another, as the seed allowed). Only the end is timed (manual time): a helper thread starts each interval and waits
-// until this thread has ended it. The baseline is the same-thread pair above.
+// end in another, as the seed allowed). Only the end is timed (manual time): a helper thread starts
+// each interval and waits until this thread has ended it. The baseline is the same-thread pair
+// above.
 void BM_StopwatchEnd_OtherThread(benchmark::State& state) {
   enable_stopwatch();
   std::atomic<int> turn{0};  // 0: helper starts one; 1: started, this thread ends it; 2: stop

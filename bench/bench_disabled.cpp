@@ -1,6 +1,7 @@
 // laptime_bench, compiled-out variants: this file is built with LAPTIME_DISABLE (bench/CMakeLists),
 // so it sees the empty-bodied API in its own inline namespace, next to the real one in bench.cpp.
-// The goal (compiled out: no code, docs/performance.md) is no code at all: each loop should cost what BM_EmptyLoop costs.
+// The goal (compiled out: no code, docs/performance.md) is no code at all: each loop should cost
+// what BM_EmptyLoop costs.
 #include <benchmark/benchmark.h>
 
 #include "laptime/laptime.hpp"

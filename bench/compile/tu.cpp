@@ -1,5 +1,6 @@
 // One small training-loop file, compiled in several variants by bench/compile/run.sh to measure
-// what each instrumentation adds to its compile time (goals: docs/build.md). VARIANT picks what is included:
+// what each instrumentation adds to its compile time (goals: docs/build.md). VARIANT picks what is
+// included:
 //   0 plain
 //   1 nvtx3::scoped_range, five names
 //   2 the Stopwatch as a file of a multi-file program includes it: <laptime/stopwatch.hpp> (the

@@ -1,6 +1,6 @@
 // laptime_gpu_bench: the host cost of laptime's GPU features next to their raw CUDA baselines,
-// measured in one run on a real GPU (docs/performance.md, goals 7a-7d). scripts/gpu-check.sh runs it and prints
-// the ratios with their goals (bench/gpu/ratios.py).
+// measured in one run on a real GPU (docs/performance.md, goals 7a-7d). scripts/gpu-check.sh runs
+// it and prints the ratios with their goals (bench/gpu/ratios.py).
 //
 //   BM_RawEventRecordPair        two cudaEventRecord on one stream: the baseline
 //   BM_RawEventTimedPair         the same with what reading the time takes by hand: 64 pairs of

@@ -1,6 +1,7 @@
 // What one timestamp costs on this machine, three ways, and which clock laptime chose: the figures
-// behind the "cheaper than the clock" row (cycle-counter pair <= 0.75x the clock pair), which depends on the host as much as
-// on laptime (a virtual machine may make the cycle counter or the vDSO clock slow).
+// behind the "cheaper than the clock" row (cycle-counter pair <= 0.75x the clock pair), which
+// depends on the host as much as on laptime (a virtual machine may make the cycle counter or the
+// vDSO clock slow).
 //
 //   g++ -std=c++17 -O2 -I include bench/probe/clock_probe.cpp -o /tmp/clock_probe &&
 //   /tmp/clock_probe
