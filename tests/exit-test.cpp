@@ -371,20 +371,6 @@ void check_json_file(const std::string& path, int iters) {
   CHECK(loop->get("count")->number == iters);
 }
 
-// The names in `dir` that contain `part`.
-std::vector<std::string> files_containing(const std::string& dir, std::string_view part) {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d)) {
-      if (std::string_view(e->d_name).find(part) != std::string_view::npos) {
-        out.emplace_back(e->d_name);
-      }
-    }
-    ::closedir(d);
-  }
-  return out;
-}
-
 TEST_CASE("at exit into a closed pipe the JSON is written and the exit status stays 0" *
           LAPTIME_NEEDS_ENABLED) {
   reliability::TempDir dir;
@@ -433,7 +419,7 @@ TEST_CASE("the at-exit JSON replaces an existing file by rename, never rewriting
   CHECK(std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0) == old_text);
   // Its permissions are kept, and no temporary file is left behind.
   CHECK((after.st_mode & 0777) == 0640);
-  CHECK(files_containing(dir.path(), ".tmp.").empty());
+  CHECK(reliability::files_containing(dir.path(), ".tmp.").empty());
 }
 
 TEST_CASE(
@@ -574,7 +560,7 @@ TEST_CASE("write_json writes the results atomically and throws naming the path a
   check_json_file(path, kLoopIters);
   sw.write_json(path);  // over an existing file
   check_json_file(path, kLoopIters);
-  CHECK(files_containing(dir.path(), ".tmp.").empty());
+  CHECK(reliability::files_containing(dir.path(), ".tmp.").empty());
 
   SUBCASE("a missing directory") {
     const std::string bad = dir.file("no-such-dir/out.json");

@@ -37,20 +37,6 @@ namespace {
 
 constexpr int kIters = 200;
 
-// The names in `dir` that contain `part`.
-std::vector<std::string> files_containing(const std::string& dir, std::string_view part) {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d)) {
-      if (std::string_view(e->d_name).find(part) != std::string_view::npos) {
-        out.emplace_back(e->d_name);
-      }
-    }
-    ::closedir(d);
-  }
-  return out;
-}
-
 #if LAPTIME_ENABLED
 
 void measure_iterations(laptime::Stopwatch& sw, int iters) {
@@ -172,7 +158,7 @@ void check_full_disk_left_alone() {
   if (reliability::read_file(g_full_path) != kOldText) {
     std::fprintf(stderr, "full-disk: the old file was changed\n");
   }
-  if (!files_containing(g_full_dir, ".tmp.").empty()) {
+  if (!reliability::files_containing(g_full_dir, ".tmp.").empty()) {
     std::fprintf(stderr, "full-disk: a temporary file was left\n");
   }
 }
@@ -291,7 +277,7 @@ TEST_CASE(
     const auto json = reliability::parse_json(reliability::read_file(path), &error);
     REQUIRE_MESSAGE(json != nullptr, error);
     if (json->get("iterations_measured")->number != kIters) ++stale;
-    const auto temps = files_containing(dir.path(), ".tmp.");
+    const auto temps = reliability::files_containing(dir.path(), ".tmp.");
     CHECK(temps.empty());
     for (const std::string& t : temps) std::remove(dir.file(t).c_str());
     std::remove(path.c_str());
@@ -341,7 +327,7 @@ TEST_CASE("no temporary file survives a process that ends while write_json runs,
       std::string error;
       CHECK_MESSAGE(reliability::parse_json(reliability::read_file(path), &error) != nullptr,
                     error);
-      const auto temps = files_containing(dir.path(), ".tmp.");
+      const auto temps = reliability::files_containing(dir.path(), ".tmp.");
       if (!temps.empty()) ++left;
       for (const std::string& t : temps) std::remove(dir.file(t).c_str());
       std::remove(path.c_str());
@@ -393,7 +379,7 @@ TEST_CASE(
     sw.write_json(link);
     CHECK(is_link(link));
     check_json_file(dir.file("real/target.json"), 5);
-    CHECK(files_containing(dir.file("real"), ".tmp.").empty());
+    CHECK(reliability::files_containing(dir.file("real"), ".tmp.").empty());
   }
   SUBCASE("a dangling link, relative") {
     REQUIRE(::symlink("target.json", link.c_str()) == 0);
@@ -409,7 +395,7 @@ TEST_CASE(
     CHECK(is_link(link));
     CHECK(is_link(dir.file("middle")));
     check_json_file(dir.file("other/target.json"), 5);
-    CHECK(files_containing(dir.file("other"), ".tmp.").empty());
+    CHECK(reliability::files_containing(dir.file("other"), ".tmp.").empty());
   }
   SUBCASE("a dangling link into a missing folder fails as open() would, and the link stays") {
     REQUIRE(::symlink("no-such-dir/target.json", link.c_str()) == 0);
@@ -432,7 +418,7 @@ TEST_CASE(
     }
     CHECK(is_link(link));
   }
-  CHECK(files_containing(dir.path(), ".tmp.").empty());
+  CHECK(reliability::files_containing(dir.path(), ".tmp.").empty());
   laptime::detail::testing_reset_stopwatch();
 }
 #endif

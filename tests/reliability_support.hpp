@@ -4,6 +4,7 @@
 // Plain C++ and POSIX, no doctest: the fuzzer includes it too.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -380,6 +381,20 @@ inline std::string read_file(const std::string& path) {
   std::size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
   std::fclose(f);
+  return out;
+}
+
+/// The names in `dir` that contain `part` (a temporary file left next to an output, say).
+inline std::vector<std::string> files_containing(const std::string& dir, std::string_view part) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      if (std::string_view(e->d_name).find(part) != std::string_view::npos) {
+        out.emplace_back(e->d_name);
+      }
+    }
+    ::closedir(d);
+  }
   return out;
 }
 
