@@ -1,6 +1,5 @@
 // The Stopwatch's clock (detail/clock.hpp): the cycle counter where it is invariant, steady_clock
 // otherwise; accurate against steady_clock, monotonic across cores and fork, overridable.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -2,7 +2,6 @@
 // correctly paired intervals: a correct pair never gets a usage error from them, an interval that
 // spans one is dropped whichever thread made it, and real misuse still raises. docs/stopwatch.md
 // ("Switching measuring on and off while other threads measure") states the rule.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <atomic>
 #include <chrono>
 #include <cstdint>

@@ -28,7 +28,6 @@
 #include "laptime/settings.hpp"
 #include "laptime/stopwatch.hpp"
 
-#define DOCTEST_CONFIG_IMPLEMENT
 #include "nvtx_recorder_api.hpp"
 #include "stopwatch_support.hpp"
 #include "test_support.hpp"

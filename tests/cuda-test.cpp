@@ -4,7 +4,6 @@
 // contexts, events and a GPU clock), so CI without a GPU tests the pooling, the non-blocking
 // resolution and the context handling. Tests that need a real GPU are skipped where there is none;
 // tests/gpu/ holds the CUDA programs that measure real kernels on one.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <sys/stat.h>
 
 #include <algorithm>

@@ -2,7 +2,6 @@
 // /proc missing, no CUDA driver, malformed LAPTIME_* variables. What laptime reads at first use
 // needs a fresh process: each case runs this binary again as a helper ("--helper MODE") and
 // checks its output. (Unwritable LAPTIME_OUTPUT paths: tests/exit-test.cpp.)
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/resource.h>

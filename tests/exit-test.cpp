@@ -7,7 +7,6 @@
 //
 // The variables are read at the first enable(), and exit is what is tested: each case runs this
 // binary again as a helper process ("--helper MODE") and checks what it left.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>

@@ -6,7 +6,6 @@
 // The scenario runs in a fresh process (this binary re-executed with "--helper fork-scenario"),
 // because LAPTIME_OUTPUT and LAPTIME_PRINT_AT_EXIT are read at the first enable() and the
 // at-exit output is part of what is checked.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

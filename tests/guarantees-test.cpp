@@ -3,7 +3,6 @@
 // from sizeof of the real types, and the page must print exactly those figures, in that order. A
 // change of layout that leaves the page behind (or an edit of the page that the layout does not
 // back) fails this test.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <algorithm>
 #include <cstddef>
 #include <fstream>

@@ -1,6 +1,5 @@
 // The percentile histogram (detail/histogram.hpp): within 1 % on known distributions, exact when
 // merged, and small: blocks are allocated only for the powers of two the values touch.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

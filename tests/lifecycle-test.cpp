@@ -1,7 +1,6 @@
 // An interval's life as a user relies on it (docs/stopwatch.md): which enable/reset period it
 // belongs to, which thread may end it, what a thread's exit does to it; and the calls a trainer
 // sets up with (set_rank, GPU timing of selected names).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <unistd.h>
 
 #include <atomic>

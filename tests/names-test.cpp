@@ -1,6 +1,5 @@
 // Names (detail/names.hpp): the byte compare, the hash, the quoting and the per-thread name cache
 // every component keys its hot path with. Plain code: tested with known data.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <cstddef>
 #include <cstdint>
 #include <memory>

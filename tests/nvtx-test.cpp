@@ -30,7 +30,6 @@
 #include <nvtx3/nvtx3.hpp>
 #endif
 
-#define DOCTEST_CONFIG_IMPLEMENT
 #include "nvtx_recorder_api.hpp"
 #include "test_support.hpp"
 

@@ -6,7 +6,6 @@
 // a full file system or a full device costs one warning, never the old file.
 //
 // Each case about a process's end runs this binary again as a helper ("--helper MODE").
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>

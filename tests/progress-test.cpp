@@ -1,7 +1,6 @@
 // The live progress line (Stopwatch::set_progress(ProgressMode::Line), LAPTIME_PROGRESS=line):
 // its figures and text on constructed data, and what a real pseudo-terminal, a pipe, TERM=dumb,
 // CI=true and a print function receive.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 
 #include <fcntl.h>
 #include <stdlib.h>

@@ -1,6 +1,5 @@
 // Interval recording (Stopwatch::enable_recording, LAPTIME_RECORD): each thread keeps its last N
 // intervals, exactly as measured, and a report never sees a torn one.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <atomic>
 #include <chrono>
 #include <cstdint>

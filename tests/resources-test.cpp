@@ -1,6 +1,5 @@
 // laptime::resources: /proc parsers against fixtures, Usage arithmetic on made-up Samples, and
 // the sampler on the real /proc of this machine (busy threads, forked children, file I/O).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "laptime/resources.hpp"
 
 #include <dirent.h>

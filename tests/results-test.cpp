@@ -1,6 +1,5 @@
 // What the report and the JSON print, whatever the names and the program's locale, and how often
 // laptime warns about the same cause.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 // A small name table, so that the test can fill it (one executable, one translation unit). The
 // table's size is part of the layout, so this file compiles the implementation itself, on
 // purpose (the library beside it was compiled with the default; the weak definitions of this

@@ -1,6 +1,5 @@
 // Configuration from the environment (docs/configuration.md): the seed's four run types and one
 // variable per setting, with malformed values ignored and reported.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <map>
 #include <string>
 #include <vector>

@@ -1,5 +1,4 @@
 // The statistics and formatting are plain code: tested here with known data.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <algorithm>
 #include <cmath>
 #include <random>

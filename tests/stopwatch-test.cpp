@@ -1,6 +1,5 @@
 // The Stopwatch as a user relies on it: docs/stopwatch.md (behaviour and errors) and
 // docs/reports.md (JSON).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -5,7 +5,6 @@
 //
 // Each figure is a median over repeated intervals: the build machine has 2 cores shared with
 // other builds, and one interval preempted at a boundary may be off by a whole time slice.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <cmath>
 #include <cstdint>
 #include <cstdio>

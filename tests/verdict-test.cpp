@@ -1,7 +1,6 @@
 // The report's bottleneck verdict: the rule on constructed figures (detail/verdict.hpp), and real
 // loops: one whose data part sleeps longer than its step, the reverse, and loader workers (child
 // processes) that burn CPU during the tracked loop.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 
 #include <signal.h>
 #include <sys/wait.h>

@@ -3,7 +3,6 @@
 // forkserver start Python's workers) — is merged into the report of the process that enabled the
 // Stopwatch, per name and per worker; a worker that dies keeps what it completed; warm-up and
 // reset() follow the parent. Real processes, real shared memory.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>

@@ -1,6 +1,5 @@
 // One program, two builds of laptime: the compiled-out part records nothing and costs nothing,
 // the instrumented part works, and they do not collide (docs/configuration.md, LAPTIME_DISABLE).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <string>
 
 #include "parts.hpp"

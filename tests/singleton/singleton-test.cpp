@@ -1,5 +1,4 @@
 // One Stopwatch per process, also across shared objects loaded with RTLD_LOCAL (docs/stopwatch.md).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <dlfcn.h>
 #include <sys/personality.h>
 #include <sys/wait.h>
