@@ -2,7 +2,8 @@
 # Builds the API fuzzer (libFuzzer with AddressSanitizer and UndefinedBehaviorSanitizer, clang)
 # in build/fuzz and runs it for a bounded time.
 #
-#   scripts/fuzz.sh [SECONDS]     default 60
+#   scripts/fuzz.sh [SECONDS]     default 60: seconds of fuzzing, spread over LAPTIME_JOBS (2)
+#                                 processes (libFuzzer's -fork mode), so SECONDS/2 of wall time
 #
 # Seeds come from fuzz/corpus (read only); inputs found meanwhile go to build/fuzz/corpus. Exits
 # non-zero on a finding (a failed check, a crash, a leak, a hang), whose reproducer is left in
@@ -27,7 +28,10 @@ mkdir -p "$BUILD/corpus" "$BUILD/findings"
 # finding too. The sanitizers' options make every report fatal.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-echo "laptime: fuzzing the API for ${SECONDS_TO_RUN}s"
-"$BUILD/fuzz/api_fuzzer" -max_total_time="$SECONDS_TO_RUN" -timeout=20 -rss_limit_mb=2048 \
+echo "laptime: fuzzing the API for ${SECONDS_TO_RUN}s in $JOBS processes"
+# -fork: JOBS processes fuzz at once and share what they find; the first finding stops them all
+# with a non-zero exit.
+"$BUILD/fuzz/api_fuzzer" -fork="$JOBS" -max_total_time=$(((SECONDS_TO_RUN + JOBS - 1) / JOBS)) \
+  -timeout=20 -rss_limit_mb=2048 \
   -max_len=2048 -print_final_stats=1 -artifact_prefix="$BUILD/findings/" \
   "$BUILD/corpus" fuzz/corpus
