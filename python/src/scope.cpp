@@ -12,6 +12,8 @@
 #include "extension.hpp"
 
 #include <cstdint>
+#include <new>
+#include <string_view>
 
 namespace pyext {
 namespace {
@@ -28,7 +30,38 @@ struct Scope {
   // thread) ends every thread's measurement; each thread ends its own.
   Py_ssize_t open;
   PyObject* bound[2];  // scope.__enter__ and scope.__exit__, builtin methods (strong references)
+  // The bytes laptime records for the name, found at the first block entered while enabled (not
+  // before: a name that cannot be one raises only then, as start_meas does) and kept, held by
+  // text_owner (the str itself, or the bytes of another name). A block then passes them without
+  // looking at the name again; a range passes them as an NVTXRangeName, which keeps NVTX's
+  // registered string, so that its push and its checked pop look nothing up.
+  PyObject* text_owner;  // nullptr: not found yet
+  std::string_view text;
+  alignas(laptime::NVTXRangeName) unsigned char range_name[sizeof(laptime::NVTXRangeName)];
 };
+
+LAPTIME_ALWAYS_INLINE laptime::NVTXRangeName& range_name(Scope* self) {
+  return *std::launder(reinterpret_cast<laptime::NVTXRangeName*>(self->range_name));
+}
+
+/// Finds the scope's text (see Scope::text_owner); false with an exception set.
+LAPTIME_NOINLINE bool resolve_text(Scope* self) {
+  PyObject* name = self->name;
+  std::string_view text;
+  PyObject* owner = nullptr;
+  if (PyUnicode_Check(name) && PyUnicode_IS_COMPACT_ASCII(name)) {
+    text = std::string_view(static_cast<const char*>(PyUnicode_DATA(name)),
+                            static_cast<std::size_t>(PyUnicode_GET_LENGTH(name)));
+    owner = Py_NewRef(name);
+  } else {
+    owner = other_name(self->kind == ScopeKind::Measure ? "measure" : "range", name, text);
+    if (owner == nullptr) return false;
+  }
+  self->text = text;
+  new (self->range_name) laptime::NVTXRangeName(text);  // trivially destructible
+  self->text_owner = owner;
+  return true;
+}
 
 /// _Scope.__enter__ / _Scope.__exit__ in the type's dict.
 struct ScopeMethodDescr {
@@ -40,17 +73,23 @@ PyTypeObject* g_scope_descr_type = nullptr;
 
 PyObject* scope_enter(PyObject* obj, PyObject*) {
   Scope* self = reinterpret_cast<Scope*>(obj);
-  PyObject* r;
   if (self->kind == ScopeKind::Measure) {
     if (laptime::binding::stopwatch_never_enabled()) Py_RETURN_NONE;
-    r = with_name("measure", self->name, [](std::string_view n) { stopwatch().start_meas(n); });
-  } else {
-    // Not enabled, or quiet (no profiler, no sync, no order tracking): nothing to push or pop.
-    if (!laptime::binding::nvtx_needs_call()) Py_RETURN_NONE;
-    r = with_name("range", self->name, [](std::string_view n) { nvtx().range_push(n); });
+  } else if (!laptime::binding::nvtx_needs_call()) {
+    Py_RETURN_NONE;  // not enabled, or quiet (no profiler, no sync, no order tracking)
   }
-  if (r != nullptr) ++self->open;
-  return r;
+  if (LAPTIME_UNLIKELY(self->text_owner == nullptr) && !resolve_text(self)) return nullptr;
+  try {
+    if (self->kind == ScopeKind::Measure) {
+      stopwatch().start_meas(self->text);
+    } else {
+      nvtx().range_push(range_name(self));
+    }
+  } catch (...) {
+    return set_python_error();
+  }
+  ++self->open;
+  Py_RETURN_NONE;
 }
 
 // Ends what __enter__ started, also when the block raised (it then propagates). A block entered
@@ -58,15 +97,16 @@ PyObject* scope_enter(PyObject* obj, PyObject*) {
 PyObject* scope_exit(PyObject* obj, PyObject* const*, Py_ssize_t) {
   Scope* self = reinterpret_cast<Scope*>(obj);
   if (self->open == 0) Py_RETURN_FALSE;
-  --self->open;
-  PyObject* r;
-  if (self->kind == ScopeKind::Measure) {
-    r = with_name("measure", self->name, [](std::string_view n) { stopwatch().end_meas(n); });
-  } else {
-    r = with_name("range", self->name, [](std::string_view n) { nvtx().range_pop(n); });
+  --self->open;  // text_owner is set: a block was entered
+  try {
+    if (self->kind == ScopeKind::Measure) {
+      stopwatch().end_meas(self->text);
+    } else {
+      nvtx().range_pop(range_name(self));
+    }
+  } catch (...) {
+    return set_python_error();
   }
-  if (r == nullptr) return nullptr;
-  Py_DECREF(r);
   Py_RETURN_FALSE;
 }
 
@@ -143,6 +183,7 @@ PyObject* scope_new(PyObject* name, ScopeKind kind) {
   self->kind = kind;
   self->open = 0;
   self->bound[kEnter] = self->bound[kExit] = nullptr;
+  self->text_owner = nullptr;
   PyObject_GC_Track(self);
   PyObject* obj = reinterpret_cast<PyObject*>(self);
   for (const ScopeOp op : {kEnter, kExit}) {
@@ -179,6 +220,7 @@ void scope_dealloc(PyObject* obj) {
   PyObject_GC_UnTrack(obj);
   scope_clear(obj);
   Py_XDECREF(reinterpret_cast<Scope*>(obj)->name);
+  Py_XDECREF(reinterpret_cast<Scope*>(obj)->text_owner);
   PyObject_GC_Del(obj);
   Py_DECREF(type);  // an instance of a heap type owns a reference to it
 }
