@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <string_view>
 
-#include "laptime/detail/own_output.hpp"
+#include <laptime/binding_hooks.hpp>
 
 /// The first words of the line that tells a failure.
 inline constexpr const char* kReportNotPrinted = "a report could not be printed";
@@ -31,8 +31,8 @@ inline bool dropped_os_error() {
   Py_XDECREF(type);
   Py_XDECREF(value);
   Py_XDECREF(traceback);
-  const laptime::detail::SigpipeBlocked blocked;  // stderr may be the same closed pipe
-  laptime::detail::warn_own_output_failed(stdout, kReportNotPrinted, err);
+  const laptime::binding::SigpipeBlocked blocked;  // stderr may be the same closed pipe
+  laptime::binding::warn_own_output_failed(stdout, kReportNotPrinted, err);
   return true;
 }
 
@@ -42,5 +42,5 @@ inline bool dropped_os_error() {
 inline void after_failed_sys_stdout_write(std::string_view text) {
   if (dropped_os_error()) return;
   if (PyErr_Occurred()) PyErr_WriteUnraisable(nullptr);
-  laptime::detail::print_own_output(stdout, text, kReportNotPrinted);
+  laptime::binding::write_own_output(stdout, text, kReportNotPrinted);
 }

@@ -119,3 +119,30 @@ def test_set_nvtx_ranges_wants_a_truth_value():
         laptime.Stopwatch().enable(0, nvtx=Bad())
     with pytest.raises(TypeError):
         laptime.Stopwatch().enable(0, None, False, True)  # nvtx is keyword-only
+
+
+def test_a_with_range_pushes_and_checks_its_own_name_on_every_block_also_after_a_reset(
+        nvtx_recorder):
+    # Scope objects held across a test reset and a re-enable into another domain: each block
+    # still pushes its own name (str, non-ASCII, any object by its str()) in the domain in force,
+    # and its pop is checked against that name.
+    events, _, _ = record(nvtx_recorder, r"""
+held = (nvtx.range("step"), nvtx.range("café"), nvtx.range(7))
+for domain in (None, "trainer"):
+    laptime._laptime._testing_reset()
+    nvtx.enable(False, False, True, domain=domain)
+    for _ in range(2):
+        with held[0], held[1], held[2]:
+            pass
+try:
+    with nvtx.range("outer"):
+        nvtx.range_push("inner")
+    raise SystemExit("the pop of 'outer' with 'inner' innermost was not refused")
+except laptime.UsageError as e:
+    assert "'outer'" in str(e) and "'inner'" in str(e), str(e)
+""")
+    block = ["push {d} step", "push {d} café", "push {d} 7", "pop {d}", "pop {d}", "pop {d}"]
+    pushed = [e for e in events if not e.startswith("register")]
+    assert pushed == ([e.format(d="global") for e in block * 2]
+                      + [e.format(d="trainer") for e in block * 2] + ["push trainer outer",
+                                                                     "push trainer inner"])
