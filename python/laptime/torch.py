@@ -24,6 +24,8 @@ loader again changes only its names (nothing is timed twice). Instrument before 
 This module imports torch; ``import laptime`` does not.
 """
 
+import functools as _functools
+import operator as _operator
 import threading
 import warnings
 
@@ -71,28 +73,38 @@ class _Names:
             setattr(self, k, v)
 
 
-class _Reentry(threading.local):
-    """Whether this thread is inside a timed ``__getitem__`` already: a Dataset that calls
-    ``self[j]`` from ``__getitem__`` (retry on a bad sample) is timed once, at the outer call
-    (starting a name running on the same thread is a usage error)."""
-
-    inside = False
-
-
-_reentry = _Reentry()
+# The threads inside a timed sample now: a Dataset that calls ``self[j]`` from ``__getitem__``
+# (retry on a bad sample) is timed once, at the outer call (starting a name running on the same
+# thread is a usage error). A set of thread ids, not a threading.local: an attribute of one costs
+# ~150 ns a set on the build machine, the set ~40 ns an operation.
+_inside = set()
+_thread_id = threading.get_ident
 
 
-def _timed(name, call, *args):
-    """``call(*args)`` timed as ``name`` unless this thread is timing a sample already."""
-    if name is None or _reentry.inside:
-        return call(*args)
-    _reentry.inside = True
-    _stopwatch.start_meas(name)
-    try:
-        return call(*args)
-    finally:
-        _stopwatch.end_meas(name)
-        _reentry.inside = False
+_start, _end = _stopwatch.start_meas, _stopwatch.end_meas
+
+
+def _timed(call, name_of):
+    """A method ``timed(self, arg)``: ``call(self, arg)`` timed under ``name_of(self)`` (None:
+    not timed), unless this thread is timing a sample already. The timed ``__getitem__``,
+    ``__getitems__`` and iterator ``__next__`` all are one of these: they run once per sample,
+    so no ``*args`` and no ``with`` (bench/integrations_bench.py)."""
+    inside, enter, leave = _inside, _inside.add, _inside.discard
+
+    def timed(self, arg=None):
+        name = name_of(self)
+        thread = _thread_id()
+        if name is None or thread in inside:
+            return call(self, arg)
+        enter(thread)
+        _start(name)
+        try:
+            return call(self, arg)
+        finally:
+            _end(name)
+            leave(thread)
+
+    return timed
 
 
 class _TimedIterator:
@@ -107,8 +119,7 @@ class _TimedIterator:
     def __iter__(self):
         return self
 
-    def __next__(self):
-        return _timed(self._name, self._next)
+    __next__ = _timed(lambda self, _: self._next(), _operator.attrgetter("_name"))
 
 
 # Per Dataset class, its timed subclass (made in the worker process, once per class).
@@ -129,13 +140,11 @@ def _timed_class(cls):
             return _TimedIterator(cls.__iter__(self), self._laptime_names.sample)
         body["__iter__"] = __iter__
     else:
-        def __getitem__(self, index):
-            return _timed(self._laptime_names.sample, cls.__getitem__, self, index)
-        body["__getitem__"] = __getitem__
+        body["__getitem__"] = _timed(cls.__getitem__,
+                                     _operator.attrgetter("_laptime_names.sample"))
         if callable(getattr(cls, "__getitems__", None)):
-            def __getitems__(self, indices):
-                return _timed(self._laptime_names.batch, cls.__getitems__, self, indices)
-            body["__getitems__"] = __getitems__
+            body["__getitems__"] = _timed(cls.__getitems__,
+                                          _operator.attrgetter("_laptime_names.batch"))
     made = type(cls)(cls.__name__, (cls,), body)
     _timed_classes[cls] = made
     return made
@@ -196,14 +205,14 @@ class _TimedView:
     def __init__(self, dataset, names):
         self._dataset = dataset
         self._names = names
+        self._getitem = dataset.__getitem__
         if callable(getattr(dataset, "__getitems__", None)):
-            self.__getitems__ = self._getitems
+            self.__getitems__ = _functools.partial(_TimedView._getitems, self)
 
-    def __getitem__(self, index):
-        return _timed(self._names.sample, self._dataset.__getitem__, index)
-
-    def _getitems(self, indices):
-        return _timed(self._names.batch, self._dataset.__getitems__, indices)
+    __getitem__ = _timed(lambda self, index: self._getitem(index),
+                         _operator.attrgetter("_names.sample"))
+    _getitems = _timed(lambda self, indices: self._dataset.__getitems__(indices),
+                       _operator.attrgetter("_names.batch"))
 
     def __len__(self):
         return len(self._dataset)
