@@ -267,10 +267,28 @@ def _iter(self):
     iterator = super(self._laptime_class, self).__iter__()
     if isinstance(iterator, _WaitTimed):  # a subclass of an instrumented class
         return iterator
-    names = self._laptime_names
+    names = self.__dict__.get("_laptime_names")
+    if names is None:  # built as type(loader)(...): Lightning rebuilds a loader to add a sampler
+        names = _names_of(self)
     if self.num_workers == 0 and (names.sample or names.batch):
         _time_main_process_samples(iterator, names)
     return _WaitTimed(iterator, names)
+
+
+def _names_of(loader):
+    """The names of a loader of an instrumented class that ``instrument`` did not see: those its
+    wrapped collate_fn or worker_init_fn carry (its arguments came from an instrumented loader),
+    else the defaults; the loader is instrumented with them (nothing is wrapped twice)."""
+    for part in (loader.collate_fn, loader.worker_init_fn):
+        if isinstance(part, (_TimedCollate, _WorkerInit)):
+            names = part.names
+            break
+    else:
+        names = _Names(DEFAULT_NAMES, True)
+    loader._laptime_names = names
+    instrument(loader, **{key: getattr(names, key) for key in DEFAULT_NAMES},
+               label_workers=names.label_workers, data_name=False)
+    return names
 
 
 # Per DataLoader class, its instrumented subclass.

@@ -165,3 +165,17 @@ def test_import_laptime_imports_neither_torch_nor_dali():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_a_loader_rebuilt_from_an_instrumented_ones_attributes_is_timed_once():
+    # Lightning rebuilds a user's loader as type(loader)(**its arguments) to add a sampler: the
+    # class is the instrumented one, collate_fn and worker_init_fn the wrapped ones.
+    first = laptime.torch.instrument(loader_example.make_loader(SAMPLES, BATCH, workers=2, work=5),
+                                     sample="decode")
+    rebuilt = type(first)(first.dataset, batch_size=BATCH, num_workers=2,
+                          collate_fn=first.collate_fn, worker_init_fn=first.worker_init_fn)
+    laptime.Stopwatch().enable(0)
+    assert sum(len(labels) for _, labels in rebuilt) == SAMPLES
+    c = counts(laptime.Stopwatch().results())
+    assert c == {"data wait": SAMPLES // BATCH + 1, "decode": SAMPLES,
+                 "collate": SAMPLES // BATCH}, c
