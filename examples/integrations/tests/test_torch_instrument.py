@@ -179,3 +179,18 @@ def test_a_loader_rebuilt_from_an_instrumented_ones_attributes_is_timed_once():
     c = counts(laptime.Stopwatch().results())
     assert c == {"data wait": SAMPLES // BATCH + 1, "decode": SAMPLES,
                  "collate": SAMPLES // BATCH}, c
+
+
+def test_with_lightnings_callback_the_verdict_reads_the_loaders_own_wait():
+    from integ_helpers import train_in_process
+
+    pytest.importorskip("lightning")
+    results, out = train_in_process("lightning_example", steps=6, warmup=0, workers=2,
+                                    persistent=True, instrument_loader=True)
+    c = counts(results)
+    # The callback's names, and the loader's from inside: Lightning fetches a batch ahead.
+    assert c["training loop"] == 6 and c["data fetch"] >= 5, c
+    assert 6 <= c["data wait"] <= 8 and c["collate"] >= 6 and c["sample"] >= 6 * 16, c
+    assert c["load sample"] == c["sample"]  # the Dataset's own name, inside instrument's
+    assert len(measurement(results, "sample")["workers"]) == 2, out[-3000:]
+    assert results["verdict"]["data_name"] == "data wait"
