@@ -13,6 +13,8 @@ object that forwards everything else to it. The last ``next()`` of an epoch, the
 This module imports no DALI (docs/workers.md, "One line: laptime.dali.instrument").
 """
 
+from typing import Iterator, Optional, TypeVar
+
 from ._laptime import Stopwatch
 
 __all__ = ["instrument", "DEFAULT_WAIT"]
@@ -20,6 +22,7 @@ __all__ = ["instrument", "DEFAULT_WAIT"]
 DEFAULT_WAIT = "data wait"
 
 _stopwatch = Stopwatch()
+_It = TypeVar("_It", bound=Iterator)
 
 
 def _timed_next(self):
@@ -76,7 +79,8 @@ class _Wrapped:
         return getattr(self._laptime_iterator, attr)
 
 
-def instrument(iterator, wait=DEFAULT_WAIT, *, data_name=True):
+def instrument(iterator: _It, wait: Optional[str] = DEFAULT_WAIT, *,
+               data_name: bool = True) -> _It:
     """Times each ``next()`` of ``iterator`` as ``wait`` (None: not timed) and returns it::
 
         it = laptime.dali.instrument(DALIGenericIterator([pipe], ["images", "labels"]))

@@ -28,8 +28,8 @@ import functools as _functools
 import operator as _operator
 import threading
 import warnings
+from typing import Optional, TypeVar
 
-import torch
 import torch.utils.data as _data
 
 from ._laptime import Stopwatch
@@ -45,6 +45,7 @@ DEFAULT_NAMES = {
 }
 
 _stopwatch = Stopwatch()
+_Loader = TypeVar("_Loader", bound=_data.DataLoader)
 
 
 class _Names:
@@ -338,9 +339,12 @@ def _time_pin_memory():
     return pin_memory
 
 
-def instrument(loader, *, sample=DEFAULT_NAMES["sample"], batch=DEFAULT_NAMES["batch"],
-               collate=DEFAULT_NAMES["collate"], wait=DEFAULT_NAMES["wait"],
-               pin=DEFAULT_NAMES["pin"], label_workers=True, data_name=True):
+def instrument(loader: _Loader, *, sample: Optional[str] = DEFAULT_NAMES["sample"],
+               batch: Optional[str] = DEFAULT_NAMES["batch"],
+               collate: Optional[str] = DEFAULT_NAMES["collate"],
+               wait: Optional[str] = DEFAULT_NAMES["wait"],
+               pin: Optional[str] = DEFAULT_NAMES["pin"],
+               label_workers: bool = True, data_name: bool = True) -> _Loader:
     """Times ``loader``'s samples, collate, the main process's wait and pinning (the names above;
     None leaves a part untimed) and returns ``loader`` itself::
 
