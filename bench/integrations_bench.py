@@ -18,6 +18,11 @@ times, with laptime enabled, in microseconds: with the "training loop" CPU sampl
 two /proc reads per step) and without it (``track_cpu=False``); the ratio the first implies is
 (step + cost) / step. A last line splits it: the C++ tracked pair alone, and one read of
 /proc/stat, two of which are most of that pair (their cost grows with the machine's CPU count).
+3. ``laptime.torch.instrument(loader)``'s cost per sample (``--loader-only`` runs this alone): a
+sample's timed ``__getitem__`` (the worker's class, laptime enabled, no CPU tracking) against the
+plain call; a batch's timed collate and timed ``next()`` against the plain ones, spread over
+``--batch-size`` samples; and a whole ``num_workers=0`` loader of trivial samples iterated with and
+without ``instrument`` (rounds alternate; the median of the rounds' differences), per sample.
 """
 
 import argparse
@@ -144,6 +149,90 @@ def boundary_cost(calls):
     return pair, stat
 
 
+def _best_of(rounds, calls, func):
+    """The least seconds per call of ``func`` (``calls`` calls a round) over ``rounds`` rounds."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        func(calls)
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
+
+
+def loader_cost(calls, batch_size, rounds):
+    """``laptime.torch.instrument``'s cost, in seconds: (per sample's ``__getitem__``, per
+    batch's collate + next(), per sample end to end through a num_workers=0 DataLoader, the
+    loader's own time per sample without laptime)."""
+    import torch.utils.data as data
+
+    import laptime
+    import laptime.torch as lt
+
+    class Trivial(data.Dataset):
+        def __len__(self):
+            return calls
+
+        def __getitem__(self, i):
+            return i
+
+    sw = laptime.Stopwatch()
+    sw.enable(0, None, False)
+    plain = Trivial()
+    timed = Trivial()
+    lt._time_dataset_in_worker(timed, lt._Names(lt.DEFAULT_NAMES, True))  # what a worker does
+
+    def getitems(ds):
+        def run(n):
+            for i in range(n):
+                ds[i]
+        return run
+
+    sample = (_best_of(rounds, calls, getitems(timed)) -
+              _best_of(rounds, calls, getitems(plain)))
+
+    def collate_and_next(collate, wrap):
+        def run(n):
+            it = wrap(iter(range(n)))
+            for _ in range(n):
+                collate(next(it))
+        return run
+
+    def same(batch):
+        return batch
+
+    names = lt._Names(lt.DEFAULT_NAMES, True)
+    raw = _best_of(rounds, calls, collate_and_next(same, lambda it: it))
+    batch = _best_of(rounds, calls, collate_and_next(lt._TimedCollate(same, names),
+                                                     lambda it: lt._WaitTimed(it, names))) - raw
+
+    def epoch(instrumented):
+        loader = data.DataLoader(Trivial(), batch_size=batch_size, collate_fn=list)
+        if instrumented:
+            lt.instrument(loader)
+        start = time.perf_counter()
+        for _ in loader:
+            pass
+        return (time.perf_counter() - start) / calls
+
+    epoch(True), epoch(False)
+    without, differences = [], []
+    for _ in range(rounds):
+        off, on = epoch(False), epoch(True)
+        without.append(off)
+        differences.append(on - off)
+    laptime._laptime._testing_reset()
+    return sample, batch, statistics.median(differences), statistics.median(without)
+
+
+def print_loader_cost(calls, batch_size, rounds):
+    sample, batch, end_to_end, without = loader_cost(calls, batch_size, rounds)
+    print(f"laptime.torch.instrument, CPU tracking off: a sample's __getitem__ +{sample * 1e6:.2f} "
+          f"µs; a batch's collate + next() +{batch * 1e6:.2f} µs (+{batch / batch_size * 1e6:.2f} "
+          f"µs a sample at batch size {batch_size}); a num_workers=0 loader end to end "
+          f"+{end_to_end * 1e6:.2f} µs a sample (its own {without * 1e6:.2f} µs a sample; median "
+          f"of {rounds} rounds of {calls} samples)")
+
+
 def one_run(framework, laptime_on, steps, skip, track_cpu=True):
     import importlib
 
@@ -163,10 +252,16 @@ def main():
     p.add_argument("--frameworks", default="lightning,transformers,mmengine")
     p.add_argument("--calls", type=int, default=20000, help="steps of the direct hook benchmark")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (steadier)")
+    p.add_argument("--loader-only", action="store_true",
+                   help="only laptime.torch.instrument's cost per sample")
+    p.add_argument("--batch-size", type=int, default=32, help="of the loader benchmark")
     a = p.parse_args()
     import torch
 
     torch.set_num_threads(a.threads)
+    if a.loader_only:
+        print_loader_cost(a.calls, a.batch_size, a.repeats)
+        return
     import laptime
     import logging
     import warnings
@@ -195,6 +290,7 @@ def main():
     pair, stat = boundary_cost(a.calls)
     print(f"of which: a tracked start_meas/end_meas pair {pair * 1e6:.1f} µs; one /proc/stat read "
           f"{stat * 1e6:.1f} µs (two per pair) on {os.cpu_count()} CPUs")
+    print_loader_cost(a.calls, a.batch_size, a.repeats)
 
 
 if __name__ == "__main__":

@@ -61,10 +61,12 @@ def loader(n, batch_size=16, workers=0, persistent=False):
 
 def main(steps=20, warmup=5, accumulate=1, laptime_on=True, validate=False, nvtx=False,
          batches_per_epoch=None, extra=(), print_report=True, track_cpu=True, devices=1,
-         workers=0, persistent=False, laptime_callbacks=1):
+         workers=0, persistent=False, laptime_callbacks=1, instrument_loader=False):
     """Trains for ``steps`` optimisation steps; ``extra``: more callbacks (the benchmark's probe);
     ``workers``: DataLoader worker processes (``persistent``: kept across epochs);
-    ``laptime_callbacks``: how many LaptimeCallbacks (more than one is a mistake the tests make)."""
+    ``laptime_callbacks``: how many LaptimeCallbacks (more than one is a mistake the tests make);
+    ``instrument_loader``: the training loader through ``laptime.torch.instrument`` (its samples
+    as "sample": the Dataset times its own "load sample" inside)."""
     callbacks = []
     if laptime_on:
         from laptime.integrations.lightning import LaptimeCallback
@@ -80,8 +82,12 @@ def main(steps=20, warmup=5, accumulate=1, laptime_on=True, validate=False, nvtx
         accumulate_grad_batches=accumulate, logger=False, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False,
         num_sanity_val_steps=0, limit_val_batches=2 if validate else 0)
-    trainer.fit(TinyModule(), loader(batches * 16, workers=workers, persistent=persistent),
-                loader(32) if validate else None)
+    train = loader(batches * 16, workers=workers, persistent=persistent)
+    if instrument_loader:
+        import laptime.torch
+
+        laptime.torch.instrument(train, sample="sample")
+    trainer.fit(TinyModule(), train, loader(32) if validate else None)
     return trainer
 
 
