@@ -317,7 +317,7 @@ TEST_CASE("no temporary file survives a process that ends while write_json runs,
           std::this_thread::sleep_for(std::chrono::microseconds(200));
         }
         std::this_thread::sleep_for(std::chrono::microseconds(std::rand() % 3000));
-        ::kill(sp.pid, c.signal);
+        reliability::send_signal(sp.pid, c.signal);
       }
       const auto r = reliability::finish(sp);
       REQUIRE_MESSAGE(!r.timed_out, r.describe());
