@@ -199,7 +199,52 @@ installed() {  # NAME: the background install NAME succeeded (its log shown when
     return 1
   fi
 }
-rm -f "$LOG_DIR"/*-install.rc
+rm -f "$LOG_DIR"/*-install.rc "$LOG_DIR"/*.done
+
+# The builds no test waits for yet run in the background, one after another, at the lowest CPU
+# priority (nice 19): they take what the test stages leave idle (pytest runs on one core, the
+# suites sleep and spawn processes) and give it back at once to a stage that times wall-clock
+# intervals. later NAME COMMAND: queued; start_later: the queue starts; await NAME: waits for
+# NAME, shows its log's end (all of it on failure) and counts it as a stage of its own.
+LATER_NAMES=()
+LATER_CMDS=()
+later() { LATER_NAMES+=("$1") LATER_CMDS+=("$2"); }
+LATER_STARTED=0
+start_later() {
+  [ ${#LATER_NAMES[@]} -eq 0 ] || [ "$LATER_STARTED" -eq 1 ] && return
+  LATER_STARTED=1
+  echo "=== ${LATER_NAMES[*]} (in the background at nice 19, build/logs/NAME.log)"
+  (
+    renice -n 19 -p "$BASHPID" >/dev/null
+    for i in "${!LATER_NAMES[@]}"; do
+      start=$SECONDS
+      eval "${LATER_CMDS[$i]}" >"$LOG_DIR/${LATER_NAMES[$i]}.log" 2>&1
+      rc=$?
+      echo "$rc $((SECONDS - start))" >"$LOG_DIR/${LATER_NAMES[$i]}.done"
+    done
+  ) &
+}
+await() {  # NAME
+  local name=$1 rc secs
+  echo "=== $name (built in the background)"
+  while [ ! -f "$LOG_DIR/$name.done" ]; do sleep 1; done
+  read -r rc secs <"$LOG_DIR/$name.done"
+  if [ "$rc" -eq 0 ]; then tail -n 3 "$LOG_DIR/$name.log"; else cat "$LOG_DIR/$name.log"; fi
+  SUMMARY+=("$(printf '%-22s %s (%ds in the background)' "$name" "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED rc=$rc")" "$secs")")
+  if [ "$rc" -ne 0 ]; then FAILED=$((FAILED + 1)); fi
+  return "$rc"
+}
+if want gate; then
+  later build-disabled "configure_and_build build/test-disabled -DLAPTIME_DISABLE=ON \
+    -DLAPTIME_BUILD_BENCH=OFF -DLAPTIME_BUILD_EXAMPLES=ON"
+fi
+# Sanitizers (CMakePresets.json): AddressSanitizer+UBSan at -O0 (nothing optimised away from the
+# checks, and a third of the -O1 compile time), ThreadSanitizer at -O1; both -g1.
+SANITIZERS=()
+if [ "$QUICK" -eq 0 ] && want deep && [ -f CMakePresets.json ]; then SANITIZERS=(asan tsan); fi
+for preset in "${SANITIZERS[@]}"; do
+  later "build-$preset" "cmake --preset $preset >/dev/null && cmake --build --preset $preset -j $JOBS"
+done
 if [ "$QUICK" -eq 0 ] && want studies && [ ${#STUDY_TESTS[@]} -gt 0 ]; then
   background_install studies-install "$STUDY_VENV" "$STUDY_STAMP" --no-cache-dir "${STUDY_REQS[@]}"
 fi
@@ -210,12 +255,13 @@ fi
 # Gate 1. The suite, as users build it.
 if want gate; then
   stage build none configure_and_build build/test -DLAPTIME_BUILD_BENCH=ON \
-    -DLAPTIME_BUILD_EXAMPLES=ON && wait_installs && stage ctest ctest run_ctest build/test
+    -DLAPTIME_BUILD_EXAMPLES=ON
+  built=$?
+  start_later
+  [ "$built" -eq 0 ] && wait_installs && stage ctest ctest run_ctest build/test
 
   # Gate 2. The same suite compiled out (LAPTIME_DISABLE): same API, behavioural cases skip.
-  stage build-disabled none configure_and_build build/test-disabled -DLAPTIME_DISABLE=ON \
-    -DLAPTIME_BUILD_BENCH=OFF -DLAPTIME_BUILD_EXAMPLES=ON && wait_installs &&
-    stage ctest-disabled ctest run_ctest build/test-disabled
+  await build-disabled && wait_installs && stage ctest-disabled ctest run_ctest build/test-disabled
 
   # Gate 3. Python: laptime installed as users install it (`pip install .`), then pytest.
   if [ "$QUICK" -eq 0 ] && [ -d python/tests ]; then
@@ -244,14 +290,11 @@ if [ "$QUICK" -eq 0 ] && want studies && [ ${#STUDY_TESTS[@]} -gt 0 ]; then
 fi
 
 if [ "$QUICK" -eq 0 ] && want deep; then
-  # Deep 1. Sanitizers (CMakePresets.json): AddressSanitizer+UBSan at -O0 (nothing optimised away
-  # from the checks, and a third of the -O1 compile time), ThreadSanitizer at -O1; both -g1.
-  if [ -f CMakePresets.json ]; then
-    for preset in asan tsan; do
-      stage "build-$preset" none sh -c "cmake --preset $preset >/dev/null && cmake --build --preset $preset -j $JOBS" &&
-        stage "ctest-$preset" ctest ctest --preset "$preset" -j "$JOBS"
-    done
-  fi
+  # Deep 1. The suites under the sanitizers, built in the background meanwhile.
+  start_later  # where the gate did not start them
+  for preset in "${SANITIZERS[@]}"; do
+    await "build-$preset" && stage "ctest-$preset" ctest ctest --preset "$preset" -j "$JOBS"
+  done
 
   # Deep 2. The API fuzzer, time-bounded.
   if [ -f fuzz/CMakeLists.txt ]; then
