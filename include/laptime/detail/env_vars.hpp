@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "laptime/config.hpp"
@@ -30,6 +31,9 @@ inline constexpr std::size_t kMaxTrackCpuNames = 256;
 inline constexpr int kMaxRecordIntervals = 1000000;
 /// LAPTIME_GPU_TIMING names at most this many names.
 inline constexpr int kMaxGpuTimingNames = 64;
+/// LAPTIME_TRACK_CPU's bound: kMaxTrackCpuNames, or half the table where that is less.
+inline constexpr long long kTrackCpuBound =
+    kMaxTrackCpuNames < LAPTIME_MAX_NAMES / 2 ? kMaxTrackCpuNames : LAPTIME_MAX_NAMES / 2;
 
 /// The types of variables, each with one parser and one warning per kind of bad value.
 enum class EnvType : unsigned char {
@@ -84,10 +88,11 @@ struct EnvVar {
   Env id;
   const char* name;
   EnvType type;
-  const char* values;  ///< Choice: "a|b|c"; Int, Rate, Names: the unit, for the warnings
-  long long lowest;    ///< Int, Rate
-  long long highest;   ///< Int, Rate; Names, BoolOrNames: the most names
-  bool any_case;       ///< Choice: the values in any case
+  const char* values;    ///< Choice: "a|b|c"; Int, Rate, Names: the unit, for the warnings
+  long long lowest;      ///< Int, Rate
+  long long highest;     ///< Int, Rate; Names, BoolOrNames: the most names
+  bool any_case;         ///< Choice: the values in any case
+  const char* bound_is;  ///< Int: what `highest` is, for the warning of a value above it
   const char* default_text;
   const char* read_at;  ///< when it is read
   const char* what;
@@ -96,7 +101,7 @@ struct EnvVar {
 namespace env_row {
 constexpr EnvVar make(Env id, const char* name, EnvType type, const char* dflt, const char* when,
                       const char* what) {
-  return EnvVar{id, name, type, "", 0, 0, false, dflt, when, what};
+  return EnvVar{id, name, type, "", 0, 0, false, "", dflt, when, what};
 }
 constexpr EnvVar boolean(Env id, const char* name, const char* dflt, const char* when,
                          const char* what) {
@@ -104,11 +109,16 @@ constexpr EnvVar boolean(Env id, const char* name, const char* dflt, const char*
 }
 constexpr EnvVar counted(Env id, const char* name, EnvType type, const char* unit, long long lowest,
                          long long highest, const char* dflt, const char* when, const char* what) {
-  return EnvVar{id, name, type, unit, lowest, highest, false, dflt, when, what};
+  return EnvVar{id, name, type, unit, lowest, highest, false, "", dflt, when, what};
+}
+constexpr EnvVar bounded(Env id, const char* name, const char* unit, long long lowest,
+                         long long highest, const char* bound_is, const char* dflt,
+                         const char* when, const char* what) {
+  return EnvVar{id, name, EnvType::Int, unit, lowest, highest, false, bound_is, dflt, when, what};
 }
 constexpr EnvVar choice(Env id, const char* name, const char* values, bool any_case,
                         const char* dflt, const char* when, const char* what) {
-  return EnvVar{id, name, EnvType::Choice, values, 0, 0, any_case, dflt, when, what};
+  return EnvVar{id, name, EnvType::Choice, values, 0, 0, any_case, "", dflt, when, what};
 }
 inline constexpr const char* kSettings = "configure_from_env()";
 inline constexpr const char* kFirstEnable = "first enable()";
@@ -133,12 +143,10 @@ inline constexpr EnvVar kEnvVars[] = {
     env_row::choice(Env::ranks, "LAPTIME_RANKS", "0|all", false, "`0`", env_row::kSettings,
         "which ranks enable the Stopwatch"),
     env_row::counted(Env::track_cpu, "LAPTIME_TRACK_CPU", EnvType::Names, "names", 0,
-        static_cast<long long>(kMaxTrackCpuNames < LAPTIME_MAX_NAMES / 2 ? kMaxTrackCpuNames
-                                                                         : LAPTIME_MAX_NAMES / 2),
-        "none", env_row::kSettings,
-        "names whose CPU and I/O are sampled"),
-    env_row::counted(Env::record, "LAPTIME_RECORD", EnvType::Int, "intervals per thread", 0,
-        kMaxRecordIntervals, "0 (off)", env_row::kSettings, "keep each thread's last N intervals"),
+        kTrackCpuBound, "none", env_row::kSettings, "names whose CPU and I/O are sampled"),
+    env_row::bounded(Env::record, "LAPTIME_RECORD", "intervals per thread", 0,
+        kMaxRecordIntervals, "the bound of intervals per thread (32 bytes each)", "0 (off)",
+        env_row::kSettings, "keep each thread's last N intervals"),
     env_row::make(Env::data_name, "LAPTIME_DATA_NAME", EnvType::Text, "the program's",
         env_row::kSettings, "the verdict's data-wait name"),
     env_row::choice(Env::progress, "LAPTIME_PROGRESS", "report|line|off", true, "`report`",
@@ -162,8 +170,8 @@ inline constexpr EnvVar kEnvVars[] = {
         env_row::kSettings, "every Stopwatch interval also an NVTX range"),
     env_row::choice(Env::on_error, "LAPTIME_ON_ERROR", "throw|warn|abort", false, "`throw`",
         "first use", "what a usage error does"),
-    env_row::counted(Env::max_names, "LAPTIME_MAX_NAMES", EnvType::Int, "names", 1,
-        LAPTIME_MAX_NAMES, "the compile-time `LAPTIME_MAX_NAMES`", "first use",
+    env_row::bounded(Env::max_names, "LAPTIME_MAX_NAMES", "names", 1, LAPTIME_MAX_NAMES,
+        "the compile-time capacity", "the compile-time `LAPTIME_MAX_NAMES`", "first use",
         "a run-time limit on distinct names"),
     env_row::make(Env::output, "LAPTIME_OUTPUT", EnvType::Path, "none", env_row::kFirstEnable,
         "the JSON results' path at exit"),
@@ -277,7 +285,7 @@ inline EnvBool read_bool(const EnvVar& v, std::optional<std::string_view> text) 
 
 /// The integer reading: nullopt when unset or empty; when malformed or below `lowest`, nullopt
 /// and a warning saying `why`; above `bound`, the bound and a warning naming it ("4096,
-/// `bound_is`"). (read_int gives it the table's texts.)
+/// `bound_is`"). read_int gives it the table's bounds and texts.
 inline EnvInt read_env_int(std::string_view name, std::optional<std::string_view> text, int lowest,
                            int bound, std::string_view why, std::string_view bound_is) {
   EnvInt r;
@@ -299,7 +307,7 @@ inline EnvInt read_env_int(std::string_view name, std::optional<std::string_view
 inline EnvInt read_int(const EnvVar& v, std::optional<std::string_view> text) {
   if (!text) return EnvInt{};
   return read_env_int(v.name, text, static_cast<int>(v.lowest), static_cast<int>(v.highest),
-                      env_why(v), std::string("the bound of ") + v.values);
+                      env_why(v), v.bound_is);
 }
 
 inline EnvReading<double> read_rate(const EnvVar& v, std::optional<std::string_view> text) {
