@@ -132,6 +132,73 @@ inline std::size_t track_cpu_room(std::size_t listed) {
   }
   return std::min(room, listed);
 }
+
+// Runs one step of apply_settings; an error becomes a warning (reading the environment never
+// throws, docs/configuration.md).
+template <class Fn>
+void settings_step(const char* what, Fn&& fn) noexcept {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    warn_once(std::string("settings:") + what,
+              std::string("configure_from_env: ") + what + ": " + e.what());
+  } catch (...) {
+    warn_once(std::string("settings:") + what,
+              std::string("configure_from_env: ") + what + " failed");
+  }
+}
+
+// What the user's environment set overrides the code, whichever comes first
+// (docs/configuration.md).
+inline void apply_env_overrides(const Settings& s) {
+  EnvOverrides o;
+  o.off = s.from_env.stopwatch && !s.stopwatch;
+  if (s.from_env.num_warmup_iters) o.warmup = s.num_warmup_iters;
+  if (s.from_env.print_every_n_iters) o.print_every = s.print_every_n_iters;
+  if (s.from_env.do_cuda_sync) o.cuda_sync = s.do_cuda_sync;
+  settings_step("environment overrides", [&] { set_env_overrides(o); });
+}
+
+// The Stopwatch, on the ranks that measure.
+inline void apply_stopwatch_settings(const Settings& s) {
+  Stopwatch& sw = Stopwatch::instance();
+  settings_step("LAPTIME_PRINT_RANK0_ONLY", [&] { sw.set_print_rank0_only(s.print_rank0_only); });
+  const std::size_t tracked = track_cpu_room(s.track_cpu.size());
+  for (std::size_t i = 0; i < tracked; ++i) {
+    settings_step("LAPTIME_TRACK_CPU", [&] { sw.track_cpu_usage(s.track_cpu[i]); });
+  }
+  if (s.gpu_timing) settings_step("LAPTIME_GPU_TIMING", [&] { sw.enable_gpu_timing(); });
+  for (const std::string& name : s.gpu_timing_names) {
+    settings_step("LAPTIME_GPU_TIMING", [&] { sw.enable_gpu_timing_for(name); });
+  }
+  settings_step("Stopwatch::enable", [&] {
+    enable_stopwatch(s.num_warmup_iters, s.print_every_n_iters, s.do_cuda_sync, "0",
+                     /*from_env=*/true);
+  });
+}
+
+// On every rank and whoever enables the Stopwatch (the code, or LAPTIME_STOPWATCH): recording
+// costs nothing until the Stopwatch measures. Of the NVTX ranges only the environment's choice
+// is applied (it overrides the code's set_nvtx_ranges).
+inline void apply_every_rank_settings(const Settings& s) {
+  // stopwatch_state() inside each step: nothing is made where nothing is set.
+  if (s.record_intervals) {
+    settings_step("LAPTIME_RECORD",
+                  [&] { stopwatch_state().set_recording(*s.record_intervals, true); });
+  }
+  if (s.data_name) {
+    settings_step("LAPTIME_DATA_NAME",
+                  [&] { stopwatch_state().set_data_name(*s.data_name, /*from_env=*/true); });
+  }
+  if (const auto mode = parse_progress(s.progress)) {
+    settings_step("LAPTIME_PROGRESS",
+                  [&] { stopwatch_state().set_progress(*mode, /*from_env=*/true); });
+  }
+  if (s.from_env.nvtx_ranges) {
+    settings_step("LAPTIME_NVTX_RANGES",
+                  [&] { stopwatch_state().set_nvtx_ranges(s.nvtx_ranges, true); });
+  }
+}
 }  // namespace detail
 
 /// Applies `s` to the Stopwatch and the NVTX wrapper of this process. Never throws: a setting
@@ -139,75 +206,11 @@ inline std::size_t track_cpu_room(std::size_t listed) {
 /// warned about once, whatever the error policy, and the others are still applied.
 LAPTIME_IMPL void apply_settings(const Settings& s, int rank) noexcept {
   for (const std::string& w : s.warnings) detail::warn_once(w, w);
-  // Runs one step; an error becomes a warning (reading the environment never throws,
-  // docs/configuration.md).
-  auto step = [](const char* what, auto&& fn) {
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      detail::warn_once(std::string("settings:") + what,
-                        std::string("configure_from_env: ") + what + ": " + e.what());
-    } catch (...) {
-      detail::warn_once(std::string("settings:") + what,
-                        std::string("configure_from_env: ") + what + " failed");
-    }
-  };
-#if LAPTIME_ENABLED
-  // What the user's environment set overrides the code, whichever comes first
-  // (docs/configuration.md).
-  {
-    detail::EnvOverrides o;
-    o.off = s.from_env.stopwatch && !s.stopwatch;
-    if (s.from_env.num_warmup_iters) o.warmup = s.num_warmup_iters;
-    if (s.from_env.print_every_n_iters) o.print_every = s.print_every_n_iters;
-    if (s.from_env.do_cuda_sync) o.cuda_sync = s.do_cuda_sync;
-    step("environment overrides", [&] { detail::set_env_overrides(o); });
-  }
-#endif
-  if (s.stopwatch && (s.stopwatch_all_ranks || rank == 0)) {
-    Stopwatch& sw = Stopwatch::instance();
-    step("LAPTIME_PRINT_RANK0_ONLY", [&] { sw.set_print_rank0_only(s.print_rank0_only); });
-    const std::size_t tracked = detail::track_cpu_room(s.track_cpu.size());
-    for (std::size_t i = 0; i < tracked; ++i) {
-      step("LAPTIME_TRACK_CPU", [&] { sw.track_cpu_usage(s.track_cpu[i]); });
-    }
-    if (s.gpu_timing) step("LAPTIME_GPU_TIMING", [&] { sw.enable_gpu_timing(); });
-    for (const std::string& name : s.gpu_timing_names) {
-      step("LAPTIME_GPU_TIMING", [&] { sw.enable_gpu_timing_for(name); });
-    }
-#if LAPTIME_ENABLED
-    step("Stopwatch::enable", [&] {
-      detail::enable_stopwatch(s.num_warmup_iters, s.print_every_n_iters, s.do_cuda_sync, "0",
-                               /*from_env=*/true);
-    });
-#endif
-  }
-  // On every rank and whoever enables the Stopwatch (the code, or LAPTIME_STOPWATCH): recording
-  // costs nothing until the Stopwatch measures.
-#if LAPTIME_ENABLED
-  if (s.record_intervals) {
-    step("LAPTIME_RECORD",
-         [&] { detail::stopwatch_state().set_recording(*s.record_intervals, true); });
-  }
-  if (s.data_name) {
-    step("LAPTIME_DATA_NAME",
-         [&] { detail::stopwatch_state().set_data_name(*s.data_name, /*from_env=*/true); });
-  }
-  if (const auto mode = detail::parse_progress(s.progress)) {
-    step("LAPTIME_PROGRESS",
-         [&] { detail::stopwatch_state().set_progress(*mode, /*from_env=*/true); });
-  }
-#endif
-  // Like LAPTIME_RECORD: on every rank, whoever enables the Stopwatch; only the environment's
-  // choice is applied (it overrides the code's set_nvtx_ranges).
-#if LAPTIME_ENABLED
-  if (s.from_env.nvtx_ranges) {
-    step("LAPTIME_NVTX_RANGES",
-         [&] { detail::stopwatch_state().set_nvtx_ranges(s.nvtx_ranges, true); });
-  }
-#endif
+  detail::apply_env_overrides(s);
+  if (s.stopwatch && (s.stopwatch_all_ranks || rank == 0)) detail::apply_stopwatch_settings(s);
+  detail::apply_every_rank_settings(s);
   if (s.nvtx) {
-    step("NVTXRangeWrapper::enable", [&] {
+    detail::settings_step("NVTXRangeWrapper::enable", [&] {
       NVTXOptions options;
       options.domain = s.nvtx_domain;
       NVTXRangeWrapper::instance().enable(s.nvtx_sync_on_push, s.nvtx_sync_on_pop,
@@ -216,7 +219,8 @@ LAPTIME_IMPL void apply_settings(const Settings& s, int rank) noexcept {
   }
   // After the wrapper: the counters go to its named domain where it has one.
   if (s.nvtx_counters) {
-    step("LAPTIME_NVTX_COUNTERS", [&] { enable_nvtx_counters(s.nvtx_counters_hz); });
+    detail::settings_step("LAPTIME_NVTX_COUNTERS",
+                          [&] { enable_nvtx_counters(s.nvtx_counters_hz); });
   }
 }
 
