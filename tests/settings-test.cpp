@@ -1,9 +1,15 @@
 // Configuration from the environment (docs/configuration.md): the seed's four run types and one
 // variable per setting, with malformed values ignored and reported.
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "laptime/detail/env_vars.hpp"         // the table of variables
 #include "laptime/detail/stopwatch_state.hpp"  // what the environment set, read back
 #include "laptime/laptime.hpp"
 #include "test_support.hpp"
@@ -255,6 +261,165 @@ TEST_CASE(
     CHECK(laptime::detail::parse_bool(spelling.first) == std::optional<bool>(spelling.second));
   }
 #endif
+}
+
+namespace {
+namespace lt = laptime::detail;
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The table's type, as docs/configuration.md writes it.
+std::string type_text(const lt::EnvVar& v) {
+  const std::string lo = std::to_string(v.lowest), hi = std::to_string(v.highest);
+  switch (v.type) {
+    case lt::EnvType::Bool:
+      return "bool";
+    case lt::EnvType::Int:
+      return v.highest == INT_MAX ? "int ≥ " + lo : "int " + lo + " … " + hi;
+    case lt::EnvType::Rate:
+      return "number " + lo + " … " + hi;
+    case lt::EnvType::Choice: {
+      std::string out = "`";
+      for (const char* c = v.values; *c != '\0'; ++c)
+        out += *c == '|' ? std::string("`, `") : std::string(1, *c);
+      return out + "`" + (v.any_case ? " (any case)" : "");
+    }
+    case lt::EnvType::Text:
+      return "text";
+    case lt::EnvType::Names:
+      return "names, comma-separated, at most " + hi;
+    case lt::EnvType::BoolOrNames:
+      return "bool, or at most " + hi + " names";
+    case lt::EnvType::Path:
+      return "path";
+    case lt::EnvType::SetByLaptime:
+      return "set by laptime";
+  }
+  return "?";
+}
+
+// The start of the table's row for `v` in docs/configuration.md: name, type, default, when read.
+std::string doc_row(const lt::EnvVar& v) {
+  return "| `" + std::string(v.name) + "` | " + type_text(v) + " | " + v.default_text + " | " +
+         v.read_at + " | ";
+}
+}  // namespace
+
+TEST_CASE("docs/configuration.md's table of variables is the code's table") {
+  const std::string doc = read_text(std::string(LAPTIME_DOCS_DIR) + "/configuration.md");
+  const std::string header = "| variable | type | default | read | meaning |";
+  const auto at = doc.find(header);
+  REQUIRE(at != std::string::npos);
+  // The table's rows: from the header to the first line that is not a row.
+  std::vector<std::string> rows;
+  std::istringstream lines(doc.substr(at));
+  std::string line;
+  std::getline(lines, line);  // the header
+  std::getline(lines, line);  // |---|
+  while (std::getline(lines, line) && line.rfind("| ", 0) == 0) rows.push_back(line);
+  // One row per variable, in the table's order; the meaning column is the page's own.
+  REQUIRE(rows.size() == std::size(lt::kEnvVars));
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::string expected = doc_row(lt::kEnvVars[i]);
+    CHECK_MESSAGE(rows[i].rfind(expected, 0) == 0,
+                  "docs/configuration.md's row " << i + 1 << " should start " << expected);
+    CHECK(rows[i].size() > expected.size() + 2);  // with a meaning
+  }
+}
+
+namespace {
+// The string literal at `at` (just after an opening parenthesis), or "" when it is not one.
+std::string literal_at(const std::string& text, std::size_t at) {
+  if (at >= text.size() || text[at] != '"') return "";
+  const auto end = text.find('"', at + 1);
+  return end == std::string::npos ? "" : text.substr(at + 1, end - at - 1);
+}
+}  // namespace
+
+TEST_CASE("no header reads a LAPTIME_* variable but through the table") {
+  const std::filesystem::path include = std::filesystem::path(LAPTIME_DOCS_DIR) / "../include";
+  // detail/env.hpp holds the one getenv; detail/env_vars.hpp the table and the reads through it.
+  // Every other env_raw/env_value reads a variable that is not laptime's, named by a literal.
+  // Still to move: stopwatch_state.hpp's env_max_names reads LAPTIME_MAX_NAMES itself.
+  const std::string pending =
+      "read_env_int(\"LAPTIME_MAX_NAMES\", env_value(\"LAPTIME_MAX_NAMES\")";
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(include)) {
+    if (entry.path().extension() != ".hpp") continue;
+    ++files;
+    const std::string name = entry.path().filename().string();
+    if (name == "env.hpp" || name == "env_vars.hpp") continue;
+    std::string text = read_text(entry.path());
+    if (name == "stopwatch_state.hpp") {
+      const auto p = text.find(pending);
+      if (p != std::string::npos) text.erase(p, pending.size());
+    }
+    CAPTURE(name);
+    CHECK(text.find("getenv(") == std::string::npos);
+    for (const char* call : {"env_raw(", "env_value(", "setenv("}) {
+      for (auto p = text.find(call); p != std::string::npos; p = text.find(call, p + 1)) {
+        const std::string arg = literal_at(text, p + std::strlen(call));
+        CAPTURE(text.substr(p, 60));
+        if (std::string(call) != "setenv(") CHECK_FALSE(arg.empty());
+        CHECK(arg.rfind("LAPTIME_", 0) == std::string::npos);
+      }
+    }
+  }
+  CHECK(files > 30);
+  // The Python package reads no variable of its own: those it looks at are in the table.
+  const std::filesystem::path python =
+      std::filesystem::path(LAPTIME_DOCS_DIR) / "../python/laptime";
+  std::size_t looked_at = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(python)) {
+    if (entry.path().extension() != ".py") continue;
+    std::istringstream lines(read_text(entry.path()));
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.find("environ") == std::string::npos && line.find("_env_set(") == std::string::npos)
+        continue;
+      for (auto p = line.find("\"LAPTIME_"); p != std::string::npos;
+           p = line.find("\"LAPTIME_", p + 1)) {
+        const std::string var = line.substr(p + 1, line.find('"', p + 1) - p - 1);
+        CAPTURE(var);
+        bool known = false;
+        for (const lt::EnvVar& v : lt::kEnvVars) known = known || var == v.name;
+        CHECK(known);
+        ++looked_at;
+      }
+    }
+  }
+  CHECK(looked_at >= 3);
+}
+
+TEST_CASE("each type of variable has one warning per kind of bad value, the table's" *
+          LAPTIME_NEEDS_ENABLED) {
+  // Every variable configure_from_env reads, set to a value no type takes, is warned about in
+  // its type's words; the text-like types take it.
+  std::size_t checked = 0;
+  for (const lt::EnvVar& v : lt::kEnvVars) {
+    if (std::string(v.read_at) != "configure_from_env()") continue;
+    CAPTURE(v.name);
+    const auto s = laptime::settings_from_env(env({{v.name, "maybe,"}}));
+    const bool free_text = v.type == lt::EnvType::Text || v.type == lt::EnvType::Names;
+    if (free_text) {
+      CHECK(s.warnings.empty());
+      continue;
+    }
+    REQUIRE(s.warnings.size() == 1);
+    CHECK(s.warnings[0] == std::string(v.name) + "='maybe,' " + lt::env_why(v) + "; ignored");
+    ++checked;
+  }
+  CHECK(checked >= 15);
+  // A number above an int's highest is clamped, with the bound's one text.
+  const auto s = laptime::settings_from_env(env({{"LAPTIME_RECORD", "1000001"}}));
+  REQUIRE(s.warnings.size() == 1);
+  CHECK(s.warnings[0] == std::string("LAPTIME_RECORD=1000001 is above 1000000, ") +
+                             lt::env_var(lt::Env::record).bound_is + "; 1000000 is used");
 }
 
 // Last in this file: it fills the process's name table.

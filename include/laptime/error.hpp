@@ -23,10 +23,12 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "laptime/config.hpp"
 #include "laptime/detail/env.hpp"
+#include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/names.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/thread.hpp"
@@ -47,10 +49,10 @@ enum class ErrorPolicy { Throw, Warn, Abort };
 /// The one parser of error-policy names, for LAPTIME_ON_ERROR and for the Python extension's
 /// set_error_policy("warn"): "throw", "warn" or "abort" (exactly; nullopt for anything else).
 inline std::optional<ErrorPolicy> parse_error_policy(std::string_view name) noexcept {
-  if (name == "throw") return ErrorPolicy::Throw;
-  if (name == "warn") return ErrorPolicy::Warn;
-  if (name == "abort") return ErrorPolicy::Abort;
-  return std::nullopt;
+  // The names are LAPTIME_ON_ERROR's values, in ErrorPolicy's order.
+  const std::optional<int> i = detail::parse_choice(detail::env_var(detail::Env::on_error), name);
+  if (!i) return std::nullopt;
+  return static_cast<ErrorPolicy>(*i);
 }
 
 /// The name parse_error_policy() reads: "throw", "warn" or "abort".
@@ -76,17 +78,12 @@ namespace detail {
 template <int = 0>
 struct BasicErrorState {
   BasicErrorState() {
-    const auto text = env_value("LAPTIME_ON_ERROR");
-    if (!text) return;
-    if (const auto p = parse_error_policy(*text)) {
-      policy.store(static_cast<int>(*p));
-    } else {
-      // Not through warn_once: that needs this object. The value is escaped: a variable's text
-      // must not rewrite the terminal either.
-      std::fprintf(stderr,
-                   "laptime: warning: LAPTIME_ON_ERROR='%s' is not one of throw|warn|abort; using "
-                   "throw\n",
-                   escaped(*text).c_str());
+    const EnvReading<int> chosen = env_choice<Env::on_error>();
+    if (chosen.value) {
+      policy.store(*chosen.value);  // the table's values are in ErrorPolicy's order
+    } else if (!chosen.warning.empty()) {
+      // Not through warn_once: that needs this object.
+      std::fprintf(stderr, "laptime: warning: %s\n", chosen.warning.c_str());
     }
   }
   std::atomic<int> policy{static_cast<int>(ErrorPolicy::Throw)};
@@ -200,6 +197,14 @@ RankInfo detect_rank() {
   const RankInfo info = detect_rank(env_raw, &warnings);
   for (const std::string& w : warnings) warn_once("env:" + w.substr(0, w.find('=')), w);
   return info;
+}
+
+/// The value of a LAPTIME_* variable read through its table (detail/env_vars.hpp): a malformed
+/// value is warned about once and ignored (nullopt). Here rather than there because it warns.
+template <class Reading>
+auto env_checked(Reading reading) {
+  if (!reading.warning.empty()) warn_once(reading.warning, reading.warning);
+  return std::move(reading.value);
 }
 
 }  // namespace detail

@@ -67,7 +67,8 @@ struct Settings {
 };
 
 namespace detail {
-/// settings_from_env's reader, type-erased so that the parser is compiled once: `read(ctx, name)`.
+/// settings_from_env's reader, type-erased so that the parser is compiled once: `read(ctx, name)`;
+/// null: this process's environment (configure_from_env).
 using EnvReader = const char* (*)(void* ctx, const char* name);
 #if LAPTIME_ENABLED
 LAPTIME_IMPL Settings settings_from_reader(EnvReader read, void* ctx);

@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "laptime/detail/clock.hpp"
-#include "laptime/detail/env.hpp"
+#include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/error.hpp"
 
@@ -54,16 +54,10 @@ inline bool has_invariant_tsc(std::string_view cpuinfo) {
 inline ClockChoice choose_clock(std::string_view cpuinfo, std::optional<std::string_view> env,
                                 bool arch_counter, bool any_counter) {
   ClockChoice c;
-  std::optional<bool> forced;  // true: tsc, false: steady
-  if (env) {
-    if (*env == "steady") {
-      forced = false;
-    } else if (*env == "tsc") {
-      forced = true;
-    } else {
-      c.warning = malformed_env("LAPTIME_CLOCK", *env, "is not 'steady' or 'tsc'");
-    }
-  }
+  std::optional<bool> forced;                                            // true: tsc, false: steady
+  const EnvReading<int> chosen = read_choice(env_var(Env::clock), env);  // steady|tsc
+  if (chosen.value) forced = *chosen.value == 1;
+  c.warning = chosen.warning;
   if (!any_counter) {
     c.reason = "no cycle counter on this architecture";
     if (forced == true) c.warning = "LAPTIME_CLOCK=tsc: no cycle counter here; steady_clock used";
@@ -189,9 +183,9 @@ LAPTIME_IMPL LAPTIME_COLD std::int64_t now_ns_cold() noexcept {
     if (!lock.owns_lock()) return steady_ns();  // another thread decides or calibrates
     if (phase == ClockState::kUndecided && c.phase.load() == ClockState::kUndecided) {
       const std::string cpuinfo = kHaveTsc ? read_cpuinfo_head() : std::string();
-      const ClockChoice choice = choose_clock(cpuinfo, env_value("LAPTIME_CLOCK"), kHaveArchCounter,
-                                              kHaveTsc || kHaveArchCounter);
-      if (!choice.warning.empty()) warn_once("clock-env", choice.warning);
+      const ClockChoice choice = choose_clock(cpuinfo, env_text(env_var(Env::clock)),
+                                              kHaveArchCounter, kHaveTsc || kHaveArchCounter);
+      if (!choice.warning.empty()) warn_once(choice.warning, choice.warning);
       c.reason = choice.reason;
       if (!choice.counter) {
         c.phase.store(ClockState::kSteady, std::memory_order_release);

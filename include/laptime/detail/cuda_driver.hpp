@@ -20,7 +20,7 @@
 #include <string>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/env.hpp"
+#include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/process_singleton.hpp"
 
 // LAPTIME_CUDA_DRIVER_API: 1 where the driver layer is compiled in (enabled and cuda.h known).
@@ -252,7 +252,7 @@ struct BasicCudaDriverHolder {
   BasicCudaDriverHolder() {
 #if LAPTIME_CUDA_DRIVER_API
     // LAPTIME_CUDA_DRIVER: another driver library (a non-standard install, a test double).
-    const auto path = env_value("LAPTIME_CUDA_DRIVER");
+    const auto path = env_text<Env::cuda_driver>();
     driver = load_cuda_driver(path ? path->data() : "libcuda.so.1");
 #elif LAPTIME_ENABLED
     driver.status =

@@ -1,7 +1,8 @@
-// laptime internals: reading the environment (rank labels and configuration:
-// docs/configuration.md). The parsers take the variable's text, so they are tested without touching
-// the environment. Below error.hpp (which reads LAPTIME_ON_ERROR through env_value); the warning
-// form of detect_rank() is there.
+// laptime internals: reading the environment: the text parsers (bool, int), the one form of a
+// malformed variable's warning, the launchers' rank variables. The parsers take the variable's
+// text, so they are tested without touching the environment. The LAPTIME_* variables are read
+// through their table (detail/env_vars.hpp, docs/configuration.md); the warning form of
+// detect_rank() is in error.hpp.
 #pragma once
 
 #include <unistd.h>
@@ -51,14 +52,6 @@ inline std::optional<int> parse_int(std::string_view text) {
   return static_cast<int>(v);
 }
 
-/// The bounds of the variables that size memory. LAPTIME_TRACK_CPU names at most this many names
-/// (and at most half the name limit in force), so that the names the program measures always
-/// find room in the name table.
-inline constexpr std::size_t kMaxTrackCpuNames = 256;
-/// LAPTIME_RECORD (and Stopwatch::enable_recording) keep at most this many intervals per thread:
-/// 32 bytes each, so 32 MB per thread that measures.
-inline constexpr int kMaxRecordIntervals = 1000000;
-
 /// The one warning of a malformed variable: "NAME='value' <why>; ignored", the value escaped (a
 /// variable must not rewrite the terminal) and cut to a readable length.
 inline std::string malformed_env(std::string_view name, std::string_view value,
@@ -76,65 +69,19 @@ inline std::string malformed_env(std::string_view name, std::string_view value,
 inline constexpr std::string_view kNotABoolean =
     "is not a boolean (1/0, true/false, on/off, yes/no, in any case)";
 
-/// A boolean variable: its value through parse_bool (nullopt: unset, empty or malformed) and,
-/// when malformed, the warning to give once.
-struct EnvBool {
-  std::optional<bool> value;
-  std::string warning;
-};
-
-inline EnvBool read_env_bool(std::string_view name, std::optional<std::string_view> text) {
-  EnvBool b;
-  if (!text) return b;
-  b.value = parse_bool(*text);
-  if (!b.value) b.warning = malformed_env(name, *text, kNotABoolean);
-  return b;
-}
-
-/// An integer variable: nullopt when unset or empty; when malformed or below `lowest`, nullopt and
-/// a warning saying `why`; above `bound`, the bound and a warning naming it ("4096, `bound_is`").
-struct EnvInt {
-  std::optional<int> value;
-  std::string warning;
-};
-
-inline EnvInt read_env_int(std::string_view name, std::optional<std::string_view> text, int lowest,
-                           int bound, std::string_view why, std::string_view bound_is) {
-  EnvInt r;
-  if (!text) return r;
-  const std::optional<int> v = parse_int(*text);
-  if (!v || *v < lowest) {
-    r.warning = malformed_env(name, *text, why);
-    return r;
-  }
-  r.value = *v < bound ? *v : bound;
-  if (*v > bound) {
-    r.warning = std::string(name) + '=' + std::to_string(*v) + " is above " +
-                std::to_string(bound) + ", " + std::string(bound_is) + "; " +
-                std::to_string(bound) + " is used";
-  }
-  return r;
-}
-
 /// getenv(name), for the parsers that take a getenv-like function (settings_from_env, detect_rank):
-/// `settings_from_env(detail::env_raw)`. Every read of the environment goes through here.
+/// `settings_from_env(detail::env_raw)`. Every read of the environment goes through here; the
+/// LAPTIME_* variables through their table (detail/env_vars.hpp).
 inline const char* env_raw(const char* name) noexcept {
   return std::getenv(name);
 }
 
-/// The one entry for laptime's environment (LAPTIME_* and the launchers' variables): the value of
-/// `name`, nullopt when unset or empty. Everything laptime reads from the environment goes
-/// through here or through a getenv-like function handed to a parser (settings_from_env,
-/// detect_rank), so tests can feed it.
+/// The value of `name` in this process's environment, nullopt when unset or empty. A LAPTIME_*
+/// variable is read through its table instead (detail/env_vars.hpp).
 inline std::optional<std::string_view> env_value(const char* name) {
   const char* v = env_raw(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string_view(v);
-}
-
-/// The boolean variable `name` of this process's environment (read_env_bool over env_value).
-inline EnvBool env_bool(const char* name) {
-  return read_env_bool(name, env_value(name));
 }
 
 /// Where this process sits in a distributed job, from the usual launchers' variables:

@@ -36,6 +36,7 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/atomic_file.hpp"
+#include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/own_output.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/stopwatch_state.hpp"
@@ -321,18 +322,10 @@ inline bool exit_signal_handlers_wanted() {
 /// enable, and registers the at-exit output.
 inline void arm_exit_output(StopwatchState& s) {
   if (s.exit_hook_registered.exchange(true)) return;
-  if (auto v = env_value("LAPTIME_OUTPUT")) s.exit_output_path = std::string(*v);
-  if (const EnvBool b = env_bool("LAPTIME_PRINT_AT_EXIT"); b.value) {
-    s.exit_print = *b.value;
-  } else if (!b.warning.empty()) {
-    warn_once("env-print-at-exit", b.warning);
-  }
+  if (const auto v = env_text<Env::output>()) s.exit_output_path = std::string(*v);
+  if (const auto b = env_checked(env_bool<Env::print_at_exit>())) s.exit_print = *b;
   ExitSignals& g = exit_signals();
-  if (const EnvBool b = env_bool("LAPTIME_SIGNAL_HANDLERS"); b.value) {
-    g.env_choice.store(*b.value ? 1 : 0);
-  } else if (!b.warning.empty()) {
-    warn_once("env-signal-handlers", b.warning);
-  }
+  if (const auto b = env_checked(env_bool<Env::signal_handlers>())) g.env_choice.store(*b ? 1 : 0);
   if (s.exit_output_path.empty() && !s.exit_print) return;
   s.owner_pid = ::getpid();
   g.owner.store(s.owner_pid);

@@ -43,15 +43,16 @@
 #include <new>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/env.hpp"
+#include "laptime/detail/env_vars.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
 inline constexpr std::uint64_t kSingletonMagic = 0x6c617074696d6531ULL;  // "laptime1"
-inline constexpr std::uint32_t kAnchorLayout = 2;  // change with any change of ProcessAnchor
+// Change with any change of ProcessAnchor, and the names below with it: the mapping's, and the
+// variable's (LAPTIME_SINGLETON_ANCHOR_2, Env::singleton_anchor in detail/env_vars.hpp).
+inline constexpr std::uint32_t kAnchorLayout = 2;
 #define LAPTIME_ANCHOR_NAME "laptime-anchor-2"
-#define LAPTIME_ANCHOR_ENV "LAPTIME_SINGLETON_ANCHOR_2"
 
 /// What the table points at. T's constructor may be private with this as its friend.
 template <class T>
@@ -125,7 +126,8 @@ inline void anchor_parse(const char* text, std::uintptr_t& addr, std::uint64_t& 
 inline ProcessAnchor* anchor_from_env() noexcept {
   std::uintptr_t addr;
   std::uint64_t nonce;
-  anchor_parse(env_raw(LAPTIME_ANCHOR_ENV), addr, nonce);
+  const auto text = env_text<Env::singleton_anchor>();
+  anchor_parse(text ? text->data() : nullptr, addr, nonce);
   return anchor_is_valid(addr, nonce) ? reinterpret_cast<ProcessAnchor*>(addr) : nullptr;
 }
 
@@ -154,7 +156,7 @@ inline void anchor_publish(const ProcessAnchor* a, bool overwrite) noexcept {
   std::snprintf(text, sizeof text, "%llx:%llx",
                 static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(a)),
                 static_cast<unsigned long long>(a->header.nonce));
-  ::setenv(LAPTIME_ANCHOR_ENV, text, overwrite ? 1 : 0);
+  ::setenv(env_var(Env::singleton_anchor).name, text, overwrite ? 1 : 0);
 }
 
 /// The anchor's mapping size, whole pages.

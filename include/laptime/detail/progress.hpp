@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/format.hpp"
 #include "laptime/detail/histogram.hpp"
 #include "laptime/results.hpp"
@@ -23,12 +24,10 @@ namespace detail {
 
 /// LAPTIME_PROGRESS: "report" | "line" | "off" (any case); nullopt for anything else.
 inline std::optional<ProgressMode> parse_progress(std::string_view text) {
-  std::string t;
-  for (const char c : text) t += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  if (t == "report") return ProgressMode::Report;
-  if (t == "line") return ProgressMode::Line;
-  if (t == "off") return ProgressMode::Off;
-  return std::nullopt;
+  // The table's values are in ProgressMode's order.
+  const std::optional<int> i = parse_choice(env_var(Env::progress), text);
+  if (!i) return std::nullopt;
+  return static_cast<ProgressMode>(*i);
 }
 
 /// The loop's time: each iteration is the time between two finish_iter() calls. The statistics

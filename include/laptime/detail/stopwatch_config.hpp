@@ -21,13 +21,17 @@
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
+// What enabling starts besides measuring, each once per process: the parent's shared file for
+// its workers (unless LAPTIME_WORKERS turns it off), and the output at exit (a worker's figures
+// go to its parent's report: it writes no output file of its own). Under config_mutex.
+inline void start_enable_services(StopwatchState& s) {
+  s.start_worker_share(/*wanted=*/env_checked(env_bool<Env::workers>()) != false);
+  if (!s.share.is_worker()) arm_exit_output(s);
+}
+
 // Puts the settings in force: `configured` and cfg_*, what the hot path reads. Under config_mutex.
 inline void apply_stopwatch_config(StopwatchState& s, int warmup, std::optional<int> every,
                                    bool cuda_sync) {
-  // The parent's shared file for its workers, unless LAPTIME_WORKERS turns it off.
-  const EnvBool workers = env_bool("LAPTIME_WORKERS");
-  if (!workers.warning.empty()) warn_once("env-workers", workers.warning);
-  s.start_worker_share(/*wanted=*/workers.value != false);
   if (s.configured && s.cfg_warmup == warmup && s.cfg_print_every == every &&
       s.cfg_cuda_sync == cuda_sync) {
     return;
@@ -46,8 +50,6 @@ inline void apply_stopwatch_config(StopwatchState& s, int warmup, std::optional<
   } else {
     s.features.fetch_and(~kFeatCudaSync, std::memory_order_relaxed);
   }
-  // A worker's figures go to its parent's report: it writes no output file of its own.
-  if (!s.share.is_worker()) arm_exit_output(s);
   s.power.store(kEnabled, std::memory_order_release);
 }
 
@@ -63,6 +65,7 @@ inline void apply_with_overrides(StopwatchState& s, int warmup, std::optional<in
   if (s.env.warmup) warmup = *s.env.warmup;
   if (s.env.print_every) every = *s.env.print_every;
   if (s.env.cuda_sync) cuda_sync = *s.env.cuda_sync;
+  start_enable_services(s);
   apply_stopwatch_config(s, warmup, every, cuda_sync);
 }
 

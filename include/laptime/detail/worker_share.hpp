@@ -45,7 +45,7 @@
 #include <vector>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/env.hpp"
+#include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/histogram.hpp"
 #include "laptime/detail/stopwatch_hot.hpp"
 #include "laptime/detail/worker_share_file.hpp"
@@ -99,7 +99,7 @@ class WorkerShare {
     char value[96];
     std::snprintf(value, sizeof value, "%ld:%d:%llu", static_cast<long>(::getpid()), fd,
                   static_cast<unsigned long long>(h->nonce));
-    ::setenv(kWorkerShareEnv, value, 1);
+    ::setenv(env_var(Env::worker_share).name, value, 1);
     fd_ = fd;
     header_ = h;
     parent_ = true;
@@ -112,7 +112,7 @@ class WorkerShare {
   bool attach_from_env() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (header_ != nullptr) return !parent_;
-    const auto v = env_value(kWorkerShareEnv);
+    const auto v = env_text<Env::worker_share>();
     if (!v) return false;
     header_ = attach_share_file(*v);
     parent_ = false;

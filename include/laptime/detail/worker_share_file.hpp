@@ -30,6 +30,7 @@
 #include <string_view>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/histogram.hpp"
 #include "laptime/detail/names.hpp"
 #include "laptime/detail/procfs.hpp"
@@ -38,7 +39,6 @@
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
-inline constexpr const char* kWorkerShareEnv = "LAPTIME_WORKER_SHARE";
 inline constexpr std::uint64_t kShareMagic = 0x31656d69'7470616cULL;  // "laptime1"
 inline constexpr std::uint32_t kShareRegions = 64;
 inline constexpr std::size_t kShareRegionBytes = std::size_t{8} << 20;  // sparse: pages on use
@@ -225,7 +225,8 @@ inline ShareHeader* attach_share_file(std::string_view value) {
   if (mine >= 0) ::close(mine);
   if (!why.empty()) {
     worker_share_warn("worker-share-stale",
-                      std::string(kWorkerShareEnv) + "='" + escaped(value.substr(0, 96)) +
+                      std::string(env_var(Env::worker_share).name) + "='" +
+                          escaped(value.substr(0, 96)) +
                           "' names no live worker share of this process tree (" + escaped(why) +
                           "): ignored, this process measures on its own");
     return nullptr;
