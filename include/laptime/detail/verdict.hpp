@@ -13,6 +13,7 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/format.hpp"
+#include "laptime/detail/slow_tail.hpp"
 #include "laptime/results.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
@@ -228,9 +229,12 @@ inline VerdictFigures verdict_figures(const Results& r) {
   return f;
 }
 
-/// The verdict of `r` (what Stopwatch::results() puts in Results::verdict).
+/// The verdict of `r` (what Stopwatch::results() puts in Results::verdict), which says so when
+/// the tail of the loop, not its median, is the problem (`r.tail`: set it first).
 inline Verdict verdict_of(const Results& r) {
-  return verdict(verdict_figures(r));
+  Verdict v = verdict(verdict_figures(r));
+  if (r.tail) v.text += tail_verdict(*r.tail);
+  return v;
 }
 
 }  // namespace detail
