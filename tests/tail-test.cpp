@@ -188,6 +188,44 @@ TEST_CASE("each slow iteration names the names over their own median, the larges
   }
 }
 
+TEST_CASE(
+    "the report names the causes that explain an iteration, and counts the ones that do not") {
+  // An iteration 10 ms over the median: causes over 1 ms (a tenth of that) are named, at most 3.
+  laptime::Results r;
+  r.tail = laptime::SlowTail{};
+  r.tail->iterations = 50;
+  r.tail->median_ns = 2 * kMs;
+  r.tail->p99_ns = 12 * kMs;
+  auto cause = [](const char* name, double over_ms) {
+    laptime::TailCause c;
+    c.name = name;
+    c.ns = (1 + over_ms) * kMs;
+    c.median_ns = 1 * kMs;
+    return c;
+  };
+  laptime::SlowIteration s{7, 12 * kMs, {cause("a", 9), cause("b", 1), cause("c", 0.5)}};
+  r.tail->slowest = {s};
+  s.causes = {cause("a", 9), cause("b", 5), cause("c", 3), cause("d", 2)};
+  r.tail->slowest.push_back(s);
+  s.causes = {cause("c", 0.5), cause("d", 0.2)};
+  r.tail->slowest.push_back(s);
+  s.causes = {};
+  r.tail->slowest.push_back(s);
+  const std::string text = r.to_text();
+  CHECK(text.find("  slow tail: 50 measured iterations recorded, median 2.00 ms, p99 12.0 ms, 0 "
+                  "over 3x the median; slowest:\n"
+                  "    iteration 7: 12.0 ms (6.0x the median): 'a' +9.00 ms (10.0 ms, median 1.00 "
+                  "ms), 'b' +1.00 ms (2.00 ms, median 1.00 ms) (and 1 more name, a little over its "
+                  "median)\n"
+                  "    iteration 7: 12.0 ms (6.0x the median): 'a' +9.00 ms (10.0 ms, median 1.00 "
+                  "ms), 'b' +5.00 ms (6.00 ms, median 1.00 ms), 'c' +3.00 ms (4.00 ms, median 1.00 "
+                  "ms) (and 1 more name, a little over its median)\n"
+                  "    iteration 7: 12.0 ms (6.0x the median): no name over its median explains it "
+                  "(2 names, a little over their medians)\n"
+                  "    iteration 7: 12.0 ms (6.0x the median): no name over its median explains "
+                  "it\n") != std::string::npos);
+}
+
 #if LAPTIME_ENABLED
 namespace {
 

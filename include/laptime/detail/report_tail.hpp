@@ -15,8 +15,21 @@
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
-/// Causes the text report names per slow iteration (the JSON has them all).
+/// Causes the text report names per slow iteration, the largest first: at most
+/// kTailCausesShown, each over kTailCauseShare of the iteration's excess over the median (a name
+/// a few microseconds over its median does not explain a slow iteration). The JSON has them all.
 inline constexpr std::size_t kTailCausesShown = 3;
+inline constexpr double kTailCauseShare = 0.1;
+
+/// How many of `s.causes` (the largest first) the report names.
+inline std::size_t causes_shown(const SlowIteration& s, double median_ns) {
+  std::size_t n = 0;
+  while (n < s.causes.size() && n < kTailCausesShown &&
+         s.causes[n].ns - s.causes[n].median_ns >= kTailCauseShare * (s.ns - median_ns)) {
+    ++n;
+  }
+  return n;
+}
 
 /// "'data' +11.0 ms (11.1 ms, median 120 µs, on loader-1)": a cause, with its thread where the
 /// name ran on several (there, which thread it was tells which worker was slow).
@@ -51,15 +64,18 @@ inline void append_tail_text(std::string& out, const SlowTail& t) {
     out += ": " + format_duration(s.ns) + " (";
     append_fixed(out, t.median_ns > 0 ? s.ns / t.median_ns : 0.0, 1);
     out += "x the median)";
-    if (s.causes.empty()) out += ": no name over its median";
-    for (std::size_t i = 0; i < s.causes.size() && i < kTailCausesShown; ++i) {
+    const std::size_t shown = causes_shown(s, t.median_ns);
+    if (shown == 0) out += ": no name over its median explains it";
+    for (std::size_t i = 0; i < shown; ++i) {
       out += i == 0 ? ": " : ", ";
       append_cause_text(out, s.causes[i]);
     }
-    if (s.causes.size() > kTailCausesShown) {
-      out += ", and ";
-      append_int(out, s.causes.size() - kTailCausesShown);
-      out += " more over their median";
+    if (const std::size_t more = s.causes.size() - shown; more > 0) {
+      out += shown == 0 ? " (" : " (and ";
+      append_int(out, more);
+      out += shown == 0 ? "" : " more";
+      out +=
+          more == 1 ? " name, a little over its median)" : " names, a little over their medians)";
     }
     out += '\n';
   }
