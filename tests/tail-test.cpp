@@ -77,6 +77,7 @@ TEST_CASE(
   CHECK(tail->iterations == 20);
   CHECK(tail->median_ns == 2 * kMs);
   CHECK(tail->over_3x_median == 4);  // 12, 30, 7 and 8 ms; 6 ms is not over 3x 2 ms
+  CHECK(LAPTIME_SLOW_TAIL == 5);     // the default: this file does not define it
   REQUIRE(tail->slowest.size() == LAPTIME_SLOW_TAIL);
   std::vector<std::int64_t> order;
   for (const auto& s : tail->slowest) order.push_back(s.iteration);
@@ -113,6 +114,24 @@ TEST_CASE("tail-bound when the p99 of the iterations is over twice their median,
   times.assign(50, 2);
   times[30] = 4;  // exactly twice: not over
   CHECK_FALSE(laptime::detail::slow_tail_of(results_of(loop_samples(times)))->tail_bound);
+}
+
+TEST_CASE(
+    "a name's median counts 0 for an iteration without it; an even count's is the middle mean") {
+  laptime::Samples s = loop_samples({2, 2, 2, 2, 2, 9});
+  s.names.push_back("save");
+  s.threads[0].intervals.push_back({1, 0, 6 * kMs, 5});  // only in iteration 5
+  const auto tail = laptime::detail::slow_tail_of(results_of(s));
+  CHECK(tail->median_ns == 2 * kMs);
+  const laptime::SlowIteration& slow = tail->slowest.front();
+  CHECK(slow.iteration == 5);
+  REQUIRE(slow.causes.size() == 2);
+  CHECK(slow.causes[0].name == "step");  // +7 ms over its median of 2, "save" +6 over 0
+  CHECK(slow.causes[1].name == "save");
+  CHECK(slow.causes[1].median_ns == 0);
+  CHECK(slow.causes[1].ns == 6 * kMs);
+  CHECK(laptime::detail::slow_tail_of(results_of(loop_samples({1, 2, 3, 10})))->median_ns ==
+        2.5 * kMs);
 }
 
 TEST_CASE("iterations a full ring may have lost intervals of are left out of the tail") {
