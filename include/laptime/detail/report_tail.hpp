@@ -34,7 +34,7 @@ inline std::size_t causes_shown(const SlowIteration& s, double median_ns) {
 /// "'data' +11.0 ms (11.1 ms, median 120 µs, on loader-1)": a cause, with its thread where the
 /// name ran on several (there, which thread it was tells which worker was slow).
 inline void append_cause_text(std::string& out, const TailCause& c) {
-  out += quoted(c.name) + " +" + format_duration(c.ns - c.median_ns);
+  out += detail::quoted(c.name) + " +" + format_duration(c.ns - c.median_ns);
   out += " (" + format_duration(c.ns) + ", median " + format_duration(c.median_ns);
   if (c.threads > 1) {
     out += ", on ";

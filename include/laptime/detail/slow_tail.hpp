@@ -242,8 +242,8 @@ inline std::string tail_verdict(const SlowTail& t) {
     out += " (" + format_duration(s.ns) + ")";
     if (!s.causes.empty()) {
       const TailCause& c = s.causes.front();
-      out +=
-          ": " + quoted(c.name) + " +" + format_duration(c.ns - c.median_ns) + " over its median";
+      out += ": " + detail::quoted(c.name) + " +" + format_duration(c.ns - c.median_ns) +
+             " over its median";
     }
   }
   return out;
