@@ -3,8 +3,9 @@
 Per run, in one column each (side by side, the first run the reference): the report table (per
 name: per iteration, per call, total, count and the interval percentiles), the CPU and I/O figures
 of the tracked names, the slow tail (the slowest iterations and the names that made them slow),
-the one-time measurements, and the plots of ``laptime plot`` when the run recorded intervals. With several runs, above the columns: the comparison of ``laptime compare``
-(each run against the first) and each name's time per iteration in every run. Nothing is fetched:
+the one-time measurements, and the plots of ``laptime plot`` when the run recorded intervals. With
+several runs, above the columns: the comparison of ``laptime compare`` (each run against the
+first) and each name's time per iteration in every run. Nothing is fetched:
 CSS is inline and the images are base64 PNG ``data:`` URIs, so the file can be mailed, attached to
 a CI job, or opened offline.
 """
