@@ -102,6 +102,34 @@ struct LoopFigures {
   double total_ns = 0, mean_ns = 0, min_ns = 0, median_ns = 0, p90_ns = 0, max_ns = 0;
 };
 
+/// A name's part in a slow iteration (SlowTail): its time in that iteration against its own median.
+/// Durations in nanoseconds.
+struct TailCause {
+  std::string name;
+  double ns = 0;         ///< its intervals that ended in the iteration, all threads together
+  double median_ns = 0;  ///< its median per iteration over the iterations of the tail
+  long tid = 0;          ///< the thread that spent most of `ns` (a loader thread, a worker)
+  std::string thread;    ///< that thread's OS name ("loader-1"); may be empty
+  int threads = 1;       ///< threads that recorded the name: with several, the thread tells which
+};
+
+/// One of the slowest iterations: its time, and the names that took longer than their median.
+struct SlowIteration {
+  std::int64_t iteration = 0;     ///< finish_iter() calls before it (the samples' `iter`)
+  double ns = 0;                  ///< between the finish_iter() calls that bound it
+  std::vector<TailCause> causes;  ///< names over their own median, the largest excess first
+};
+
+/// The slow tail of the loop, from the recorded intervals (Stopwatch::enable_recording):
+/// detail/slow_tail.hpp has the rule, docs/reports.md ("The slow tail") says it for users.
+struct SlowTail {
+  std::uint64_t iterations = 0;      ///< measured iterations recorded whole: the tail is of these
+  double median_ns = 0, p99_ns = 0;  ///< of their times
+  std::uint64_t over_3x_median = 0;  ///< of them, those over 3x the median
+  bool tail_bound = false;  ///< p99 over 2x the median: the tail, not the median, is the problem
+  std::vector<SlowIteration> slowest;  ///< slowest first; at most LAPTIME_SLOW_TAIL of them
+};
+
 /// What bounds the loop, from laptime's own figures (detail/verdict.hpp has the rule).
 struct Verdict {
   /// "data-bound", "compute-bound", "gpu-bound", or "none" (figures missing; `text` says which).
@@ -151,6 +179,7 @@ struct Results {
   std::string data_name;
   int cpus = 0;                    ///< CPUs online when the results were taken (0: unknown)
   std::optional<Verdict> verdict;  ///< detail::verdict_of(*this); none in a hand-built Results
+  std::optional<SlowTail> tail;    ///< with recording on only: detail::slow_tail_of(*this)
 
   /// The report print_eval_times writes (docs/stopwatch.md).
   std::string to_text() const;

@@ -2,9 +2,10 @@
 
 Per run, in one column each (side by side, the first run the reference): the report table (per
 name: per iteration, per call, total, count and the interval percentiles), the CPU and I/O figures
-of the tracked names, the one-time measurements, and the plots of ``laptime plot`` when the run
-recorded intervals. With several runs, above the columns: the comparison of ``laptime compare``
-(each run against the first) and each name's time per iteration in every run. Nothing is fetched:
+of the tracked names, the slow tail (the slowest iterations and the names that made them slow),
+the one-time measurements, and the plots of ``laptime plot`` when the run recorded intervals. With
+several runs, above the columns: the comparison of ``laptime compare`` (each run against the
+first) and each name's time per iteration in every run. Nothing is fetched:
 CSS is inline and the images are base64 PNG ``data:`` URIs, so the file can be mailed, attached to
 a CI job, or opened offline.
 """
@@ -92,12 +93,73 @@ def report_section(results, title):
                          _num(io.get("rchar_mb_per_s")), _num(io.get("wchar_mb_per_s"))])
         parts.append(_table(["name", "process tree CPU", "cores", "system CPU", "read MB/s",
                              "write MB/s", "rchar MB/s", "wchar MB/s"], rows))
+    if results.get("slow_tail"):
+        parts.append(tail_section(results["slow_tail"]))
     if results.get("one_time"):
         parts.append("<h3>One-time measurements</h3>")
         parts.append(_table(["name", "duration"],
                             [[o["name"], "running" if o.get("running") else
                               duration(o.get("duration_s"))] for o in results["one_time"]]))
     return "\n".join(parts)
+
+
+# Causes named per slow iteration, as in the text report (the JSON has them all): the largest, at
+# most TAIL_CAUSES_SHOWN, each over TAIL_CAUSE_SHARE of the iteration's excess over the median.
+TAIL_CAUSES_SHOWN = 3
+TAIL_CAUSE_SHARE = 0.1
+
+
+def _causes_shown(slow, median):
+    excess = (slow.get("time_s") or 0) - (median or 0)
+    n = 0
+    for c in (slow.get("causes") or [])[:TAIL_CAUSES_SHOWN]:
+        if (c.get("over_median_s") or 0) < TAIL_CAUSE_SHARE * excess:
+            break
+        n += 1
+    return n
+
+
+def _cause(c):
+    """"'load' +59.8 ms (61.0 ms, median 1.2 ms, on loader-1)": the thread where the name ran on
+    several threads (it tells which worker was slow)."""
+    text = (f"'{c['name']}' +{duration(c.get('over_median_s'))} ({duration(c.get('time_s'))}, "
+            f"median {duration(c.get('median_s'))}")
+    if (c.get("threads") or 1) > 1:
+        text += f", on {c.get('thread') or 'tid ' + str(c.get('tid'))}"
+    return text + ")"
+
+
+def tail_section(tail):
+    """The slow tail (``slow_tail``, recorded runs): the iterations' median and p99, how many took
+    over 3× the median, whether the tail is the problem, and each slow iteration with the names
+    that took longer than their own median."""
+    median = tail.get("median_s")
+    summary = (f"{_esc(tail.get('iterations'))} measured iterations recorded: median "
+               f"{_esc(duration(median))}, p99 {_esc(duration(tail.get('p99_s')))}; "
+               f"{_esc(tail.get('over_3x_median'))} over 3× the median.")
+    if tail.get("tail_bound"):
+        summary += (" <strong>The tail, not the median, is the problem</strong> (p99 over 2× "
+                    "the median).")
+    out = ['<h3>Slow tail</h3>', f'<p class="meta">{summary}</p>',
+           '<table class="tail"><tr><th>iteration</th><th>time</th><th>× median</th>'
+           "<th>names over their own median</th></tr>"]
+    for s in tail.get("slowest") or []:
+        causes = s.get("causes") or []
+        shown = _causes_shown(s, median)
+        named = ", ".join(_cause(c) for c in causes[:shown])
+        named = named or "no name over its median explains it"
+        more = len(causes) - shown
+        if more:
+            named += (f" (and {more} more " if shown else f" ({more} ") + (
+                "name, a little over its median)" if more == 1
+                else "names, a little over their medians)")
+        t = s.get("time_s")
+        ratio = f"{t / median:.1f}×" if t is not None and median else "n/a"
+        out.append(f'<tr><td class="n">{_esc(s.get("iteration"))}</td>'
+                   f'<td class="n">{_esc(duration(t))}</td><td class="n">{_esc(ratio)}</td>'
+                   f"<td>{_esc(named)}</td></tr>")
+    out.append("</table>")
+    return "\n".join(out)
 
 
 def _plots(results, title):

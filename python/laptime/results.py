@@ -103,8 +103,33 @@ def _check_results(results):
         _name(o, f"one_time[{i}]")
         _figure(o, "duration_s", f"one_time[{i}]")
         _typed(o, "running", bool, f"one_time[{i}]")
+    if results.get("verdict") is not None:
+        _typed(_typed(results, "verdict", dict, ""), "text", str, "verdict")
+    if results.get("slow_tail") is not None:
+        _check_tail(_typed(results, "slow_tail", dict, ""))
     if results.get("samples") is not None:
         _check_samples(_typed(results, "samples", dict, ""))
+
+
+def _check_tail(t):
+    """The slow tail (``slow_tail``): its counts and figures, each slow iteration and cause."""
+    for key in ("iterations", "over_3x_median"):
+        _count(t, key, "slow_tail")
+    for key in ("median_s", "p99_s"):
+        _figure(t, key, "slow_tail")
+    _typed(t, "tail_bound", bool, "slow_tail")
+    for i, s in enumerate(_list_of_objects(t, "slowest", "slow_tail")):
+        where = f"slow_tail.slowest[{i}]"
+        _count(s, "iteration", where)
+        _figure(s, "time_s", where)
+        for j, c in enumerate(_list_of_objects(s, "causes", where)):
+            at = f"{where}.causes[{j}]"
+            _name(c, at)
+            for key in ("time_s", "median_s", "over_median_s"):
+                _figure(c, key, at)
+            for key in ("tid", "threads"):
+                _count(c, key, at)
+            _typed(c, "thread", str, at)
 
 
 def _check_samples(s):
@@ -183,11 +208,11 @@ def _no_constant(name):
     raise _Constant(name)
 
 
-def _list_of_objects(results, key):
-    items = _typed(results, key, list, "") or []
+def _list_of_objects(obj, key, where=""):
+    items = _typed(obj, key, list, where) or []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
-            raise _Wrong(f"{key}[{i}]", f"{_show(item)}, not an object")
+            raise _Wrong(f"{_join(where, key)}[{i}]", f"{_show(item)}, not an object")
     return items
 
 

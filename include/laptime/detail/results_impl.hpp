@@ -1,11 +1,12 @@
-// laptime internals: the renderings of Results, the text report and JSON (docs/reports.md). The
-// implementation part (LAPTIME_IMPL: compiled once by src/laptime.cpp, or carried by
-// <laptime/laptime.hpp>); also in the compiled-out build, where they render what they are given.
+// laptime internals: the renderings of Results, the text report and JSON (docs/reports.md), both
+// written over the one description of the figures in detail/report_fields.hpp. The implementation
+// part (LAPTIME_IMPL: compiled once by src/laptime.cpp, or carried by <laptime/laptime.hpp>); also
+// in the compiled-out build, where they render what they are given.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
-#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,200 +15,344 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/format.hpp"
+#include "laptime/detail/report_fields.hpp"
+#include "laptime/detail/report_tail.hpp"
 #include "laptime/results.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
+namespace detail {
 
-LAPTIME_IMPL std::string Results::to_text() const {
-  using detail::append_int;
-  using detail::append_left;
-  using detail::append_right;
-  using detail::format_duration;
-  std::string out = "laptime stopwatch: ";
-  append_int(out, iterations_measured);
-  out += iterations_measured == 1 ? " measured iteration (" : " measured iterations (";
-  append_int(out, num_warmup_iters);
+// ---- the text report -------------------------------------------------------------------------
+
+/// The first line (iterations, rank, pid, host, clock), the worker processes, GPU timing off.
+inline void text_header(std::string& out, const Results& r) {
+  out += "laptime stopwatch: ";
+  append_int(out, r.iterations_measured);
+  out += r.iterations_measured == 1 ? " measured iteration (" : " measured iterations (";
+  append_int(out, r.num_warmup_iters);
   out += " warm-up";
-  if (iterations_finished < num_warmup_iters) {
+  if (r.iterations_finished < r.num_warmup_iters) {
     out += ", ";
-    append_int(out, iterations_finished);
+    append_int(out, r.iterations_finished);
     out += " done";
   }
   out += "); rank ";
-  append_int(out, rank);
+  append_int(out, r.rank);
   out += '/';
-  append_int(out, world_size);
+  append_int(out, r.world_size);
   out += ", pid ";
-  append_int(out, pid);
+  append_int(out, r.pid);
   out += ", host ";
-  out += detail::escaped(host);
-  if (!clock.empty()) {
+  out += escaped(r.host);
+  if (!r.clock.empty()) {
     out += ", clock ";
-    out += detail::escaped(clock);
+    out += escaped(r.clock);
   }
   out += '\n';
-  if (worker_processes > 0 || workers_unrecorded > 0 || workers_pairs_dropped > 0) {
+  if (r.worker_processes > 0 || r.workers_unrecorded > 0 || r.workers_pairs_dropped > 0) {
     out += "  worker processes: ";
-    append_int(out, worker_processes);
+    append_int(out, r.worker_processes);
     out += " measured (merged into the figures below, \"name \xc2\xb7 N workers\")";
-    if (workers_unrecorded > 0) {
+    if (r.workers_unrecorded > 0) {
       out += "; ";
-      append_int(out, workers_unrecorded);
+      append_int(out, r.workers_unrecorded);
       out += " found no free region and are missing";
     }
-    if (workers_pairs_dropped > 0) {
+    if (r.workers_pairs_dropped > 0) {
       out += "; ";
-      append_int(out, workers_pairs_dropped);
+      append_int(out, r.workers_pairs_dropped);
       out += " (thread, name) pairs did not fit in their worker's region and are missing";
     }
     out += '\n';
   }
-  if (!gpu_timing_off.empty()) {
+  if (!r.gpu_timing_off.empty()) {
     out += "  gpu timing: off (";
-    out += detail::escaped(gpu_timing_off);
+    out += escaped(r.gpu_timing_off);
     out += ")\n";
   }
-  // One row: the label left-aligned in `width` columns, then each figure right-aligned.
-  auto row = [&out](std::string_view label, std::size_t width,
-                    std::initializer_list<std::pair<std::string_view, std::size_t>> cells) {
+}
+
+/// One table row: the label left-aligned in `width` columns, then each cell right-aligned in the
+/// width its figure has.
+inline void text_row(std::string& out, std::string_view label, std::size_t width,
+                     const std::array<std::string, kReportColumns>& cells) {
+  std::array<std::size_t, kReportColumns> widths{};
+  for (const Figure<MeasurementResult>& f : kMeasurementFigures) {
+    widths[static_cast<std::size_t>(f.column)] = f.width;
+  }
+  out += "  ";
+  append_left(out, label, width);
+  for (std::size_t c = 0; c < kReportColumns; ++c) {
+    out += ' ';
+    append_right(out, cells[c], widths[c]);
+  }
+  out += '\n';
+}
+
+/// The table's header row, from the figures' headers.
+inline std::array<std::string, kReportColumns> text_headers() {
+  std::array<std::string, kReportColumns> cells;
+  for (const Figure<MeasurementResult>& f : kMeasurementFigures) {
+    cells[static_cast<std::size_t>(f.column)] = f.header;
+  }
+  return cells;
+}
+
+/// A name's row of figures ("n/a" for a figure it has none of).
+inline std::array<std::string, kReportColumns> text_cells(const MeasurementResult& m,
+                                                          FigureScope scope) {
+  std::array<std::string, kReportColumns> cells;
+  for (const Figure<MeasurementResult>& f : kMeasurementFigures) {
+    std::string& cell = cells[static_cast<std::size_t>(f.column)];
+    if (f.count != nullptr) {
+      append_int(cell, m.*f.count);
+    } else {
+      const std::optional<double> v = figure_value(f, m, scope);
+      cell = v ? format_duration(*v) : "n/a";
+    }
+  }
+  return cells;
+}
+
+/// Each name's label (escaped: a name must not rewrite the terminal; "· N workers"), and the
+/// width of the label column.
+inline std::pair<std::vector<std::string>, std::size_t> text_labels(const Results& r) {
+  std::vector<std::string> labels;
+  std::size_t width = 12;
+  for (const auto& m : r.measurements) {
+    labels.push_back(escaped(m.name));
+    if (!m.workers.empty()) {
+      labels.back() += " \xc2\xb7 ";
+      append_int(labels.back(), static_cast<long long>(m.workers.size()));
+      labels.back() += m.workers.size() == 1 ? " worker" : " workers";
+    }
+    width = std::max(width, labels.back().size() + 2);
+  }
+  return {std::move(labels), std::min<std::size_t>(width, 48)};
+}
+
+/// The lines under a name's row: its GPU time, its CPU and I/O.
+inline void text_details(std::string& out, const MeasurementResult& m, std::size_t width) {
+  if (m.gpu) {
+    const GpuFigures& g = *m.gpu;
     out += "  ";
-    append_left(out, label, width);
-    for (const auto& [text, w] : cells) {
-      out += ' ';
-      append_right(out, text, w);
-    }
-    out += '\n';
-  };
-  if (!measurements.empty()) {
-    std::vector<std::string> labels;  // names escaped: a name must not rewrite the terminal
-    std::size_t width = 12;
-    for (const auto& m : measurements) {
-      labels.push_back(detail::escaped(m.name));
-      if (!m.workers.empty()) {
-        labels.back() += " \xc2\xb7 ";
-        append_int(labels.back(), static_cast<long long>(m.workers.size()));
-        labels.back() += m.workers.size() == 1 ? " worker" : " workers";
-      }
-      width = std::max(width, labels.back().size() + 2);
-    }
-    width = std::min<std::size_t>(width, 48);
-    row("name", width,
-        {{"per iter", 10},
-         {"per call", 10},
-         {"total", 10},
-         {"count", 7},
-         {"min", 10},
-         {"median", 10},
-         {"p90", 10},
-         {"p99", 10},
-         {"max", 10}});
-    for (std::size_t i = 0; i < measurements.size(); ++i) {
-      const MeasurementResult& m = measurements[i];
-      std::string label = std::move(labels[i]);
-      if (m.running == 1) {
-        label += " [running]";
-      } else if (m.running > 1) {
-        label += " [running x";
-        append_int(label, m.running);
-        label += ']';
-      }
-      if (m.count == 0) {
-        out += "  ";
-        append_left(out, label, width);
-        out += " no measurement after warm-up\n";
-      } else {
-        std::string count;
-        append_int(count, m.count);
-        row(label, width,
-            {{iterations_measured > 0 ? format_duration(m.mean_per_iter_ns) : "n/a", 10},
-             {format_duration(m.mean_per_interval_ns), 10},
-             {format_duration(m.total_ns), 10},
-             {count, 7},
-             {format_duration(m.min_ns), 10},
-             {format_duration(m.median_ns), 10},
-             {format_duration(m.p90_ns), 10},
-             {format_duration(m.p99_ns), 10},
-             {format_duration(m.max_ns), 10}});
-      }
-      if (m.gpu) {
-        const GpuFigures& g = *m.gpu;
-        out += "  ";
-        out.append(width, ' ');
-        out += " gpu: ";
-        out += format_duration(g.mean_per_iter_ns);
-        out += " per iter, ";
-        out += format_duration(g.mean_per_interval_ns);
-        out += " per call, median ";
-        out += format_duration(g.median_ns);
-        out += ", ";
-        append_int(out, g.count);
-        out += " intervals";
-        if (g.pending) {
-          out += " (";
-          append_int(out, g.pending);
-          out += " pending)";
-        }
-        out += '\n';
-      }
-      if (m.resources) {
-        const ResourceFigures& r = *m.resources;
-        out += "  ";
-        out.append(width, ' ');
-        out += " cpu: process tree ";
-        out += detail::format_optional(r.process_percent, " %");
-        out += " of machine (";
-        out += detail::format_optional(r.process_cores, "");
-        out += " cores), system ";
-        out += detail::format_optional(r.system_percent, " %");
-        out += "; io: read ";
-        out += detail::format_optional(r.rchar_mb_per_s, " MB/s");
-        out += " (storage ";
-        out += detail::format_optional(r.read_mb_per_s, " MB/s");
-        out += "), write ";
-        out += detail::format_optional(r.wchar_mb_per_s, " MB/s");
-        out += " (storage ";
-        out += detail::format_optional(r.write_mb_per_s, " MB/s");
-        out += ")\n";
-      }
-    }
-  }
-  if (loop) {
-    out += "  loop (between finish_iter calls): ";
-    out += format_duration(loop->mean_ns);
-    out += " per iteration, median ";
-    out += format_duration(loop->median_ns);
-    out += ", p90 ";
-    out += format_duration(loop->p90_ns);
-    out += ", max ";
-    out += format_duration(loop->max_ns);
+    out.append(width, ' ');
+    out += " gpu: ";
+    out += figures_sentence(kGpuFigures, g);
     out += ", ";
-    append_int(out, loop->count);
-    out += loop->count == 1 ? " iteration timed\n" : " iterations timed\n";
-  }
-  if (verdict) {
-    out += "  verdict: ";
-    out += detail::escaped(verdict->text);  // holds names: escaped, as in the table
+    append_int(out, g.count);
+    out += " intervals";
+    if (g.pending) {
+      out += " (";
+      append_int(out, g.pending);
+      out += " pending)";
+    }
     out += '\n';
   }
-  if (!one_time.empty()) {
+  if (m.resources) {
+    const ResourceFigures& f = *m.resources;
+    out += "  ";
+    out.append(width, ' ');
+    out += " cpu: process tree " + format_optional(f.process_percent, " %");
+    out += " of machine (" + format_optional(f.process_cores, "") + " cores), system ";
+    out += format_optional(f.system_percent, " %");
+    out += "; io: read " + format_optional(f.rchar_mb_per_s, " MB/s");
+    out += " (storage " + format_optional(f.read_mb_per_s, " MB/s");
+    out += "), write " + format_optional(f.wchar_mb_per_s, " MB/s");
+    out += " (storage " + format_optional(f.write_mb_per_s, " MB/s") + ")\n";
+  }
+}
+
+/// The table of names: a header row, then a row per name and the lines under it.
+inline void text_table(std::string& out, const Results& r) {
+  if (r.measurements.empty()) return;
+  auto [labels, width] = text_labels(r);
+  text_row(out, "name", width, text_headers());
+  for (std::size_t i = 0; i < r.measurements.size(); ++i) {
+    const MeasurementResult& m = r.measurements[i];
+    std::string label = std::move(labels[i]);
+    if (m.running == 1) {
+      label += " [running]";
+    } else if (m.running > 1) {
+      label += " [running x";
+      append_int(label, m.running);
+      label += ']';
+    }
+    if (m.count == 0) {
+      out += "  ";
+      append_left(out, label, width);
+      out += " no measurement after warm-up\n";
+    } else {
+      text_row(out, label, width, text_cells(m, {true, r.iterations_measured > 0}));
+    }
+    text_details(out, m, width);
+  }
+}
+
+/// The loop's line, the verdict, the slow tail, one-time measurements and repeated warnings.
+inline void text_footer(std::string& out, const Results& r) {
+  if (r.loop) {
+    out += "  loop (between finish_iter calls): ";
+    out += figures_sentence(kLoopFigures, *r.loop);
+    out += ", ";
+    append_int(out, r.loop->count);
+    out += r.loop->count == 1 ? " iteration timed\n" : " iterations timed\n";
+  }
+  if (r.verdict) {
+    out += "  verdict: ";
+    out += escaped(r.verdict->text);  // holds names: escaped, as in the table
+    out += '\n';
+  }
+  if (r.tail) append_tail_text(out, *r.tail);
+  if (!r.one_time.empty()) {
     out += "  one-time measurements:\n";
-    for (const auto& o : one_time) {
+    for (const auto& o : r.one_time) {
       out += "    ";
-      out += detail::escaped(o.name);
+      out += escaped(o.name);
       out += ": ";
       out += o.running ? std::string("[running]") : format_duration(o.duration_ns);
       out += '\n';
     }
   }
-  for (const std::string& w : warnings) {
+  for (const std::string& w : r.warnings) {
     out += "  warning: ";
     out += w;
     out += '\n';
   }
-  return out;
 }
 
-namespace detail {
+// ---- JSON ------------------------------------------------------------------------------------
+
+/// `"schema": 1, "rank": ...` up to the worker processes' counts.
+inline void json_header(std::string& o, const Results& r) {
+  o += "\"schema\": ";
+  append_int(o, r.schema);
+  json_key(o, "rank");
+  append_int(o, r.rank);
+  json_key(o, "world_size");
+  append_int(o, r.world_size);
+  json_key(o, "pid");
+  append_int(o, r.pid);
+  json_key(o, "host");
+  json_string(o, r.host);
+  if (!r.clock.empty()) {
+    json_key(o, "clock");
+    json_string(o, r.clock);
+  }
+  json_key(o, "num_warmup_iters");
+  append_int(o, r.num_warmup_iters);
+  json_key(o, "iterations_measured");
+  append_int(o, r.iterations_measured);
+  json_key(o, "iterations_finished");
+  append_int(o, r.iterations_finished);
+  if (!r.gpu_timing_off.empty()) {
+    json_key(o, "gpu_timing_off");
+    json_string(o, r.gpu_timing_off);
+  }
+  if (r.worker_processes > 0 || r.workers_unrecorded > 0 || r.workers_pairs_dropped > 0) {
+    json_key(o, "worker_processes");
+    append_int(o, r.worker_processes);
+    json_key(o, "workers_alive");
+    append_int(o, r.workers_alive);
+    json_key(o, "workers_unrecorded");
+    append_int(o, r.workers_unrecorded);
+    json_key(o, "workers_pairs_dropped");
+    append_int(o, r.workers_pairs_dropped);
+  }
+}
+
+inline void json_bool(std::string& o, const char* key, bool v) {
+  json_key(o, key);
+  o += v ? "true" : "false";
+}
+
+/// A name's object in "measurements": its figures, CPU and I/O, workers and GPU time.
+inline void json_measurement(std::string& o, const MeasurementResult& m, bool iterations) {
+  o += "{\"name\": ";
+  json_string(o, m.name);
+  append_figures_json(o, kMeasurementFigures, m, {m.count > 0, iterations});
+  json_bool(o, "running", m.running > 0);
+  if (m.resources) {
+    o += ", \"cpu\": {";
+    append_figures_json(o, kCpuFigures, *m.resources, /*first=*/true);
+    o += "}, \"io\": {";
+    append_figures_json(o, kIoFigures, *m.resources, /*first=*/true);
+    o += "}";
+  }
+  if (!m.workers.empty()) {
+    o += ", \"workers\": [";
+    for (std::size_t w = 0; w < m.workers.size(); ++w) {
+      const WorkerResult& wr = m.workers[w];
+      o += w == 0 ? "{\"pid\": " : ", {\"pid\": ";
+      append_int(o, wr.pid);
+      json_key(o, "label");
+      json_string(o, wr.label);
+      json_bool(o, "alive", wr.alive);
+      append_figures_json(o, kWorkerFigures, wr, {wr.count > 0, true});
+      o += "}";
+    }
+    o += "]";
+  }
+  if (m.gpu_unavailable) {
+    o += ", \"gpu\": null";
+  } else if (m.gpu) {
+    o += ", \"gpu\": {";
+    append_figures_json(o, kGpuFigures, *m.gpu, {m.gpu->count > 0, iterations}, /*first=*/true);
+    o += "}";
+  }
+  o += "}";
+}
+
+/// "one_time" and, where some warning repeated, "warnings".
+inline void json_one_time_and_warnings(std::string& o, const Results& r) {
+  o += ", \"one_time\": [";
+  for (std::size_t i = 0; i < r.one_time.size(); ++i) {
+    const OneTimeResult& t = r.one_time[i];
+    o += i > 0 ? ", {\"name\": " : "{\"name\": ";
+    json_string(o, t.name);
+    json_key(o, "duration_s");
+    json_number(o, t.running ? std::nullopt : std::optional<double>(t.duration_ns / 1e9));
+    json_bool(o, "running", t.running);
+    o += "}";
+  }
+  o += "]";
+  if (!r.warnings.empty()) {
+    o += ", \"warnings\": [";
+    for (std::size_t i = 0; i < r.warnings.size(); ++i) {
+      if (i > 0) o += ", ";
+      json_string(o, r.warnings[i]);
+    }
+    o += "]";
+  }
+}
+
+/// "loop" and "verdict", where the results have them.
+inline void json_loop_and_verdict(std::string& o, const Results& r) {
+  if (r.loop) {
+    o += ", \"loop\": {";
+    append_figures_json(o, kLoopFigures, *r.loop, {}, /*first=*/true);
+    o += "}";
+  }
+  if (!r.verdict) return;
+  const Verdict& v = *r.verdict;
+  o += ", \"verdict\": {\"kind\": ";
+  json_string(o, v.kind);
+  json_key(o, "text");
+  json_string(o, v.text);
+  json_key(o, "data_name");
+  if (r.data_name.empty()) {
+    o += "null";
+  } else {
+    json_string(o, r.data_name);
+  }
+  append_figures_json(o, kVerdictFigures, v);
+  json_key(o, "cpus");
+  append_int(o, v.cpus);
+  json_key(o, "workers_saturated");
+  o += !v.workers_saturated ? "null" : *v.workers_saturated ? "true" : "false";
+  o += "}";
+}
+
 /// `, "samples": {...}`: one compact array per interval, [name, start_ns, dur_ns, iter], so that
 /// a ring of 100k intervals stays a few MB of JSON.
 inline void append_samples_json(std::string& o, const Samples& s) {
@@ -254,185 +399,26 @@ inline void append_samples_json(std::string& o, const Samples& s) {
 }
 }  // namespace detail
 
+LAPTIME_IMPL std::string Results::to_text() const {
+  std::string out;
+  detail::text_header(out, *this);
+  detail::text_table(out, *this);
+  detail::text_footer(out, *this);
+  return out;
+}
+
 LAPTIME_IMPL std::string Results::to_json() const {
-  using detail::append_int;
-  using detail::json_number;
-  using detail::json_string;
-  auto seconds = [](double ns) { return std::optional<double>(ns / 1e9); };
-  // Appends `, "key": value` (null for a missing figure).
   std::string o = "{";
-  auto num = [&o](const char* key, std::optional<double> v) {
-    o += ", \"";
-    o += key;
-    o += "\": ";
-    json_number(o, v);
-  };
-  // Appends `, "key": quantile` (3 significant digits: histogram buckets are good to 1 %).
-  auto quantile = [&o](const char* key, std::optional<double> v) {
-    o += ", \"";
-    o += key;
-    o += "\": ";
-    json_number(o, v, 3);
-  };
-  // Appends `, "key": integer`.
-  auto integer = [&o](const char* key, auto v) {
-    o += ", \"";
-    o += key;
-    o += "\": ";
-    append_int(o, v);
-  };
-  auto boolean = [&o](const char* key, bool v) {
-    o += ", \"";
-    o += key;
-    o += v ? "\": true" : "\": false";
-  };
-  o += "\"schema\": ";
-  append_int(o, schema);
-  integer("rank", rank);
-  integer("world_size", world_size);
-  integer("pid", pid);
-  o += ", \"host\": ";
-  json_string(o, host);
-  if (!clock.empty()) {
-    o += ", \"clock\": ";
-    json_string(o, clock);
-  }
-  integer("num_warmup_iters", num_warmup_iters);
-  integer("iterations_measured", iterations_measured);
-  integer("iterations_finished", iterations_finished);
-  if (!gpu_timing_off.empty()) {
-    o += ", \"gpu_timing_off\": ";
-    json_string(o, gpu_timing_off);
-  }
-  if (worker_processes > 0 || workers_unrecorded > 0 || workers_pairs_dropped > 0) {
-    integer("worker_processes", worker_processes);
-    integer("workers_alive", workers_alive);
-    integer("workers_unrecorded", workers_unrecorded);
-    integer("workers_pairs_dropped", workers_pairs_dropped);
-  }
+  detail::json_header(o, *this);
   o += ", \"measurements\": [";
-  const std::optional<double> none;
-  bool first = true;
-  for (const auto& m : measurements) {
-    if (!first) o += ", ";
-    first = false;
-    o += "{\"name\": ";
-    json_string(o, m.name);
-    integer("count", m.count);
-    const bool any = m.count > 0;  // no interval after warm-up: statistics are null, not 0/0
-    num("total_s", seconds(m.total_ns));
-    num("mean_per_iter_s", iterations_measured > 0 ? seconds(m.mean_per_iter_ns) : none);
-    num("mean_per_interval_s", any ? seconds(m.mean_per_interval_ns) : none);
-    num("min_s", any ? seconds(m.min_ns) : none);
-    quantile("median_s", any ? seconds(m.median_ns) : none);
-    quantile("p90_s", any ? seconds(m.p90_ns) : none);
-    quantile("p99_s", any ? seconds(m.p99_ns) : none);
-    num("max_s", any ? seconds(m.max_ns) : none);
-    boolean("running", m.running > 0);
-    if (m.resources) {
-      const ResourceFigures& r = *m.resources;
-      o += ", \"cpu\": {\"process_percent\": ";
-      json_number(o, r.process_percent);
-      num("process_cores", r.process_cores);
-      num("main_cores", r.main_cores);
-      num("system_percent", r.system_percent);
-      o += "}, \"io\": {\"read_mb_per_s\": ";
-      json_number(o, r.read_mb_per_s);
-      num("write_mb_per_s", r.write_mb_per_s);
-      num("rchar_mb_per_s", r.rchar_mb_per_s);
-      num("wchar_mb_per_s", r.wchar_mb_per_s);
-      o += "}";
-    }
-    if (!m.workers.empty()) {
-      o += ", \"workers\": [";
-      for (std::size_t w = 0; w < m.workers.size(); ++w) {
-        const WorkerResult& wr = m.workers[w];
-        const bool wany = wr.count > 0;
-        o += w == 0 ? "{\"pid\": " : ", {\"pid\": ";
-        append_int(o, wr.pid);
-        o += ", \"label\": ";
-        json_string(o, wr.label);
-        boolean("alive", wr.alive);
-        integer("count", wr.count);
-        num("total_s", seconds(wr.total_ns));
-        num("mean_per_interval_s", wany ? seconds(wr.mean_per_interval_ns) : none);
-        quantile("median_s", wany ? seconds(wr.median_ns) : none);
-        quantile("p90_s", wany ? seconds(wr.p90_ns) : none);
-        num("max_s", wany ? seconds(wr.max_ns) : none);
-        o += "}";
-      }
-      o += "]";
-    }
-    if (m.gpu_unavailable) {
-      o += ", \"gpu\": null";
-    } else if (m.gpu) {
-      const GpuFigures& g = *m.gpu;
-      const bool gany = g.count > 0;
-      o += ", \"gpu\": {\"count\": ";
-      append_int(o, g.count);
-      integer("pending", g.pending);
-      num("total_s", seconds(g.total_ns));
-      num("mean_per_iter_s", iterations_measured > 0 ? seconds(g.mean_per_iter_ns) : none);
-      num("mean_per_interval_s", gany ? seconds(g.mean_per_interval_ns) : none);
-      num("min_s", gany ? seconds(g.min_ns) : none);
-      quantile("median_s", gany ? seconds(g.median_ns) : none);
-      num("max_s", gany ? seconds(g.max_ns) : none);
-      o += "}";
-    }
-    o += "}";
-  }
-  o += "], \"one_time\": [";
-  first = true;
-  for (const auto& t : one_time) {
-    if (!first) o += ", ";
-    first = false;
-    o += "{\"name\": ";
-    json_string(o, t.name);
-    num("duration_s", t.running ? none : seconds(t.duration_ns));
-    boolean("running", t.running);
-    o += "}";
+  for (std::size_t i = 0; i < measurements.size(); ++i) {
+    if (i > 0) o += ", ";
+    detail::json_measurement(o, measurements[i], iterations_measured > 0);
   }
   o += "]";
-  if (!warnings.empty()) {
-    o += ", \"warnings\": [";
-    for (std::size_t i = 0; i < warnings.size(); ++i) {
-      if (i > 0) o += ", ";
-      json_string(o, warnings[i]);
-    }
-    o += "]";
-  }
-  if (loop) {
-    o += ", \"loop\": {\"count\": ";
-    append_int(o, loop->count);
-    num("total_s", seconds(loop->total_ns));
-    num("mean_s", seconds(loop->mean_ns));
-    num("min_s", seconds(loop->min_ns));
-    quantile("median_s", seconds(loop->median_ns));
-    quantile("p90_s", seconds(loop->p90_ns));
-    num("max_s", seconds(loop->max_ns));
-    o += "}";
-  }
-  if (verdict) {
-    const Verdict& v = *verdict;
-    o += ", \"verdict\": {\"kind\": ";
-    json_string(o, v.kind);
-    o += ", \"text\": ";
-    json_string(o, v.text);
-    o += ", \"data_name\": ";
-    if (data_name.empty()) {
-      o += "null";
-    } else {
-      json_string(o, data_name);
-    }
-    num("data_share", v.data_share);
-    num("gpu_share", v.gpu_share);
-    num("worker_cores", v.worker_cores);
-    num("main_cores", v.main_cores);
-    integer("cpus", v.cpus);
-    o += ", \"workers_saturated\": ";
-    o += !v.workers_saturated ? "null" : *v.workers_saturated ? "true" : "false";
-    o += "}";
-  }
+  detail::json_one_time_and_warnings(o, *this);
+  detail::json_loop_and_verdict(o, *this);
+  if (tail) detail::append_tail_json(o, *tail);
   if (samples) detail::append_samples_json(o, *samples);
   o += "}";
   return o;

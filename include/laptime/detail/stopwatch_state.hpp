@@ -1115,6 +1115,7 @@ inline Results StopwatchState::results(bool wait_for_gpu) {
   }
   r.cpus = resources::online_cpus();
   r.data_name = find_data_name(r.measurements, chosen_data_name);
+  r.tail = slow_tail_of(r);  // before the verdict, which reads it
   r.verdict = verdict_of(r);
   return r;
 }

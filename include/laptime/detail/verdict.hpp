@@ -13,6 +13,7 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/format.hpp"
+#include "laptime/detail/slow_tail.hpp"
 #include "laptime/results.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
@@ -91,20 +92,11 @@ inline std::string percent(double share) {
   return s;
 }
 
-/// The verdict rule (docs/stopwatch.md, "Bottleneck verdict"):
-///  - no verdict without a timed loop, or without a data-wait name that was measured;
-///  - data-bound when the data wait is >= kDataBoundShare of the loop;
-///  - else GPU-bound when the GPU is busy >= kGpuBoundShare of the step (loop - data wait);
-///  - else compute-bound (the host step dominates; said so with the GPU share where GPU timing
-///    ran, with "GPU time not measured" where it did not).
-/// Where the CPU of a tracked name is known, the loader workers (the process tree less the main
-/// process) are added, saturated when they use >= kSaturatedShare of the cores the main process
-/// leaves, or, where the worker processes are known (their measurements reach this process),
-/// when each is busy >= kSaturatedShare of the time.
-inline Verdict verdict(const VerdictFigures& f) {
-  Verdict v;
-  v.cpus = f.cpus;
-  std::string workers;  // "; workers use 7.6 of 16 cores (...)"
+/// The loader workers' part of the verdict ("; loader workers (child processes) use 7.6 of 16
+/// cores ..."), where the CPU of a tracked name is known; sets `v`'s worker figures. Empty
+/// otherwise.
+inline std::string workers_clause(const VerdictFigures& f, Verdict& v) {
+  std::string workers;
   if (f.tree_cores && f.main_cores) {
     const double w = std::max(0.0, *f.tree_cores - *f.main_cores);
     v.worker_cores = w;
@@ -144,6 +136,23 @@ inline Verdict verdict(const VerdictFigures& f) {
     append_fixed(workers, *f.main_cores, 1);
     workers += " (CPU of " + detail::quoted(f.cpu_name) + ")";
   }
+  return workers;
+}
+
+/// The verdict rule (docs/stopwatch.md, "Bottleneck verdict"):
+///  - no verdict without a timed loop, or without a data-wait name that was measured;
+///  - data-bound when the data wait is >= kDataBoundShare of the loop;
+///  - else GPU-bound when the GPU is busy >= kGpuBoundShare of the step (loop - data wait);
+///  - else compute-bound (the host step dominates; said so with the GPU share where GPU timing
+///    ran, with "GPU time not measured" where it did not).
+/// Where the CPU of a tracked name is known, the loader workers (the process tree less the main
+/// process) are added, saturated when they use >= kSaturatedShare of the cores the main process
+/// leaves, or, where the worker processes are known (their measurements reach this process),
+/// when each is busy >= kSaturatedShare of the time.
+inline Verdict verdict(const VerdictFigures& f) {
+  Verdict v;
+  v.cpus = f.cpus;
+  const std::string workers = workers_clause(f, v);
   if (!f.loop_ns || *f.loop_ns <= 0) {
     v.kind = "none";
     v.text = "no verdict: no loop time yet (it needs two finish_iter() calls after warm-up)";
@@ -228,9 +237,12 @@ inline VerdictFigures verdict_figures(const Results& r) {
   return f;
 }
 
-/// The verdict of `r` (what Stopwatch::results() puts in Results::verdict).
+/// The verdict of `r` (what Stopwatch::results() puts in Results::verdict), which says so when
+/// the tail of the loop, not its median, is the problem (`r.tail`: set it first).
 inline Verdict verdict_of(const Results& r) {
-  return verdict(verdict_figures(r));
+  Verdict v = verdict(verdict_figures(r));
+  if (r.tail) v.text += tail_verdict(*r.tail);
+  return v;
 }
 
 }  // namespace detail
