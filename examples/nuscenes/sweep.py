@@ -80,8 +80,8 @@ def parse_args(argv=None):
     p.add_argument("--repeat", help="loaders run --runs times (default " + FULL["repeat"] + ")")
     p.add_argument("--runs", type=int, help="runs of the --repeat loaders (default 2)")
     p.add_argument("--reference", help="the loader `laptime compare` compares with (default dl8)")
-    p.add_argument("--seconds", type=float, default=20.0,
-                   help="measured seconds per cell after warm-up (default 20)")
+    p.add_argument("--seconds", type=float, default=15.0,
+                   help="measured seconds per cell after warm-up (default 15)")
     p.add_argument("--warmup", type=int, default=10, help="warm-up iterations (default 10)")
     p.add_argument("--iters", type=int, default=5000, help="at most this many iterations a cell")
     p.add_argument("--batch-size", type=int, default=8)
