@@ -2,8 +2,8 @@
 
 Each cell trains for a fixed time after warm-up (``train.py --max-seconds``) with laptime on
 (``LAPTIME_PROFILE=evaluation``; on CUDA also ``LAPTIME_GPU_TIMING`` for "Training step" and
-"Optimizer step": CUDA events around them) and keeps its JSON (``CELL/rank0.json``), its summary and its log with laptime's report. From
-laptime's own figures the sweep reads, per cell:
+"Optimizer step": CUDA events around them) and keeps its JSON (``CELL/rank0.json``), its summary
+and its log with laptime's report. From laptime's own figures the sweep reads, per cell:
 
 - ms/iter of "training loop": the mean per iteration, the median and p90 of the iterations;
 - GPU busy % of the iteration: the GPU time (CUDA events) of "Training step" + "Optimizer step"
