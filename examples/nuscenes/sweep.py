@@ -222,9 +222,13 @@ def figures(path):
 
 
 def collect(args):
-    """{(backbone, scale, loader): [figures of each run, in run order]} of the cells in --out."""
+    """{(backbone, scale, loader): [figures of each run, in run order]} of the cells in --out,
+    backbone by backbone, the loaders in --loaders order."""
     table = {}
-    for backbone, scale, loader, run in plan(args):
+    loaders = args.loaders.split(",")
+    cells = sorted(plan(args), key=lambda c: (c[3], loaders.index(c[2])))
+    backbones = list(dict.fromkeys((c[0], c[1]) for c in cells))
+    for backbone, scale, loader, run in sorted(cells, key=lambda c: backbones.index(c[:2])):
         path = os.path.join(cell_dir(args.out, backbone, scale, loader, run), "rank0.json")
         if os.path.exists(path):
             table.setdefault((backbone, scale, loader), []).append(figures(path))
