@@ -239,12 +239,12 @@ def summarize(merged, args, world_size, amp, loss_first, loss_last, wall_s):
     iters = sorted({r["iterations_measured"] for r in merged["ranks"]}) if merged else [0]
     return {
         "loader": args.loader,
-        "backbone": args.backbone,
-        "image_scale": args.image_scale,
         "world_size": world_size,
         "precision": amp,
         "batch_size": args.batch_size,
         "workers": args.workers,
+        "backbone": args.backbone,
+        "image_scale": args.image_scale,
         "iters_measured": iters[0],
         "runtime_ms_per_iter": ms("training loop"),
         "data_fetch_ms_per_iter": ms("data fetch"),
