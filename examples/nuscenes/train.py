@@ -57,6 +57,12 @@ def parse_args(argv=None):
                    help="auto: fp16 + GradScaler on CUDA, off (fp32) on CPU")
     p.add_argument("--image-scale", type=float, default=0.5,
                    help="the model downscales the 1024x372 views by this first (default 0.5)")
+    p.add_argument("--backbone", default="resnet18",
+                   help="the torchvision model applied to each view, randomly initialised "
+                        "(resnet18, resnet50, resnet101, ...; default resnet18)")
+    p.add_argument("--max-seconds", type=float, default=None,
+                   help="stop once the measured iterations (after warm-up) took this long, or "
+                        "at --iters, whichever comes first (a sweep's cells of equal duration)")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--grad-clip", type=float, default=None)
     p.add_argument("--results-dir", default=None,
@@ -165,7 +171,8 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     amp = args.amp if args.amp != "auto" else ("fp16" if use_cuda else "off")
     amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "off": None}[amp]
-    model = MultiViewNet(len(categories), image_scale=args.image_scale).to(device)
+    model = MultiViewNet(len(categories), image_scale=args.image_scale,
+                         backbone=args.backbone).to(device)
     if use_cuda:
         model = model.to(memory_format=torch.channels_last)
     if dist is not None:
@@ -176,9 +183,10 @@ def main(argv=None):
     hook = Fp16OptimizerHookWithTime(scaler, grad_clip=args.grad_clip)
     runner = IterBasedRunnerWithTime(model, optimizer, loader, targets, device,
                                      max_iters=args.iters, warmup=args.warmup, hooks=[hook],
-                                     amp_dtype=amp_dtype, rank=rank)
+                                     amp_dtype=amp_dtype, rank=rank, max_seconds=args.max_seconds)
     if rank == 0:
-        print(f"train.py: loader {args.loader}, world size {world_size}, device {device}, "
+        print(f"train.py: loader {args.loader}, backbone {args.backbone} at image scale "
+              f"{args.image_scale}, world size {world_size}, device {device}, "
               f"precision {amp}{' + GradScaler' if amp == 'fp16' else ''}, batch {args.batch_size} "
               f"per process, {len(loader)} batches per epoch, {len(categories)} categories, "
               f"{args.iters} iterations ({args.warmup} warm-up)", flush=True)
@@ -235,6 +243,8 @@ def summarize(merged, args, world_size, amp, loss_first, loss_last, wall_s):
         "precision": amp,
         "batch_size": args.batch_size,
         "workers": args.workers,
+        "backbone": args.backbone,
+        "image_scale": args.image_scale,
         "iters_measured": iters[0],
         "runtime_ms_per_iter": ms("training loop"),
         "data_fetch_ms_per_iter": ms("data fetch"),

@@ -15,6 +15,8 @@ NVTX ranges (seen in Nsight Systems when the NVTX wrapper is on): "data fetch", 
 and the seed's "optimizer.after_train_iter".
 """
 
+import time
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -114,7 +116,7 @@ class IterBasedRunnerWithTime:
     """
 
     def __init__(self, model, optimizer, data_loader, targets, device, *, max_iters, warmup,
-                 hooks=(), amp_dtype=None, rank=0):
+                 hooks=(), amp_dtype=None, rank=0, max_seconds=None):
         self.model = model
         self.optimizer = optimizer
         self.data_loader = IterLoader(data_loader)
@@ -125,6 +127,8 @@ class IterBasedRunnerWithTime:
         self.hooks = list(hooks)
         self.amp_dtype = amp_dtype
         self.rank = rank
+        self.max_seconds = max_seconds
+        self._measuring_since = None
         self.iter = 0
         self.losses = []  # detached loss tensors, read once after training (no sync in the loop)
         self.outputs = None
@@ -181,10 +185,33 @@ class IterBasedRunnerWithTime:
             print("Stopping profiling", flush=True)
         self.profiling = start
 
+    # Under several processes the ranks agree on the stop every this many iterations (a
+    # collective), so that no rank waits in DDP's all-reduce for one that stopped.
+    AGREE_EVERY = 10
+
+    def _time_is_up(self):
+        """``max_seconds`` after warm-up: whether the measured iterations took that long. With
+        torch.distributed initialised, every AGREE_EVERY iterations, the ranks stop together as
+        soon as one of them is past the limit."""
+        if self.max_seconds is None or self._measuring_since is None:
+            return False
+        up = time.perf_counter() - self._measuring_since >= self.max_seconds
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+            return up
+        if (self.iter - self.warmup) % self.AGREE_EVERY != 0:
+            return False
+        flag = torch.tensor([1.0 if up else 0.0],
+                            device=self.device if dist.get_backend() == "nccl" else "cpu")
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return flag.item() > 0
+
     def run(self):
         stopwatch.set_cpu_usage_meas_name("training loop")
-        while self.iter < self._max_iters:
+        while self.iter < self._max_iters and not self._time_is_up():
             if self.iter == self.warmup:
+                self._measuring_since = time.perf_counter()
                 self._profiler(True)
             stopwatch.start_meas("training loop")
             self.train()

@@ -152,3 +152,20 @@ def test_training_profile_measures_nothing_and_still_trains(tmp_path):
     proc, results = run_train(tmp_path, profile="training", nproc=0)
     assert "Stopwatch off" in proc.stdout and "loss: first iteration" in proc.stdout
     assert not (results / "rank0.json").exists()  # nothing enabled, nothing written
+
+
+@pytest.mark.parametrize("nproc", [0, 2])
+def test_max_seconds_stops_every_rank_at_the_same_iteration(tmp_path, nproc):
+    # --iters far beyond what a second holds: the time limit stops the run, on every rank after
+    # the same iteration (under the launcher the ranks agree every 10 iterations, so none waits in
+    # an all-reduce for one that stopped, and the job ends instead of hanging).
+    _, results = run_train(tmp_path, nproc=nproc, args=("--iters", "1000", "--max-seconds", "1"))
+    runs = [json.loads((results / f"rank{r}.json").read_text()) for r in range(max(nproc, 1))]
+    counts = {r["iterations_measured"] for r in runs}
+    assert len(counts) == 1
+    measured = counts.pop()
+    assert 1 <= measured < 1000 - WARMUP
+    if nproc:
+        assert measured % 10 == 0
+    loops = [next(m for m in r["measurements"] if m["name"] == "training loop") for r in runs]
+    assert max(m["total_s"] for m in loops) >= 0.9  # it ran until the limit, not before
