@@ -204,8 +204,8 @@ class SelfSampler {
     return ok;
   }
 
-  /// resources::detail::sampler_bytes_read().
-  std::atomic<std::uint64_t> bytes_read{0};
+  /// sampler_bytes_read(): the bytes read from /proc (resources_read.hpp), made with the sampler.
+  std::atomic<std::uint64_t>& bytes_read = proc_bytes_read();
 
   /// A descriptor of `path` kept open for pread (slot 0: /proc/stat, 1: /proc/self/io); -errno.
   int file(int slot) noexcept {
