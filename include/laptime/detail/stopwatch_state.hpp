@@ -29,7 +29,7 @@
 #include "laptime/detail/env.hpp"
 #include "laptime/detail/histogram.hpp"
 #include "laptime/detail/nvtx_counters.hpp"
-#include "laptime/detail/nvtx_setup.hpp"  // the NVTX ranges of set_nvtx_ranges, inlined
+#include "laptime/detail/nvtx_measured.hpp"  // the NVTX ranges of set_nvtx_ranges, inlined
 #include "laptime/detail/own_output.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/progress.hpp"
