@@ -29,8 +29,8 @@
 #include "laptime/counters.hpp"
 #include "laptime/detail/nvtx_setup.hpp"
 #include "laptime/detail/process_singleton.hpp"
+#include "laptime/detail/report.hpp"
 #include "laptime/detail/thread.hpp"
-#include "laptime/error.hpp"
 #include "laptime/resources.hpp"
 
 // LAPTIME_HAVE_NVTX_COUNTERS: whether NVTX's counters extension header is there (NVTX 3.2 and

@@ -22,8 +22,8 @@
 #include "laptime/detail/cuda_sync.hpp"
 #include "laptime/detail/nvtx_state.hpp"
 #include "laptime/detail/process_singleton.hpp"
+#include "laptime/detail/report.hpp"
 #include "laptime/detail/thread.hpp"
-#include "laptime/error.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {

@@ -40,10 +40,10 @@
 #include "laptime/config.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/procfs.hpp"
+#include "laptime/detail/report.hpp"
 #include "laptime/detail/resources_clocks.hpp"
 #include "laptime/detail/resources_walk.hpp"
 #include "laptime/detail/thread.hpp"
-#include "laptime/error.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace resources {

@@ -24,8 +24,8 @@
 #include "laptime/config.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/procfs.hpp"
+#include "laptime/detail/report.hpp"
 #include "laptime/detail/resources_read.hpp"
-#include "laptime/error.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace resources {

@@ -14,7 +14,7 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/env.hpp"
-#include "laptime/error.hpp"
+#include "laptime/detail/report.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {

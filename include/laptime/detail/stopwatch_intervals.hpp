@@ -13,9 +13,9 @@
 
 #include "laptime/config.hpp"
 #include "laptime/cuda.hpp"
+#include "laptime/detail/report.hpp"
 #include "laptime/detail/stopwatch_nvtx_ranges.hpp"
 #include "laptime/detail/stopwatch_parts.hpp"
-#include "laptime/error.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {

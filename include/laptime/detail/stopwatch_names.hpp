@@ -15,8 +15,8 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/env.hpp"
+#include "laptime/detail/report.hpp"
 #include "laptime/detail/stopwatch_hot.hpp"
-#include "laptime/error.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {

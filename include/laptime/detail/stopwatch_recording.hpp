@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/report.hpp"
 #include "laptime/detail/stopwatch_parts.hpp"
-#include "laptime/error.hpp"
 #include "laptime/results.hpp"
 
 LAPTIME_BEGIN_NAMESPACE

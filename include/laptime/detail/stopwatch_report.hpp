@@ -17,12 +17,12 @@
 #include "laptime/config.hpp"
 #include "laptime/cuda.hpp"
 #include "laptime/detail/clock_impl.hpp"
+#include "laptime/detail/report.hpp"
 #include "laptime/detail/stopwatch_figures.hpp"
 #include "laptime/detail/stopwatch_parts.hpp"
 #include "laptime/detail/stopwatch_recording.hpp"
 #include "laptime/detail/stopwatch_workers.hpp"
 #include "laptime/detail/verdict.hpp"
-#include "laptime/error.hpp"
 #include "laptime/resources.hpp"
 #include "laptime/results.hpp"
 

@@ -20,6 +20,7 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/process_singleton.hpp"
+#include "laptime/detail/report.hpp"
 #include "laptime/detail/stopwatch_features.hpp"
 #include "laptime/detail/stopwatch_intervals.hpp"
 #include "laptime/detail/stopwatch_nvtx_ranges.hpp"
@@ -28,7 +29,6 @@
 #include "laptime/detail/stopwatch_recording.hpp"
 #include "laptime/detail/stopwatch_report.hpp"
 #include "laptime/detail/stopwatch_workers.hpp"
-#include "laptime/error.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
