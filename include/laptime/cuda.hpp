@@ -23,6 +23,7 @@
 #include "laptime/detail/cuda_events.hpp"
 #include "laptime/detail/cuda_sync.hpp"
 #include "laptime/detail/process_singleton.hpp"
+#include "laptime/error.hpp"  // the error policy (set_error_policy), as this header always gave
 
 LAPTIME_BEGIN_NAMESPACE
 namespace cuda {

@@ -28,6 +28,7 @@
 #include "laptime/detail/procfs.hpp"
 #include "laptime/detail/resources_sampler.hpp"
 #include "laptime/detail/resources_walk.hpp"
+#include "laptime/error.hpp"  // the error policy (set_error_policy), as this header always gave
 
 LAPTIME_BEGIN_NAMESPACE
 namespace resources {

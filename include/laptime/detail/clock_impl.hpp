@@ -16,7 +16,7 @@
 #include "laptime/detail/clock.hpp"
 #include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/process_singleton.hpp"
-#include "laptime/error.hpp"
+#include "laptime/detail/report.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {

@@ -16,7 +16,7 @@
 #include "laptime/config.hpp"
 #include "laptime/detail/cuda_driver.hpp"
 #include "laptime/detail/process_singleton.hpp"
-#include "laptime/error.hpp"
+#include "laptime/detail/report.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {

@@ -29,8 +29,8 @@
 #include "laptime/counters.hpp"
 #include "laptime/detail/nvtx_setup.hpp"
 #include "laptime/detail/process_singleton.hpp"
+#include "laptime/detail/report.hpp"
 #include "laptime/detail/thread.hpp"
-#include "laptime/error.hpp"
 #include "laptime/resources.hpp"
 
 // LAPTIME_HAVE_NVTX_COUNTERS: whether NVTX's counters extension header is there (NVTX 3.2 and
@@ -293,7 +293,7 @@ LAPTIME_NOINLINE void nvtx_counters_interval(NvtxCountersState& c, std::uint32_t
   nvtx_counters_publish(c, *set, start, end, static_cast<std::uint64_t>(dt > 0 ? dt : 0));
 }
 
-/// The Stopwatch's hook: a tracked interval of name `id` ended (StopwatchState::end_features).
+/// The Stopwatch's hook: a tracked interval of name `id` ended (StopwatchState::end_samples).
 LAPTIME_ALWAYS_INLINE void nvtx_counters_interval_end(std::uint32_t id,
                                                       const std::atomic<const std::string*>& name,
                                                       const resources::Sample& start,

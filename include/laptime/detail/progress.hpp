@@ -2,7 +2,8 @@
 // ("laptime: iter 1200/5000 | 41.7 it/s | ETA 1m31s | loop p50 23.9 ms p90 25.1 ms (last 100) |
 // CPU 112 %"). The line's figures and text, and the choice between a rewritten line and plain
 // lines, are pure functions tested in tests/progress-test.cpp; the terminal itself is asked in
-// StopwatchState::print (isatty), and a real pseudo-terminal is in that test too.
+// Printer::print_line (detail/stopwatch_printer.hpp: isatty), and a real pseudo-terminal is in
+// that test too.
 #pragma once
 
 #include <algorithm>
@@ -32,7 +33,7 @@ inline std::optional<ProgressMode> parse_progress(std::string_view text) {
 
 /// The loop's time: each iteration is the time between two finish_iter() calls. The statistics
 /// keep the iterations after warm-up; the window keeps the last kWindow of all (warm-up too), for
-/// the progress line's rolling figures. Guarded by StopwatchState::iter_mutex.
+/// the progress line's rolling figures. Guarded by IterationLog::iter_mutex.
 struct LoopTimes {
   static constexpr std::size_t kWindow = 100;
   std::int64_t last_end_ns = 0;  // the previous finish_iter; 0: none since enable()/reset()

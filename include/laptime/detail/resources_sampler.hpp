@@ -40,10 +40,10 @@
 #include "laptime/config.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/procfs.hpp"
+#include "laptime/detail/report.hpp"
 #include "laptime/detail/resources_clocks.hpp"
 #include "laptime/detail/resources_walk.hpp"
 #include "laptime/detail/thread.hpp"
-#include "laptime/error.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace resources {
@@ -204,8 +204,8 @@ class SelfSampler {
     return ok;
   }
 
-  /// resources::detail::sampler_bytes_read().
-  std::atomic<std::uint64_t> bytes_read{0};
+  /// sampler_bytes_read(): the bytes read from /proc (resources_read.hpp), made with the sampler.
+  std::atomic<std::uint64_t>& bytes_read = proc_bytes_read();
 
   /// A descriptor of `path` kept open for pread (slot 0: /proc/stat, 1: /proc/self/io); -errno.
   int file(int slot) noexcept {

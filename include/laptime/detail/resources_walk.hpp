@@ -1,6 +1,6 @@
-// laptime internals: reading /proc for laptime/resources.hpp. File access (open, read, pread,
-// getdents64 into stack or thread-local buffers) and the walk of a process tree; the parsers they
-// feed are in detail/procfs.hpp, the background children sampler in detail/resources_sampler.hpp.
+// laptime internals: the walk of a process tree under /proc for laptime/resources.hpp. The file
+// access it builds on is in detail/resources_read.hpp, the parsers it feeds in detail/procfs.hpp;
+// the background children sampler (detail/resources_sampler.hpp) builds on this walk.
 #pragma once
 
 #include <fcntl.h>
@@ -24,7 +24,8 @@
 #include "laptime/config.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/procfs.hpp"
-#include "laptime/error.hpp"
+#include "laptime/detail/report.hpp"
+#include "laptime/detail/resources_read.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace resources {
@@ -57,106 +58,6 @@ inline std::optional<std::uint64_t> process_cpu_ns(pid_t pid) noexcept {
   }
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
          static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-/// Bytes read from /proc by the sampler, process-wide (every copy of the header adds to one
-/// counter, as a start and an end sample may come from two different shared objects). Defined
-/// in detail/resources_sampler.hpp: the counter lives in the sampler's process-wide state, so
-/// that whoever makes one (the Stopwatch's track_cpu_usage, before any fork) makes both.
-inline std::atomic<std::uint64_t>& sampler_bytes_read();
-
-/// Closes a file descriptor on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) noexcept : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const noexcept { return fd_; }
-
- private:
-  int fd_;
-};
-
-/// Reads from `fd` into buf[size, cap) until end of file or `cap`, retrying on EINTR, and counts
-/// the bytes in sampler_bytes_read(). Returns the new size, or -errno.
-inline long read_into(int fd, char* buf, std::size_t size, std::size_t cap) noexcept {
-  const std::size_t first = size;
-  while (size < cap) {
-    const ssize_t n = ::read(fd, buf + size, cap - size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -errno;
-    }
-    if (n == 0) break;
-    size += static_cast<std::size_t>(n);
-  }
-  sampler_bytes_read().fetch_add(size - first, std::memory_order_relaxed);
-  return static_cast<long>(size);
-}
-
-/// Reads up to `cap` bytes at offset 0 of an open /proc file (the kernel formats it anew on
-/// each read at offset 0), counting them in sampler_bytes_read(). Returns the count, or -errno.
-inline long pread_into(int fd, char* buf, std::size_t cap) noexcept {
-  for (;;) {
-    const ssize_t n = ::pread(fd, buf, cap, 0);
-    if (n >= 0) {
-      sampler_bytes_read().fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
-      return static_cast<long>(n);
-    }
-    if (errno != EINTR) return -errno;
-  }
-}
-
-/// Reads up to `cap` bytes of `rel` (relative to `dir_fd`) with open/read only. Returns the byte
-/// count, or -errno.
-inline long read_at(int dir_fd, const char* rel, char* buf, std::size_t cap) noexcept {
-  const Fd fd(::openat(dir_fd, rel, O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return -errno;
-  return read_into(fd.get(), buf, 0, cap);
-}
-
-/// Reads all of `rel` into `buf` (grown as needed, kept between calls). Returns 0 or -errno.
-inline int read_all_at(int dir_fd, const char* rel, std::vector<char>& buf) {
-  const Fd fd(::openat(dir_fd, rel, O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return -errno;
-  if (buf.capacity() < 4096) buf.reserve(4096);
-  std::size_t size = 0;
-  for (;;) {
-    buf.resize(std::max(buf.capacity(), 2 * size));
-    const long n = read_into(fd.get(), buf.data(), size, buf.size());
-    if (n < 0) return static_cast<int>(n);
-    const bool full = static_cast<std::size_t>(n) == buf.size();
-    size = static_cast<std::size_t>(n);
-    if (!full) break;  // end of file before the buffer filled
-  }
-  buf.resize(size);
-  return 0;
-}
-
-/// Calls f(pid) for each numeric entry of directory `rel` (relative to `dir_fd`), through
-/// getdents64 into a stack buffer: no DIR allocation per call. Returns 0 or -errno.
-template <class F>
-int for_each_pid_entry(int dir_fd, const char* rel, F&& f) {
-  const Fd fd(::openat(dir_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return -errno;
-  alignas(8) char buf[4096];
-  for (;;) {
-    const long n = ::syscall(SYS_getdents64, fd.get(), buf, sizeof buf);
-    if (n < 0) return -errno;
-    if (n == 0) return 0;
-    // struct linux_dirent64 { u64 d_ino; s64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
-    for (long pos = 0; pos < n;) {
-      unsigned short reclen = 0;
-      std::memcpy(&reclen, buf + pos + 16, sizeof reclen);
-      if (reclen == 0) return -EIO;
-      const char* name = buf + pos + 19;
-      if (const auto pid = laptime::detail::procfs::parse_pid(name)) f(*pid);
-      pos += reclen;
-    }
-  }
 }
 
 /// Per-thread buffers, so that a warm sampler allocates nothing.
@@ -314,7 +215,7 @@ class TreeWalk {
         n < 0 ? std::nullopt : laptime::detail::procfs::parse_io(std::string_view(buf, n));
     if (parsed) {
       io = *parsed;
-      if (depth == 0) sampler_bytes_ = sampler_bytes_read().load(std::memory_order_relaxed);
+      if (depth == 0) sampler_bytes_ = proc_bytes_read().load(std::memory_order_relaxed);
       return;
     }
     if (depth == 0) {
@@ -501,6 +402,3 @@ inline Reading walk_at(std::string_view proc_root, pid_t pid, bool precise_self)
 }  // namespace detail
 }  // namespace resources
 LAPTIME_END_NAMESPACE
-
-// sampler_bytes_read() and the rest of the sampler.
-#include "laptime/detail/resources_sampler.hpp"

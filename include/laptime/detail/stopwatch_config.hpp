@@ -13,9 +13,9 @@
 #include "laptime/config.hpp"
 #include "laptime/cuda.hpp"
 #include "laptime/detail/exit_output.hpp"
+#include "laptime/detail/report.hpp"
 #include "laptime/detail/stopwatch_disabled.hpp"
 #include "laptime/detail/stopwatch_state.hpp"
-#include "laptime/error.hpp"
 #include "laptime/resources.hpp"
 
 LAPTIME_BEGIN_NAMESPACE

@@ -54,7 +54,8 @@ LAPTIME_IMPL void Stopwatch::disable_gpu_timing() {
   detail::disable_gpu_timing();
 }
 LAPTIME_IMPL void Stopwatch::wait_for_gpu_timings() {
-  detail::stopwatch_state().collect_gpu(true);
+  detail::StopwatchState& s = detail::stopwatch_state();
+  s.collect_gpu(/*wait=*/true, s.iter_gate());
 }
 LAPTIME_IMPL void Stopwatch::enable_recording(std::size_t max_intervals) {
   constexpr auto bound = static_cast<std::size_t>(detail::kMaxRecordIntervals);

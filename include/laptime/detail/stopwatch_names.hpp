@@ -1,0 +1,76 @@
+// laptime internals: the Stopwatch's name table, one part of its process-wide state
+// (stopwatch_parts.hpp). Every measurement name is interned once (id = first-seen order) under the
+// table's lock; its text is published to lock-free readers (the rare branches of the hot path,
+// reports) through `names`. The implementation part.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "laptime/config.hpp"
+#include "laptime/detail/env_vars.hpp"
+#include "laptime/detail/report.hpp"
+#include "laptime/detail/stopwatch_hot.hpp"
+
+LAPTIME_BEGIN_NAMESPACE
+namespace detail {
+
+/// The name limit LAPTIME_MAX_NAMES asks for (nullopt: unset), clamped to the capacity; a
+/// malformed value is warned about once and ignored, one above the capacity is clamped.
+inline std::optional<std::uint32_t> env_max_names() {
+  const std::optional<int> n = env_checked(env_int<Env::max_names>());
+  if (!n) return std::nullopt;
+  return static_cast<std::uint32_t>(*n);
+}
+
+/// The process-wide name table. names_mutex guards name_ids and the growth of the table; it is
+/// taken by intern() only (and held across fork, so that a child gets the table whole).
+struct NameTable {
+  NameTable() {
+    if (const auto n = env_max_names()) {
+      max_names.store(*n, std::memory_order_relaxed);
+      max_names_from_env = true;
+    }
+  }
+
+  // Read by the rare branches of the hot path and by reports: the interned text of each id.
+  std::array<std::atomic<const std::string*>, LAPTIME_MAX_NAMES> names{};
+  std::mutex names_mutex;
+  std::unordered_map<std::string, std::uint32_t> name_ids;
+  std::atomic<std::uint32_t> name_count{0};
+  // The run-time limit on distinct names, <= LAPTIME_MAX_NAMES (the storage capacity): from
+  // LAPTIME_MAX_NAMES in the environment at first use, else Stopwatch::set_max_names.
+  std::atomic<std::uint32_t> max_names{LAPTIME_MAX_NAMES};
+  bool max_names_from_env = false;
+
+  /// The id of `name`, interned now if new; kNoName when the table is at its limit.
+  std::uint32_t intern(std::string_view name) {
+    std::lock_guard<std::mutex> lock(names_mutex);
+    if (auto it = name_ids.find(std::string(name)); it != name_ids.end()) return it->second;
+    const std::uint32_t id = name_count.load(std::memory_order_relaxed);
+    if (id >= max_names.load(std::memory_order_relaxed)) return kNoName;
+    auto [it, inserted] = name_ids.emplace(std::string(name), id);
+    (void)inserted;
+    names[id].store(&it->first, std::memory_order_release);  // node-based map: the key never moves
+    name_count.store(id + 1, std::memory_order_release);
+    return id;
+  }
+
+  /// The interned text of a known id.
+  const std::string& name_text(std::uint32_t id) const {
+    return *names[id].load(std::memory_order_acquire);
+  }
+
+  // Fork (StopwatchState::before_fork): held across it, released on both sides.
+  void lock_names_for_fork() { names_mutex.lock(); }
+  void unlock_names_after_fork() { names_mutex.unlock(); }
+};
+
+}  // namespace detail
+LAPTIME_END_NAMESPACE

@@ -1,0 +1,52 @@
+// laptime internals: the Stopwatch's one-time measurements (start_one_time_measurement), one part
+// of its process-wide state (stopwatch_parts.hpp). one_time_mutex is this part's lock (held across
+// fork, so that a child gets the list whole); start_one_time and end_one_time
+// (stopwatch_config.hpp) write under it. The implementation part.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "laptime/config.hpp"
+#include "laptime/results.hpp"
+
+LAPTIME_BEGIN_NAMESPACE
+namespace detail {
+
+struct OneTime {
+  std::string name;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  bool running = true;
+};
+
+struct OneTimeLog {
+  std::mutex one_time_mutex;
+  std::vector<OneTime> one_time;
+
+  /// The one-time measurements for a report (a running one counts 0 ns).
+  std::vector<OneTimeResult> one_time_results() {
+    std::vector<OneTimeResult> out;
+    std::lock_guard<std::mutex> lock(one_time_mutex);
+    for (const OneTime& o : one_time) {
+      out.push_back(
+          {o.name, static_cast<double>(o.running ? 0 : o.end_ns - o.start_ns), o.running});
+    }
+    return out;
+  }
+
+  /// reset(): the one-time measurements so far are forgotten.
+  void clear_one_time() {
+    std::lock_guard<std::mutex> lock(one_time_mutex);
+    one_time.clear();
+  }
+
+  // Fork (StopwatchState::before_fork): held across it, released on both sides.
+  void lock_one_time_for_fork() { one_time_mutex.lock(); }
+  void unlock_one_time_after_fork() { one_time_mutex.unlock(); }
+};
+
+}  // namespace detail
+LAPTIME_END_NAMESPACE
