@@ -344,7 +344,7 @@ std::string literal_at(const std::string& text, std::size_t at) {
 TEST_CASE("no header reads a LAPTIME_* variable but through the table") {
   const std::filesystem::path include = std::filesystem::path(LAPTIME_DOCS_DIR) / "../include";
   // detail/env.hpp holds the one getenv; detail/env_vars.hpp the table and the reads through it.
-  // Every other env_raw/env_value reads a variable that is not laptime's, named by a literal.
+  // Every other env_raw reads a variable that is not laptime's, named by a literal.
   std::size_t files = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(include)) {
     if (entry.path().extension() != ".hpp") continue;
@@ -354,7 +354,7 @@ TEST_CASE("no header reads a LAPTIME_* variable but through the table") {
     const std::string text = read_text(entry.path());
     CAPTURE(name);
     CHECK(text.find("getenv(") == std::string::npos);
-    for (const char* call : {"env_raw(", "env_value(", "setenv("}) {
+    for (const char* call : {"env_raw(", "setenv("}) {
       for (auto p = text.find(call); p != std::string::npos; p = text.find(call, p + 1)) {
         const std::string arg = literal_at(text, p + std::strlen(call));
         CAPTURE(text.substr(p, 60));

@@ -76,14 +76,6 @@ inline const char* env_raw(const char* name) noexcept {
   return std::getenv(name);
 }
 
-/// The value of `name` in this process's environment, nullopt when unset or empty. A LAPTIME_*
-/// variable is read through its table instead (detail/env_vars.hpp).
-inline std::optional<std::string_view> env_value(const char* name) {
-  const char* v = env_raw(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  return std::string_view(v);
-}
-
 /// Where this process sits in a distributed job, from the usual launchers' variables:
 /// torchrun (RANK, WORLD_SIZE), Open MPI (OMPI_COMM_WORLD_*), Slurm (SLURM_PROCID, SLURM_NTASKS),
 /// MPICH/PMI (PMI_RANK, PMI_SIZE). Rank 0 of 1 when none is set.

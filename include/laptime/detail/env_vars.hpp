@@ -283,31 +283,26 @@ inline EnvBool read_bool(const EnvVar& v, std::optional<std::string_view> text) 
   return b;
 }
 
-/// The integer reading: nullopt when unset or empty; when malformed or below `lowest`, nullopt
-/// and a warning saying `why`; above `bound`, the bound and a warning naming it ("4096,
-/// `bound_is`"). read_int gives it the table's bounds and texts.
-inline EnvInt read_env_int(std::string_view name, std::optional<std::string_view> text, int lowest,
-                           int bound, std::string_view why, std::string_view bound_is) {
+/// The integer reading: nullopt when unset or empty; when malformed or below the table's lowest,
+/// nullopt and the table's warning; above its highest, the highest and a warning naming the bound
+/// ("4096, the compile-time capacity").
+inline EnvInt read_int(const EnvVar& v, std::optional<std::string_view> text) {
   EnvInt r;
   if (!text) return r;
-  const std::optional<int> v = parse_int(*text);
-  if (!v || *v < lowest) {
-    r.warning = malformed_env(name, *text, why);
+  const int lowest = static_cast<int>(v.lowest);
+  const int bound = static_cast<int>(v.highest);
+  const std::optional<int> n = parse_int(*text);
+  if (!n || *n < lowest) {
+    r.warning = env_malformed(v, *text);
     return r;
   }
-  r.value = *v < bound ? *v : bound;
-  if (*v > bound) {
-    r.warning = std::string(name) + '=' + std::to_string(*v) + " is above " +
-                std::to_string(bound) + ", " + std::string(bound_is) + "; " +
+  r.value = *n < bound ? *n : bound;
+  if (*n > bound) {
+    r.warning = std::string(v.name) + '=' + std::to_string(*n) + " is above " +
+                std::to_string(bound) + ", " + std::string(v.bound_is) + "; " +
                 std::to_string(bound) + " is used";
   }
   return r;
-}
-
-inline EnvInt read_int(const EnvVar& v, std::optional<std::string_view> text) {
-  if (!text) return EnvInt{};
-  return read_env_int(v.name, text, static_cast<int>(v.lowest), static_cast<int>(v.highest),
-                      env_why(v), v.bound_is);
 }
 
 inline EnvReading<double> read_rate(const EnvVar& v, std::optional<std::string_view> text) {
