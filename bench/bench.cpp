@@ -234,7 +234,7 @@ void BM_StopwatchPair_RoundRobin1000(benchmark::State& state) {
 BENCHMARK(BM_StopwatchPair_RoundRobin1000);
 
 // The pair in a worker process (docs/workers.md): a forked child of the process that enabled the
-// Stopwatch keeps its slots in the shared file its parent reads (detail/worker_share.hpp). Both
+// Stopwatch keeps its slots in the shared file its parent reads (impl/worker_share.hpp). Both
 // rows time batches of pairs with the same loop and the thread's CPU clock, one in the parent, one
 // in a child that the parent asks for each batch over a pipe; each iteration reports one pair
 // (manual time: the batch's time / its pairs). Goal: the child's pair <= 1.1 x the parent's.

@@ -9,4 +9,4 @@
 #include "laptime/laptime.hpp"
 // Explicitly: users of the CMake target define LAPTIME_IMPL_LINKED, which leaves the
 // implementation out of laptime.hpp, and a build may pass it to every file, this one included.
-#include "laptime/detail/implementation.hpp"
+#include "laptime/impl/implementation.hpp"

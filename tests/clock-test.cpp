@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "laptime/detail/clock_impl.hpp"
+#include "laptime/impl/clock.hpp"
 #include "laptime/stopwatch.hpp"
 #include "stopwatch_support.hpp"
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "laptime/counters.hpp"
-#include "laptime/detail/nvtx_counters.hpp"  // the publishing step, for a fixture of samples
+#include "laptime/impl/nvtx_counters.hpp"  // the publishing step, for a fixture of samples
 #include "laptime/nvtx.hpp"                  // LAPTIME_HAVE_NVTX
 #include "laptime/resources.hpp"
 #include "laptime/results.hpp"

@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "laptime/detail/exit_output.hpp"  // expand_output_path: the exit output's own rule
+#include "laptime/impl/exit_output.hpp"  // expand_output_path: the exit output's own rule
 #include "laptime/laptime.hpp"
 #include "reliability_support.hpp"
 #include "test_support.hpp"

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "laptime/detail/stopwatch_state.hpp"  // the state's locks and thread records
+#include "laptime/impl/stopwatch_state.hpp"  // the state's locks and thread records
 #include "laptime/laptime.hpp"
 #include "reliability_support.hpp"
 #include "test_support.hpp"

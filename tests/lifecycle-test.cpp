@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "laptime/detail/stopwatch_state.hpp"  // the internals this test looks at
+#include "laptime/impl/stopwatch_state.hpp"  // the internals this test looks at
 #include "laptime/stopwatch.hpp"
 #include "stopwatch_support.hpp"
 

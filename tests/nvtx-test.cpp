@@ -23,7 +23,7 @@
 #include "laptime/settings.hpp"
 #include "laptime/stopwatch.hpp"
 #if LAPTIME_ENABLED
-#include "laptime/detail/nvtx_state.hpp"  // the no-tool case reads the session's name table
+#include "laptime/impl/nvtx_state.hpp"  // the no-tool case reads the session's name table
 #endif
 
 #if LAPTIME_HAVE_NVTX

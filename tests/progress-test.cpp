@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "laptime/detail/progress.hpp"  // pure: tested in the compiled-out build too
+#include "laptime/impl/progress.hpp"  // pure: tested in the compiled-out build too
 #include "laptime/laptime.hpp"
 #include "stopwatch_support.hpp"
 #include "test_support.hpp"

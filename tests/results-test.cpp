@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "laptime/detail/format.hpp"          // format_duration, the report's units
-#include "laptime/detail/implementation.hpp"  // with this file's LAPTIME_MAX_NAMES, see above
+#include "laptime/impl/format.hpp"          // format_duration, the report's units
+#include "laptime/impl/implementation.hpp"  // with this file's LAPTIME_MAX_NAMES, see above
 #include "laptime/laptime.hpp"
 #include "test_support.hpp"
 

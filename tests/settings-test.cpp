@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "laptime/detail/env_vars.hpp"         // the table of variables
-#include "laptime/detail/stopwatch_state.hpp"  // what the environment set, read back
+#include "laptime/impl/stopwatch_state.hpp"  // what the environment set, read back
 #include "laptime/laptime.hpp"
 #include "test_support.hpp"
 

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "laptime/detail/env.hpp"
-#include "laptime/detail/format.hpp"
+#include "laptime/impl/format.hpp"
 #include "laptime/detail/histogram.hpp"
-#include "laptime/detail/stopwatch_figures.hpp"
+#include "laptime/impl/stopwatch_figures.hpp"
 #include "test_support.hpp"
 
 using laptime::detail::Histogram;

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "laptime/detail/slow_tail.hpp"
+#include "laptime/impl/slow_tail.hpp"
 #include "laptime/results.hpp"
 #include "laptime/stopwatch.hpp"
 #include "stopwatch_support.hpp"

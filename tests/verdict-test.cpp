@@ -1,4 +1,4 @@
-// The report's bottleneck verdict: the rule on constructed figures (detail/verdict.hpp), and real
+// The report's bottleneck verdict: the rule on constructed figures (impl/verdict.hpp), and real
 // loops: one whose data part sleeps longer than its step, the reverse, and loader workers (child
 // processes) that burn CPU during the tracked loop.
 
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "laptime/detail/verdict.hpp"  // pure: tested in the compiled-out build too
+#include "laptime/impl/verdict.hpp"  // pure: tested in the compiled-out build too
 #include "laptime/laptime.hpp"
 #include "stopwatch_support.hpp"
 #include "test_support.hpp"

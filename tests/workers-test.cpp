@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "laptime/detail/stopwatch_state.hpp"  // the share's header and the state, read back
-#include "laptime/detail/worker_share.hpp"
+#include "laptime/impl/stopwatch_state.hpp"  // the share's header and the state, read back
+#include "laptime/impl/worker_share.hpp"
 #include "laptime/laptime.hpp"
 #include "reliability_support.hpp"
 #include "test_support.hpp"

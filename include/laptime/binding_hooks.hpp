@@ -14,12 +14,12 @@
 #include <string_view>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/own_output.hpp"
+#include "laptime/impl/own_output.hpp"
 #include "laptime/nvtx.hpp"
 #include "laptime/stopwatch.hpp"
 #if LAPTIME_ENABLED
-#include "laptime/detail/stopwatch_config.hpp"
-#include "laptime/detail/stopwatch_state.hpp"
+#include "laptime/impl/stopwatch_config.hpp"
+#include "laptime/impl/stopwatch_state.hpp"
 #endif
 
 LAPTIME_BEGIN_NAMESPACE

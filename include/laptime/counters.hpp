@@ -22,7 +22,7 @@ LAPTIME_BEGIN_NAMESPACE
 
 #if LAPTIME_ENABLED
 namespace detail {
-// The implementation part (detail/nvtx_counters.hpp, LAPTIME_IMPL: weak, linked once).
+// The implementation part (impl/nvtx_counters.hpp, LAPTIME_IMPL: weak, linked once).
 LAPTIME_IMPL void nvtx_counters_enable(double sample_hz);
 LAPTIME_IMPL void nvtx_counters_disable();
 LAPTIME_IMPL bool nvtx_counters_enabled();

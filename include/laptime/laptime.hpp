@@ -29,5 +29,5 @@
 // it compiled once (the CMake target laptime::laptime defines it for its users, or a build adds
 // src/laptime.cpp and defines it), so this include then costs what the light headers cost.
 #ifndef LAPTIME_IMPL_LINKED
-#include "laptime/detail/implementation.hpp"
+#include "laptime/impl/implementation.hpp"
 #endif

@@ -35,8 +35,8 @@
 // this header needs one of the two, as with <laptime/stopwatch.hpp> (tests/nvtx-test.cpp is such a
 // file, linked with laptime::laptime).
 //
-// Where things live: detail/nvtx_api.hpp (the NVTX C calls), detail/nvtx_state.hpp (the
-// process-wide state, the per-thread caches and the hot path), detail/nvtx_setup.hpp (the
+// Where things live: impl/nvtx_api.hpp (the NVTX C calls), impl/nvtx_state.hpp (the
+// process-wide state, the per-thread caches and the hot path), impl/nvtx_setup.hpp (the
 // out-of-line functions declared here, enable, the name tables, messages, fork).
 #pragma once
 
@@ -79,7 +79,7 @@ namespace detail {
 /// forgotten, not popped. Threads using the wrapper meanwhile stay safe (every shared field is
 /// atomic and nothing is freed): they just find it disabled, or their stack empty.
 #if LAPTIME_ENABLED
-void nvtx_reset_for_testing();  // the implementation part (detail/nvtx_setup.hpp)
+void nvtx_reset_for_testing();  // the implementation part (impl/nvtx_setup.hpp)
 #else
 inline void nvtx_reset_for_testing() {}
 #endif

@@ -1,6 +1,6 @@
 // laptime: a snapshot of the Stopwatch's results, and its two renderings: the text report
 // (print_eval_times) and JSON (to_json, docs/reports.md). Plain data here; the renderings are plain
-// code over it, out of line in detail/results_impl.hpp (the implementation part, tested with known
+// code over it, out of line in impl/results.hpp (the implementation part, tested with known
 // data in tests/results-test.cpp).
 #pragma once
 
@@ -121,7 +121,7 @@ struct SlowIteration {
 };
 
 /// The slow tail of the loop, from the recorded intervals (Stopwatch::enable_recording):
-/// detail/slow_tail.hpp has the rule, docs/reports.md ("The slow tail") says it for users.
+/// impl/slow_tail.hpp has the rule, docs/reports.md ("The slow tail") says it for users.
 struct SlowTail {
   std::uint64_t iterations = 0;      ///< measured iterations recorded whole: the tail is of these
   double median_ns = 0, p99_ns = 0;  ///< of their times
@@ -130,7 +130,7 @@ struct SlowTail {
   std::vector<SlowIteration> slowest;  ///< slowest first; at most LAPTIME_SLOW_TAIL of them
 };
 
-/// What bounds the loop, from laptime's own figures (detail/verdict.hpp has the rule).
+/// What bounds the loop, from laptime's own figures (impl/verdict.hpp has the rule).
 struct Verdict {
   /// "data-bound", "compute-bound", "gpu-bound", or "none" (figures missing; `text` says which).
   std::string kind;
@@ -175,7 +175,7 @@ struct Results {
   std::uint64_t workers_pairs_dropped = 0;
   std::optional<LoopFigures> loop;  ///< none before two finish_iter() calls after warm-up
   /// The name whose intervals are the loop's wait for data (Stopwatch::set_data_name, or the
-  /// default rule of detail/verdict.hpp); empty: none.
+  /// default rule of impl/verdict.hpp); empty: none.
   std::string data_name;
   int cpus = 0;                    ///< CPUs online when the results were taken (0: unknown)
   std::optional<Verdict> verdict;  ///< detail::verdict_of(*this); none in a hand-built Results

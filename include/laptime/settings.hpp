@@ -23,7 +23,7 @@
 #include "laptime/config.hpp"
 
 // Enabled, the functions below are out of line (weak, LAPTIME_IMPL) in the implementation part
-// (detail/settings_impl.hpp, which laptime.hpp and src/laptime.cpp carry). Compiled out
+// (impl/settings.hpp, which laptime.hpp and src/laptime.cpp carry). Compiled out
 // (LAPTIME_DISABLE) they are inline no-ops: nothing is read or applied, nothing to link.
 
 LAPTIME_BEGIN_NAMESPACE

@@ -8,7 +8,7 @@
 
 #include "gpu_kernels.hpp"
 #include "laptime/cuda.hpp"
-#include "laptime/detail/stopwatch_state.hpp"  // the internals this test looks at
+#include "laptime/impl/stopwatch_state.hpp"  // the internals this test looks at
 #include "laptime/stopwatch.hpp"
 
 #if LAPTIME_ENABLED

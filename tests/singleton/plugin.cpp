@@ -2,7 +2,7 @@
 // with RTLD_LOCAL. Only these extern "C" entry points are visible.
 #include <string>
 
-#include "laptime/detail/stopwatch_state.hpp"  // the internals this test looks at
+#include "laptime/impl/stopwatch_state.hpp"  // the internals this test looks at
 #include "laptime/stopwatch.hpp"
 
 #define PLUGIN_API extern "C" __attribute__((visibility("default")))

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "laptime/detail/stopwatch_state.hpp"  // the internals this test looks at
+#include "laptime/impl/stopwatch_state.hpp"  // the internals this test looks at
 #include "laptime/stopwatch.hpp"
 #include "test_support.hpp"
 

@@ -95,7 +95,7 @@ inline std::atomic<ClockScale*>& clock_scale_pointer() noexcept {
   return p;
 }
 
-/// The cold half of now_ns(): decides the clock and calibrates (detail/clock_impl.hpp).
+/// The cold half of now_ns(): decides the clock and calibrates (impl/clock.hpp).
 LAPTIME_IMPL LAPTIME_COLD std::int64_t now_ns_cold() noexcept;
 
 /// The monotonic clock, in nanoseconds in steady_clock's epoch: the calibrated cycle counter

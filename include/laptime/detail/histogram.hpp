@@ -26,7 +26,7 @@ LAPTIME_ALWAYS_INLINE void single_writer_add(std::atomic<T>& a, T delta) noexcep
 }
 
 /// Where another process's statistics lie in this one's memory: statistics a worker process keeps
-/// in shared memory (detail/worker_share.hpp) hold pointers of the worker's address space, valid
+/// in shared memory (impl/worker_share.hpp) hold pointers of the worker's address space, valid
 /// here once moved by `shift` when they fall in [lo, hi) (the worker's view of the region); a
 /// pointer outside it is the worker's private memory and is not followed. The default is this
 /// process's own memory.
@@ -44,7 +44,7 @@ struct Foreign {
 };
 
 /// Where a histogram in shared memory takes its blocks: a worker's region of the shared file
-/// (detail/worker_share.hpp), where its parent reads them. `take(context, bytes)` returns zeroed
+/// (impl/worker_share.hpp), where its parent reads them. `take(context, bytes)` returns zeroed
 /// memory, without a lock (the writer's add() calls it), or nullptr when there is none.
 struct BlockSource {
   void* (*take)(void* context, std::size_t bytes) noexcept = nullptr;

@@ -1,7 +1,7 @@
 // laptime internals: what the NVTX wrapper's inline API (nvtx.hpp) reads: the NVTX detection
-// macros, NvtxCore (the flags of the process-wide state, detail/nvtx_state.hpp derives from it),
+// macros, NvtxCore (the flags of the process-wide state, impl/nvtx_state.hpp derives from it),
 // this copy's pointer to it, and the declarations of the out-of-line half (LAPTIME_IMPL,
-// detail/nvtx_setup.hpp). Light: no NVTX header, no mutex.
+// impl/nvtx_setup.hpp). Light: no NVTX header, no mutex.
 #pragma once
 
 #include <atomic>
@@ -42,11 +42,11 @@ LAPTIME_BEGIN_NAMESPACE
 
 namespace detail {
 #if LAPTIME_ENABLED
-struct NvtxName;     // detail/nvtx_state.hpp
-struct NvtxOps;      // detail/nvtx_state.hpp
-struct NvtxSession;  // detail/nvtx_state.hpp
+struct NvtxName;     // impl/nvtx_state.hpp
+struct NvtxOps;      // impl/nvtx_state.hpp
+struct NvtxSession;  // impl/nvtx_state.hpp
 
-/// The part of the process-wide wrapper state (NvtxState, detail/nvtx_state.hpp, derives from it)
+/// The part of the process-wide wrapper state (NvtxState, impl/nvtx_state.hpp, derives from it)
 /// that the inline API reads: whether the wrapper is enabled. One per process, found through
 /// nvtx_core().
 struct NvtxCore {
@@ -84,7 +84,7 @@ inline std::atomic<NvtxCore*>& nvtx_core_pointer() noexcept {
 }
 
 // The out-of-line half of the wrapper, defined once (LAPTIME_IMPL) in the implementation part
-// (detail/nvtx_setup.hpp, compiled by src/laptime.cpp or included by <laptime/laptime.hpp>), so
+// (impl/nvtx_setup.hpp, compiled by src/laptime.cpp or included by <laptime/laptime.hpp>), so
 // that a file that only pushes and pops compiles none of it.
 
 /// Makes (or finds) the process-wide state, and sets this copy's pointer to it.

@@ -1,7 +1,7 @@
 // laptime internals: the Stopwatch's hot path. What a translation unit that times intervals
 // compiles: the per-thread slots, the name cache and start/end inline; everything else (first use
 // of a name, errors, features, reports, configuration) is declared here and defined once, out of
-// line, in the implementation part (detail/stopwatch_state.hpp, compiled by src/laptime.cpp or
+// line, in the implementation part (impl/stopwatch_state.hpp, compiled by src/laptime.cpp or
 // included by <laptime/laptime.hpp>).
 //
 // Layout (see docs/design.md):
@@ -72,7 +72,7 @@ inline constexpr std::uint8_t kNameNvtxCross = 8;
 inline constexpr std::uint32_t kNoGpuToken = 0xffffffffu;
 
 struct ResourceSlot;  // the implementation's (resources::Sample and Usage)
-struct NvtxName;      // detail/nvtx_state.hpp
+struct NvtxName;      // impl/nvtx_state.hpp
 
 /// One (thread, name): the running interval, and what this thread accumulated for the name.
 ///
@@ -87,7 +87,7 @@ struct Slot {
   std::atomic<bool> sampled{false};    // resources were sampled at start
   std::atomic<bool> measuring{false};  // started after warm-up (decides the CUDA sync at the end)
   std::atomic<std::uint32_t> gpu_token{kNoGpuToken};
-  // The running interval's NVTX range (Stopwatch::set_nvtx_ranges; detail/stopwatch_state.hpp):
+  // The running interval's NVTX range (Stopwatch::set_nvtx_ranges; impl/stopwatch_state.hpp):
   // how it is open (kNvtxRange*), the NVTX wrapper's state it was opened under, the id of a
   // start/end range, and the name's registered string as the owner last resolved it.
   std::atomic<std::uint8_t> nvtx{0};
@@ -223,7 +223,7 @@ struct alignas(kCacheLine) ThreadRecord {
 
 /// What decides whether an interval counts: iterations finished, warm-up, and the statistics
 /// generation (reset() moves it on). The Stopwatch's own, or, once worker processes share the
-/// parent's measurements (detail/worker_share.hpp), the one in shared memory: a worker's
+/// parent's measurements (impl/worker_share.hpp), the one in shared memory: a worker's
 /// warm-up follows the parent's iterations, and the parent's reset() drops the workers' figures.
 struct IterationGate {
   std::atomic<std::int64_t> finished{0};
@@ -265,7 +265,7 @@ struct StopwatchCore {
   void start(std::string_view name);
   void end(std::string_view name);
   // start_meas and end_meas while disabled after an enable() (kDisabled), out of line
-  // (detail/stopwatch_disabled.hpp): what they leave on the calling thread's slot.
+  // (impl/stopwatch_disabled.hpp): what they leave on the calling thread's slot.
   void start_while_disabled(std::string_view name) noexcept;
   void end_while_disabled(std::string_view name) noexcept;
   LAPTIME_ALWAYS_INLINE const NameCacheEntry* lookup(ThreadRecord& rec, std::string_view name);

@@ -1,8 +1,8 @@
-// laptime internals: the NVTX wrapper's implementation part — the out-of-line functions that
-// nvtx.hpp declares (LAPTIME_IMPL, at the end), and the cold paths behind them: enable(), the test
-// reset, thread names, the name tables, error messages and the fork plan (nvtx.hpp is the API,
-// detail/nvtx_state.hpp the state and the hot path; the Stopwatch's ranges through the wrapper
-// are in detail/nvtx_measured.hpp).
+// laptime internals: the NVTX wrapper's implementation part — the cold paths behind what nvtx.hpp
+// declares (whose out-of-line definitions are in impl/nvtx.hpp): enable(), the test reset, thread
+// names, the name tables, error messages and the fork plan (nvtx.hpp is the API,
+// impl/nvtx_state.hpp the state and the hot path; the Stopwatch's ranges through the wrapper
+// are in impl/nvtx_measured.hpp).
 //
 // Compiled once per program: by src/laptime.cpp (the CMake target laptime::laptime) or in each
 // file that includes <laptime/laptime.hpp> (weak definitions, linked once). A file that only
@@ -20,10 +20,10 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/cuda_sync.hpp"
-#include "laptime/detail/nvtx_state.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/report.hpp"
 #include "laptime/detail/thread.hpp"
+#include "laptime/impl/nvtx_state.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
@@ -388,53 +388,6 @@ void nvtx_reset(NvtxState& w) {
     std::lock_guard<std::mutex> label_lock(t.label_mutex);
     t.label.clear();
   });
-}
-
-// ---- What nvtx.hpp declares (LAPTIME_IMPL: weak, one copy kept per program) -------------------
-
-LAPTIME_IMPL NvtxCore& nvtx_core_slow() {
-  NvtxState& s = process_singleton<NvtxState>("nvtx");
-  nvtx_core_pointer().store(&s, std::memory_order_release);
-  return s;
-}
-
-LAPTIME_IMPL void nvtx_push_text(std::string_view text) {
-  nvtx_push_text(nvtx_state(), text);
-}
-
-LAPTIME_IMPL std::uint32_t nvtx_push(std::string_view text, std::atomic<const NvtxName*>* resolved,
-                                     const NvtxName** pushed) {
-  return nvtx_push(nvtx_state(), text, resolved, pushed);
-}
-
-LAPTIME_IMPL void nvtx_pop(std::string_view expected, const std::atomic<const NvtxName*>* resolved,
-                           bool check) {
-  nvtx_pop(nvtx_state(), expected, resolved, check);
-}
-
-LAPTIME_IMPL void nvtx_pop_scoped(std::uint32_t pushed_state, const NvtxName* pushed) noexcept {
-  nvtx_pop_scoped(nvtx_state(), pushed_state, pushed);
-}
-
-LAPTIME_IMPL void nvtx_mark(std::string_view message) {
-  nvtx_mark(nvtx_state(), message);
-}
-
-LAPTIME_IMPL void nvtx_enable(bool sync_on_push, bool sync_on_pop, bool track,
-                              const std::string& domain, const std::vector<std::uint32_t>& colors) {
-  nvtx_enable(nvtx_state(), sync_on_push, sync_on_pop, track, domain, colors);
-}
-
-LAPTIME_IMPL void nvtx_name_current_thread(std::string_view name) {
-  nvtx_name_current_thread(nvtx_state(), name);
-}
-
-LAPTIME_IMPL bool nvtx_profiler_call(bool start) noexcept {
-  return cuda_profiler_call(start);
-}
-
-LAPTIME_IMPL void nvtx_reset_for_testing() {
-  nvtx_reset(nvtx_state());
 }
 
 #endif  // LAPTIME_ENABLED

@@ -11,9 +11,9 @@
 
 #include "laptime/config.hpp"
 #include "laptime/cuda.hpp"
-#include "laptime/detail/nvtx_counters.hpp"
-#include "laptime/detail/stopwatch_nvtx_ranges.hpp"
-#include "laptime/detail/stopwatch_parts.hpp"
+#include "laptime/impl/nvtx_counters.hpp"
+#include "laptime/impl/stopwatch_nvtx_ranges.hpp"
+#include "laptime/impl/stopwatch_parts.hpp"
 #include "laptime/resources.hpp"
 
 LAPTIME_BEGIN_NAMESPACE

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/progress.hpp"
+#include "laptime/impl/progress.hpp"
 #include "laptime/resources.hpp"
 #include "laptime/results.hpp"
 

@@ -1,6 +1,6 @@
 // laptime internals: the worker share's file (docs/workers.md): its layout, its making by the
 // parent, and a worker's checked attach to it. The regions' use (claiming, allocating, reading)
-// is detail/worker_share.hpp's.
+// is impl/worker_share.hpp's.
 //
 // Two ways a file could end a process that maps it with SIGBUS, and why neither can happen here:
 //   - a worker shrinks it (ftruncate on the descriptor it inherits, a bug in user code): the

@@ -1,5 +1,5 @@
 // laptime internals: the renderings of Results, the text report and JSON (docs/reports.md), both
-// written over the one description of the figures in detail/report_fields.hpp. The implementation
+// written over the one description of the figures in impl/report_fields.hpp. The implementation
 // part (LAPTIME_IMPL: compiled once by src/laptime.cpp, or carried by <laptime/laptime.hpp>); also
 // in the compiled-out build, where they render what they are given.
 #pragma once
@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/format.hpp"
-#include "laptime/detail/report_fields.hpp"
-#include "laptime/detail/report_tail.hpp"
+#include "laptime/impl/format.hpp"
+#include "laptime/impl/report_fields.hpp"
+#include "laptime/impl/report_tail.hpp"
 #include "laptime/results.hpp"
 
 LAPTIME_BEGIN_NAMESPACE

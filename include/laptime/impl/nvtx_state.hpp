@@ -1,8 +1,8 @@
 // laptime internals: the NVTX wrapper's state and its hot path (nvtx.hpp is the API), part of the
-// implementation part (included by detail/nvtx_setup.hpp).
+// implementation part (included by impl/nvtx_setup.hpp).
 //
 // One NvtxState per process (process_singleton), shared by every copy of the header. The hot
-// path below is what the out-of-line push and pop (detail/nvtx_setup.hpp, LAPTIME_IMPL) compile
+// path below is what the out-of-line push and pop (impl/nvtx_setup.hpp, LAPTIME_IMPL) compile
 // to: a relaxed load of `state`, a per-thread cache lookup and the NVTX call. Everything rarer (a
 // name this thread has not used yet, a thread's first push, an error message, a CUDA sync) is
 // reached through `ops`, a table of function pointers that enable() installs.
@@ -19,10 +19,10 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/names.hpp"
-#include "laptime/detail/nvtx_api.hpp"
 #include "laptime/detail/nvtx_core.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/thread_registry.hpp"
+#include "laptime/impl/nvtx_api.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
@@ -125,7 +125,7 @@ struct alignas(64) NvtxThread {
 
 struct NvtxState;
 
-/// What the hot path calls on its rare branches, installed by enable() (detail/nvtx_setup.hpp).
+/// What the hot path calls on its rare branches, installed by enable() (impl/nvtx_setup.hpp).
 struct NvtxOps {
   NvtxThread& (*attach)(NvtxState& w);  // the calling thread's first use through this copy
   void (*refresh)(NvtxThread& t, std::uint32_t generation, NvtxSession* session);

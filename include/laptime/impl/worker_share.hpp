@@ -22,7 +22,7 @@
 //   - a worker that ends (or is killed) keeps what it completed: the parent folds a dead worker's
 //     region into its own memory and frees the region for the next worker (DataLoader forks new
 //     workers every epoch unless persistent_workers).
-// The file (its layout, its making, a worker's checked attach) is detail/worker_share_file.hpp's.
+// The file (its layout, its making, a worker's checked attach) is impl/worker_share_file.hpp's.
 // Implementation part.
 #pragma once
 
@@ -48,7 +48,7 @@
 #include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/histogram.hpp"
 #include "laptime/detail/stopwatch_hot.hpp"
-#include "laptime/detail/worker_share_file.hpp"
+#include "laptime/impl/worker_share_file.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {

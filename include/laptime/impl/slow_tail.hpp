@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/format.hpp"
+#include "laptime/impl/format.hpp"
 #include "laptime/results.hpp"
 
 /// The slowest iterations a report lists (Results::tail). Define it where the implementation

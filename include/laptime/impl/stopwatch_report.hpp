@@ -1,7 +1,7 @@
 // laptime internals: the Stopwatch's report (StopwatchState::results, a snapshot of everything
 // measured, assembled from the parts of the state) and the periodic-print rule. The figures of one
 // name are computed in stopwatch_figures.hpp, the verdict in verdict.hpp, the text and JSON in
-// results_impl.hpp. The implementation part.
+// impl/results.hpp. The implementation part.
 #pragma once
 
 #include <unistd.h>
@@ -16,13 +16,13 @@
 
 #include "laptime/config.hpp"
 #include "laptime/cuda.hpp"
-#include "laptime/detail/clock_impl.hpp"
 #include "laptime/detail/report.hpp"
-#include "laptime/detail/stopwatch_figures.hpp"
-#include "laptime/detail/stopwatch_parts.hpp"
-#include "laptime/detail/stopwatch_recording.hpp"
-#include "laptime/detail/stopwatch_workers.hpp"
-#include "laptime/detail/verdict.hpp"
+#include "laptime/impl/clock.hpp"
+#include "laptime/impl/stopwatch_figures.hpp"
+#include "laptime/impl/stopwatch_parts.hpp"
+#include "laptime/impl/stopwatch_recording.hpp"
+#include "laptime/impl/stopwatch_workers.hpp"
+#include "laptime/impl/verdict.hpp"
 #include "laptime/resources.hpp"
 #include "laptime/results.hpp"
 

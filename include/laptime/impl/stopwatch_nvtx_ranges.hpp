@@ -8,9 +8,9 @@
 #include <string>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/nvtx_measured.hpp"  // the NVTX ranges of set_nvtx_ranges, inlined
 #include "laptime/detail/report.hpp"
-#include "laptime/detail/stopwatch_parts.hpp"
+#include "laptime/impl/nvtx_measured.hpp"  // the NVTX ranges of set_nvtx_ranges, inlined
+#include "laptime/impl/stopwatch_parts.hpp"
 #include "laptime/nvtx.hpp"
 
 LAPTIME_BEGIN_NAMESPACE

@@ -2,9 +2,12 @@
 // configuration, /proc, CUDA and NVTX set-up). Included by <laptime/laptime.hpp> for the
 // header-only way, and by src/laptime.cpp, which compiles it once for the library (the way
 // nvToolsExt.h includes nvtxImpl.h). Its functions are weak (LAPTIME_IMPL): both copies link.
+// The files listed here hold the out-of-line definitions (LAPTIME_IMPL), one per public header;
+// the other files of impl/ hold state and inline functions, compiled only where used.
 #pragma once
 
-#include "laptime/detail/nvtx_setup.hpp"
-#include "laptime/detail/results_impl.hpp"
-#include "laptime/detail/settings_impl.hpp"
-#include "laptime/detail/stopwatch_impl.hpp"
+#include "laptime/impl/counters.hpp"
+#include "laptime/impl/nvtx.hpp"
+#include "laptime/impl/results.hpp"
+#include "laptime/impl/settings.hpp"
+#include "laptime/impl/stopwatch.hpp"

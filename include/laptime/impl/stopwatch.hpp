@@ -15,10 +15,12 @@
 #include "laptime/config.hpp"
 #include "laptime/stopwatch.hpp"
 #if LAPTIME_ENABLED
-#include "laptime/detail/exit_output.hpp"
-#include "laptime/detail/own_output.hpp"
-#include "laptime/detail/stopwatch_config.hpp"
-#include "laptime/detail/stopwatch_state.hpp"
+#include "laptime/impl/exit_output.hpp"
+#include "laptime/impl/own_output.hpp"
+#include "laptime/impl/stopwatch_config.hpp"
+#include "laptime/impl/stopwatch_features.hpp"
+#include "laptime/impl/stopwatch_intervals.hpp"
+#include "laptime/impl/stopwatch_state.hpp"
 #endif
 
 LAPTIME_BEGIN_NAMESPACE
@@ -147,6 +149,69 @@ LAPTIME_IMPL void Stopwatch::write_json(const std::string& path) const {
                                 (f.step != nullptr ? std::string(" (") + f.step + ")" : ""));
   }
 }
+
+namespace detail {
+
+// ---- The state's entry points, out of line: the hot path's calls into it (stopwatch_hot.hpp).
+// Defined here, not in stopwatch_state.hpp, so that a file that reads the state (a white-box
+// test, the Python binding) compiles only what it uses, not the whole implementation again.
+
+/// Stopwatch::finish_iter once enabled: what happens at the end of an iteration, one concern a
+/// line.
+LAPTIME_IMPL void StopwatchCore::finish_iter() {
+  StopwatchState& s = whole(*this);
+  if (!s.nothing_running_here()) return;  // a usage error: an interval still runs on this thread
+  // A worker's iterations are its parent's (the shared gate): it does not count its own.
+  if (s.share.is_worker()) return;
+  if (s.share.regions_short()) s.share.reap();  // regions of ended workers, folded
+  const std::int64_t finished = iter_gate().finished.fetch_add(1, std::memory_order_relaxed) + 1;
+  const std::int64_t now = now_ns();
+  s.add_loop_time(now, finished > iter_gate().warmup.load(std::memory_order_relaxed));
+  s.record_iteration_end(finished);
+  mark_iteration(finished);
+  if (features.load(std::memory_order_relaxed) & (kFeatGpuTiming | kFeatGpuNames)) {
+    (void)s.collect_gpu(/*wait=*/false, iter_gate());
+  }
+  s.report_after_iteration(finished, now);
+}
+
+LAPTIME_IMPL StopwatchCore& stopwatch_core_slow() {
+  StopwatchState& s = process_singleton<StopwatchState>("stopwatch");
+  if (!s.fork_handlers.exchange(true)) {
+    // The library's one fork plan (process_singleton.hpp): the Stopwatch's locks are taken first
+    // (kForkStopwatch), the warning table's last (error_state() joins as kForkErrors), since
+    // enable() may warn while it holds config_mutex.
+    (void)error_state();
+    fork_participate(
+        kForkStopwatch, [] { stopwatch_state().before_fork(); },
+        [] { stopwatch_state().after_fork_in_parent(); },
+        [] { stopwatch_state().after_fork_in_child(); });
+  }
+  s.attach_worker_share();
+  stopwatch_core_pointer().store(&s, std::memory_order_release);
+  return s;
+}
+
+LAPTIME_IMPL LAPTIME_COLD void scoped_end_failed() noexcept {
+  try {
+    throw;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+  } catch (...) {
+    std::terminate();
+  }
+}
+
+LAPTIME_IMPL bool finish_iter_will_print() {
+  StopwatchState& s = stopwatch_state();
+  return s.prints_after(s.iter_gate().finished.load(std::memory_order_relaxed) + 1);
+}
+
+LAPTIME_IMPL void testing_reset_stopwatch() {
+  testing_reset_stopwatch_impl();
+}
+
+}  // namespace detail
 
 #endif
 

@@ -14,8 +14,8 @@
 #include "laptime/config.hpp"
 #include "laptime/cuda.hpp"
 #include "laptime/detail/report.hpp"
-#include "laptime/detail/stopwatch_nvtx_ranges.hpp"
-#include "laptime/detail/stopwatch_parts.hpp"
+#include "laptime/impl/stopwatch_nvtx_ranges.hpp"
+#include "laptime/impl/stopwatch_parts.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {

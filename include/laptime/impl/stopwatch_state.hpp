@@ -1,15 +1,15 @@
 // laptime internals: the Stopwatch's process-wide state, whole, and everything the hot path leaves
 // out of line. The state and its parts are in stopwatch_parts.hpp; what it does, by concern:
-//   stopwatch_intervals.hpp     thread records: first use of a name, errors, intervals dropped
-//   stopwatch_features.hpp      an interval's CUDA sync, resource window and GPU events
 //   stopwatch_nvtx_ranges.hpp   intervals as NVTX ranges, iteration marks
 //   stopwatch_recording.hpp     the last intervals of each thread
 //   stopwatch_workers.hpp       worker processes
 //   stopwatch_report.hpp        the report (results()) and the periodic-print rule
 //   stopwatch_progress_line.hpp what prints at the end of an iteration
-// and here: the end of an iteration, reset, fork, the state's creation. The implementation part:
-// compiled once by src/laptime.cpp (the CMake target) or included by <laptime/laptime.hpp>; a
-// translation unit that only times intervals includes stopwatch_hot.hpp instead.
+// and here: reset, fork, the test reset. Its out-of-line entry points (the end of an iteration,
+// the state's creation) and the rare branches of an interval (stopwatch_intervals.hpp,
+// stopwatch_features.hpp) are in stopwatch.hpp: this file defines nothing that is compiled unless
+// used, so a white-box test or the Python binding that includes it to read the state compiles
+// only what it reads.
 #pragma once
 
 #include <cstdint>
@@ -21,36 +21,15 @@
 #include "laptime/config.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/report.hpp"
-#include "laptime/detail/stopwatch_features.hpp"
-#include "laptime/detail/stopwatch_intervals.hpp"
-#include "laptime/detail/stopwatch_nvtx_ranges.hpp"
-#include "laptime/detail/stopwatch_parts.hpp"
-#include "laptime/detail/stopwatch_progress_line.hpp"
-#include "laptime/detail/stopwatch_recording.hpp"
-#include "laptime/detail/stopwatch_report.hpp"
-#include "laptime/detail/stopwatch_workers.hpp"
+#include "laptime/impl/stopwatch_nvtx_ranges.hpp"
+#include "laptime/impl/stopwatch_parts.hpp"
+#include "laptime/impl/stopwatch_progress_line.hpp"
+#include "laptime/impl/stopwatch_recording.hpp"
+#include "laptime/impl/stopwatch_report.hpp"
+#include "laptime/impl/stopwatch_workers.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
-
-/// Stopwatch::finish_iter once enabled: what happens at the end of an iteration, one concern a
-/// line.
-LAPTIME_IMPL void StopwatchCore::finish_iter() {
-  StopwatchState& s = whole(*this);
-  if (!s.nothing_running_here()) return;  // a usage error: an interval still runs on this thread
-  // A worker's iterations are its parent's (the shared gate): it does not count its own.
-  if (s.share.is_worker()) return;
-  if (s.share.regions_short()) s.share.reap();  // regions of ended workers, folded
-  const std::int64_t finished = iter_gate().finished.fetch_add(1, std::memory_order_relaxed) + 1;
-  const std::int64_t now = now_ns();
-  s.add_loop_time(now, finished > iter_gate().warmup.load(std::memory_order_relaxed));
-  s.record_iteration_end(finished);
-  mark_iteration(finished);
-  if (features.load(std::memory_order_relaxed) & (kFeatGpuTiming | kFeatGpuNames)) {
-    (void)s.collect_gpu(/*wait=*/false, iter_gate());
-  }
-  s.report_after_iteration(finished, now);
-}
 
 inline void StopwatchState::reset() {
   // Statistics are dropped lazily: a slot whose generation is old is cleared by its own thread
@@ -121,42 +100,6 @@ inline void testing_reset_stopwatch_impl() {
   ThreadRecord& rec = s.threads.local();
   rec.adopt(rec.tid);  // drop what a failed test left running on this thread
   s.reset();
-}
-
-LAPTIME_IMPL StopwatchCore& stopwatch_core_slow() {
-  StopwatchState& s = process_singleton<StopwatchState>("stopwatch");
-  if (!s.fork_handlers.exchange(true)) {
-    // The library's one fork plan (process_singleton.hpp): the Stopwatch's locks are taken first
-    // (kForkStopwatch), the warning table's last (error_state() joins as kForkErrors), since
-    // enable() may warn while it holds config_mutex.
-    (void)error_state();
-    fork_participate(
-        kForkStopwatch, [] { stopwatch_state().before_fork(); },
-        [] { stopwatch_state().after_fork_in_parent(); },
-        [] { stopwatch_state().after_fork_in_child(); });
-  }
-  s.attach_worker_share();
-  stopwatch_core_pointer().store(&s, std::memory_order_release);
-  return s;
-}
-
-LAPTIME_IMPL LAPTIME_COLD void scoped_end_failed() noexcept {
-  try {
-    throw;
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-  } catch (...) {
-    std::terminate();
-  }
-}
-
-LAPTIME_IMPL bool finish_iter_will_print() {
-  StopwatchState& s = stopwatch_state();
-  return s.prints_after(s.iter_gate().finished.load(std::memory_order_relaxed) + 1);
-}
-
-LAPTIME_IMPL void testing_reset_stopwatch() {
-  testing_reset_stopwatch_impl();
 }
 
 }  // namespace detail

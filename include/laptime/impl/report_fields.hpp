@@ -1,6 +1,6 @@
 // laptime internals: the one description of the figures a report shows. Each figure of a name, a
 // worker, the GPU and the loop is listed once, with its JSON key and form, when it is null, and
-// where it stands in the text report; the renderers (detail/results_impl.hpp) walk these tables,
+// where it stands in the text report; the renderers (impl/results.hpp) walk these tables,
 // so the text and the JSON cannot disagree on what a figure is. Plain data, tested through the
 // renderers with known results in tests/results-test.cpp and tests/output-test.cpp.
 #pragma once
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/format.hpp"
+#include "laptime/impl/format.hpp"
 #include "laptime/results.hpp"
 
 LAPTIME_BEGIN_NAMESPACE

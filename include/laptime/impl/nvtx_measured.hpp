@@ -1,6 +1,6 @@
 // laptime internals: the Stopwatch's intervals as NVTX ranges (Stopwatch::set_nvtx_ranges), sent
-// through the NVTX wrapper: what the Stopwatch's side (detail/stopwatch_nvtx_ranges.hpp) calls.
-// The wrapper's implementation part (detail/nvtx_setup.hpp) is what these build on.
+// through the NVTX wrapper: what the Stopwatch's side (impl/stopwatch_nvtx_ranges.hpp) calls.
+// The wrapper's implementation part (impl/nvtx_setup.hpp) is what these build on.
 #pragma once
 
 #include <cstdint>
@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/nvtx_setup.hpp"
+#include "laptime/impl/nvtx_setup.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
 #if LAPTIME_ENABLED
-// Called from the Stopwatch's feature branches (detail/stopwatch_nvtx_ranges.hpp), where they
+// Called from the Stopwatch's feature branches (impl/stopwatch_nvtx_ranges.hpp), where they
 // inline. The push and the tracked pop are the wrapper's own (nvtx_push, the stack and its order
 // check), so a Stopwatch range nests with the user's range_push/range_pop and is checked like one.
 

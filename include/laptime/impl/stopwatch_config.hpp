@@ -1,7 +1,7 @@
 // laptime internals: the Stopwatch's rules of configuration, each in one place: enable() and the
 // user's environment over it (docs/configuration.md), disable, the name limit, the names selected
 // for CPU tracking and GPU timing, the rank, and the one-time measurement table. The facade
-// (stopwatch.hpp, its out-of-line half stopwatch_impl.hpp) only forwards here. Implementation part.
+// (stopwatch.hpp, its out-of-line half impl/stopwatch.hpp) only forwards here. Implementation part.
 #pragma once
 
 #include <cstdint>
@@ -12,10 +12,10 @@
 
 #include "laptime/config.hpp"
 #include "laptime/cuda.hpp"
-#include "laptime/detail/exit_output.hpp"
 #include "laptime/detail/report.hpp"
-#include "laptime/detail/stopwatch_disabled.hpp"
-#include "laptime/detail/stopwatch_state.hpp"
+#include "laptime/impl/exit_output.hpp"
+#include "laptime/impl/stopwatch_disabled.hpp"
+#include "laptime/impl/stopwatch_state.hpp"
 #include "laptime/resources.hpp"
 
 LAPTIME_BEGIN_NAMESPACE

@@ -15,9 +15,9 @@
 
 #include "laptime/counters.hpp"
 #include "laptime/detail/env_vars.hpp"
-#include "laptime/detail/progress.hpp"
 #include "laptime/detail/report.hpp"
-#include "laptime/detail/stopwatch_config.hpp"
+#include "laptime/impl/progress.hpp"
+#include "laptime/impl/stopwatch_config.hpp"
 #include "laptime/nvtx.hpp"
 #include "laptime/settings.hpp"
 #include "laptime/stopwatch.hpp"

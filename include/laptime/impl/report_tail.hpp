@@ -1,6 +1,6 @@
-// laptime internals: the slow tail (Results::tail, detail/slow_tail.hpp) in the text report and
+// laptime internals: the slow tail (Results::tail, impl/slow_tail.hpp) in the text report and
 // in the JSON ("slow_tail", docs/reports.md "The slow tail"). Part of the renderings of
-// detail/results_impl.hpp; tested in tests/tail-test.cpp.
+// impl/results.hpp; tested in tests/tail-test.cpp.
 #pragma once
 
 #include <cstddef>
@@ -8,8 +8,8 @@
 #include <string>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/format.hpp"
-#include "laptime/detail/report_fields.hpp"
+#include "laptime/impl/format.hpp"
+#include "laptime/impl/report_fields.hpp"
 #include "laptime/results.hpp"
 
 LAPTIME_BEGIN_NAMESPACE

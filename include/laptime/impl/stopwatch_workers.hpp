@@ -13,7 +13,7 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/report.hpp"
-#include "laptime/detail/stopwatch_parts.hpp"
+#include "laptime/impl/stopwatch_parts.hpp"
 #include "laptime/results.hpp"
 
 LAPTIME_BEGIN_NAMESPACE

@@ -17,8 +17,8 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/env.hpp"
-#include "laptime/detail/own_output.hpp"
-#include "laptime/detail/progress.hpp"
+#include "laptime/impl/own_output.hpp"
+#include "laptime/impl/progress.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {

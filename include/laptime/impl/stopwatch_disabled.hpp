@@ -18,7 +18,7 @@
 #include <string_view>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/stopwatch_state.hpp"
+#include "laptime/impl/stopwatch_state.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {

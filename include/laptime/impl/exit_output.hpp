@@ -1,9 +1,9 @@
 // laptime internals: the results at the end of a process (LAPTIME_OUTPUT, LAPTIME_PRINT_AT_EXIT).
 //
-// - The file is replaced atomically (detail/atomic_file.hpp, also Stopwatch::write_json).
+// - The file is replaced atomically (impl/atomic_file.hpp, also Stopwatch::write_json).
 // - At exit (atexit, at_quick_exit) the file is written first, and last: a write at a signal that
 //   comes meanwhile waits for it and adds nothing. Then the report is printed with SIGPIPE blocked
-//   (detail/own_output.hpp): a stdout whose reader has gone costs a warning, never the file or the
+//   (impl/own_output.hpp): a stdout whose reader has gone costs a warning, never the file or the
 //   status. Temporary files of writes still in progress on other threads are waited for or removed.
 // - SIGTERM, SIGINT, SIGHUP and SIGABRT (abort) write the file too: the handler wakes a writer
 //   thread (made when the handlers are installed, all signals blocked) and waits for it with a
@@ -35,11 +35,11 @@
 #include <thread>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/atomic_file.hpp"
 #include "laptime/detail/env_vars.hpp"
-#include "laptime/detail/own_output.hpp"
 #include "laptime/detail/process_singleton.hpp"
-#include "laptime/detail/stopwatch_state.hpp"
+#include "laptime/impl/atomic_file.hpp"
+#include "laptime/impl/own_output.hpp"
+#include "laptime/impl/stopwatch_state.hpp"
 #include "laptime/results.hpp"
 
 LAPTIME_BEGIN_NAMESPACE

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/format.hpp"
-#include "laptime/detail/slow_tail.hpp"
+#include "laptime/impl/format.hpp"
+#include "laptime/impl/slow_tail.hpp"
 #include "laptime/results.hpp"
 
 LAPTIME_BEGIN_NAMESPACE

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/progress.hpp"
-#include "laptime/detail/stopwatch_parts.hpp"
-#include "laptime/detail/stopwatch_report.hpp"
+#include "laptime/impl/progress.hpp"
+#include "laptime/impl/stopwatch_parts.hpp"
+#include "laptime/impl/stopwatch_report.hpp"
 #include "laptime/resources.hpp"
 
 LAPTIME_BEGIN_NAMESPACE

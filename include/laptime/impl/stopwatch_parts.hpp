@@ -19,14 +19,14 @@
 #include <vector>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/stopwatch_config_state.hpp"
-#include "laptime/detail/stopwatch_gpu.hpp"
 #include "laptime/detail/stopwatch_hot.hpp"
-#include "laptime/detail/stopwatch_iterations.hpp"
-#include "laptime/detail/stopwatch_names.hpp"
-#include "laptime/detail/stopwatch_one_time.hpp"
-#include "laptime/detail/stopwatch_printer.hpp"
-#include "laptime/detail/worker_share.hpp"
+#include "laptime/impl/stopwatch_config_state.hpp"
+#include "laptime/impl/stopwatch_gpu.hpp"
+#include "laptime/impl/stopwatch_iterations.hpp"
+#include "laptime/impl/stopwatch_names.hpp"
+#include "laptime/impl/stopwatch_one_time.hpp"
+#include "laptime/impl/stopwatch_printer.hpp"
+#include "laptime/impl/worker_share.hpp"
 #include "laptime/resources.hpp"
 #include "laptime/results.hpp"
 

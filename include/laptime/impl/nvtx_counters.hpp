@@ -11,7 +11,7 @@
 // counters stay off, a tracked interval's end pays one relaxed load as when they are off, and the
 // background thread is not started. (A name whose counters got no id publishes nothing either.)
 //
-// This is the one place that calls the counters API (detail/nvtx_api.hpp holds the core API); it
+// This is the one place that calls the counters API (impl/nvtx_api.hpp holds the core API); it
 // is part of the implementation part (stopwatch_state.hpp includes it).
 #pragma once
 
@@ -27,10 +27,10 @@
 
 #include "laptime/config.hpp"
 #include "laptime/counters.hpp"
-#include "laptime/detail/nvtx_setup.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/report.hpp"
 #include "laptime/detail/thread.hpp"
+#include "laptime/impl/nvtx_setup.hpp"
 #include "laptime/resources.hpp"
 
 // LAPTIME_HAVE_NVTX_COUNTERS: whether NVTX's counters extension header is there (NVTX 3.2 and
@@ -357,55 +357,6 @@ void nvtx_counters_start_sampler(NvtxCountersState& c) {
               "enable_nvtx_counters(): cannot start the sampler thread; only tracked intervals "
               "publish counters");
   }
-}
-
-// ---- What counters.hpp declares (LAPTIME_IMPL)
-// ----------------------------------------------------
-
-LAPTIME_IMPL void nvtx_counters_enable(double sample_hz) {
-  if (!(sample_hz >= 0 && sample_hz <= 1000)) {  // NaN too
-    usage_error("enable_nvtx_counters(" + std::to_string(sample_hz) + ")",
-                "the sample rate must be between 0 (no background samples) and 1000 per second; "
-                "nothing changed");
-    return;
-  }
-#if !LAPTIME_HAVE_NVTX_COUNTERS
-  warn_once("nvtx-counters-unavailable",
-            "enable_nvtx_counters(): laptime was compiled without NVTX's counters extension "
-            "(nvtx3/nvToolsExtCounters.h); no counter will reach a profiler");
-#endif
-  nvtx_counters_join_fork_plan();
-  NvtxCountersState& c = nvtx_counters_state();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  if (c.by_name.load(std::memory_order_relaxed) == nullptr) {
-    c.by_name.store(new std::atomic<const NvtxCounterSet*>[LAPTIME_MAX_NAMES](),
-                    std::memory_order_release);
-  }
-  c.cpus.store(resources::online_cpus(), std::memory_order_relaxed);
-  const bool tool = nvtx_counters_domain(c) != nullptr;
-  const std::int64_t period =
-      sample_hz > 0 ? static_cast<std::int64_t>(std::llround(1e9 / sample_hz)) : 0;
-  if (tool && period > 0 && c.sampler_set == nullptr) {
-    c.sampler_set = nvtx_counters_register(c, "");
-  }
-  c.period_ns.store(tool && period > 0 && c.sampler_set->any ? period : 0,
-                    std::memory_order_release);
-  c.requested.store(true, std::memory_order_release);
-  c.on.store(tool, std::memory_order_release);
-  if (c.period_ns.load(std::memory_order_relaxed) > 0) nvtx_counters_start_sampler(c);
-}
-
-LAPTIME_IMPL void nvtx_counters_disable() {
-  nvtx_counters_join_fork_plan();
-  NvtxCountersState& c = nvtx_counters_state();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  c.period_ns.store(0, std::memory_order_release);
-  c.on.store(false, std::memory_order_release);
-  c.requested.store(false, std::memory_order_release);
-}
-
-LAPTIME_IMPL bool nvtx_counters_enabled() {
-  return nvtx_counters_state().requested.load(std::memory_order_acquire);
 }
 
 #endif  // LAPTIME_ENABLED

@@ -2,7 +2,7 @@
 // ("laptime: iter 1200/5000 | 41.7 it/s | ETA 1m31s | loop p50 23.9 ms p90 25.1 ms (last 100) |
 // CPU 112 %"). The line's figures and text, and the choice between a rewritten line and plain
 // lines, are pure functions tested in tests/progress-test.cpp; the terminal itself is asked in
-// Printer::print_line (detail/stopwatch_printer.hpp: isatty), and a real pseudo-terminal is in
+// Printer::print_line (impl/stopwatch_printer.hpp: isatty), and a real pseudo-terminal is in
 // that test too.
 #pragma once
 
@@ -16,8 +16,8 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/env_vars.hpp"
-#include "laptime/detail/format.hpp"
 #include "laptime/detail/histogram.hpp"
+#include "laptime/impl/format.hpp"
 #include "laptime/results.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
