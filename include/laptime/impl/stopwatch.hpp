@@ -175,23 +175,6 @@ LAPTIME_IMPL void StopwatchCore::finish_iter() {
   s.report_after_iteration(finished, now);
 }
 
-LAPTIME_IMPL StopwatchCore& stopwatch_core_slow() {
-  StopwatchState& s = process_singleton<StopwatchState>("stopwatch");
-  if (!s.fork_handlers.exchange(true)) {
-    // The library's one fork plan (process_singleton.hpp): the Stopwatch's locks are taken first
-    // (kForkStopwatch), the warning table's last (error_state() joins as kForkErrors), since
-    // enable() may warn while it holds config_mutex.
-    (void)error_state();
-    fork_participate(
-        kForkStopwatch, [] { stopwatch_state().before_fork(); },
-        [] { stopwatch_state().after_fork_in_parent(); },
-        [] { stopwatch_state().after_fork_in_child(); });
-  }
-  s.attach_worker_share();
-  stopwatch_core_pointer().store(&s, std::memory_order_release);
-  return s;
-}
-
 LAPTIME_IMPL LAPTIME_COLD void scoped_end_failed() noexcept {
   try {
     throw;

@@ -169,40 +169,5 @@ inline bool StopwatchState::nothing_running_here() {
   return false;
 }
 
-LAPTIME_IMPL void ThreadRecord::adopt(long new_tid) noexcept {
-  tid = new_tid;
-  running = 0;
-  // Under the registry lock: no report reads the rings now, and the old owner is gone. Its
-  // last ring stays readable; older ones go, so memory stays at two rings per record.
-  if (IntervalRing* r = ring.exchange(nullptr, std::memory_order_relaxed)) {
-    retired = r;
-    std::lock_guard<std::mutex> lock(mutex);
-    for (auto& owned : rings) {
-      if (owned.get() == r) owned.swap(rings.front());
-    }
-    rings.resize(1);
-  }
-  for (auto& c : chunks) {
-    if (Slot* s = c.load(std::memory_order_relaxed)) {
-      for (std::size_t i = 0; i < kChunk; ++i) {
-        s[i].run.store(0, std::memory_order_relaxed);
-        s[i].nvtx.store(0, std::memory_order_relaxed);  // the old owner's stack is gone
-      }
-    }
-  }
-}
-
-LAPTIME_IMPL Slot* ThreadRecord::add_chunk(std::size_t index) {
-  // Never freed: reports may read it at any time. A worker's comes from its region of the
-  // shared file, where its parent reads it.
-  WorkerShare& share = stopwatch_state().share;
-  void* region_memory = share.is_worker() ? share.allocate_chunk(index * kChunk) : nullptr;
-  SlotChunk* chunk = region_memory != nullptr ? new (region_memory) SlotChunk : new SlotChunk;
-  Slot* c = chunk->slots;
-  for (std::size_t i = 0; i < kChunk; ++i) c[i].id = static_cast<std::uint32_t>(index * kChunk + i);
-  chunks[index].store(c, std::memory_order_release);
-  return c;
-}
-
 }  // namespace detail
 LAPTIME_END_NAMESPACE

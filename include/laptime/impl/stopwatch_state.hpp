@@ -5,11 +5,11 @@
 //   stopwatch_workers.hpp       worker processes
 //   stopwatch_report.hpp        the report (results()) and the periodic-print rule
 //   stopwatch_progress_line.hpp what prints at the end of an iteration
-// and here: reset, fork, the test reset. Its out-of-line entry points (the end of an iteration,
-// the state's creation) and the rare branches of an interval (stopwatch_intervals.hpp,
-// stopwatch_features.hpp) are in stopwatch.hpp: this file defines nothing that is compiled unless
-// used, so a white-box test or the Python binding that includes it to read the state compiles
-// only what it reads.
+// and here: reset, fork, the test reset, the state's creation. The end of an iteration and the
+// rare branches of an interval (stopwatch_intervals.hpp, stopwatch_features.hpp) are in
+// stopwatch.hpp: this file emits only the state's creation and two ThreadRecord members (which
+// every reader of the state needs, compiled out too), so a white-box test or the Python binding
+// that includes it to read the state compiles little more than what it reads.
 #pragma once
 
 #include <cstdint>
@@ -100,6 +100,61 @@ inline void testing_reset_stopwatch_impl() {
   ThreadRecord& rec = s.threads.local();
   rec.adopt(rec.tid);  // drop what a failed test left running on this thread
   s.reset();
+}
+
+// The state's creation, compiled out too: a white-box test reads the state either way.
+LAPTIME_IMPL StopwatchCore& stopwatch_core_slow() {
+  StopwatchState& s = process_singleton<StopwatchState>("stopwatch");
+  if (!s.fork_handlers.exchange(true)) {
+    // The library's one fork plan (process_singleton.hpp): the Stopwatch's locks are taken first
+    // (kForkStopwatch), the warning table's last (error_state() joins as kForkErrors), since
+    // enable() may warn while it holds config_mutex.
+    (void)error_state();
+    fork_participate(
+        kForkStopwatch, [] { stopwatch_state().before_fork(); },
+        [] { stopwatch_state().after_fork_in_parent(); },
+        [] { stopwatch_state().after_fork_in_child(); });
+  }
+  s.attach_worker_share();
+  stopwatch_core_pointer().store(&s, std::memory_order_release);
+  return s;
+}
+
+// ThreadRecord's out-of-line members: the thread registry calls them, compiled out too, in
+// every file that reads the state (the only definitions this file emits; both are small).
+LAPTIME_IMPL void ThreadRecord::adopt(long new_tid) noexcept {
+  tid = new_tid;
+  running = 0;
+  // Under the registry lock: no report reads the rings now, and the old owner is gone. Its
+  // last ring stays readable; older ones go, so memory stays at two rings per record.
+  if (IntervalRing* r = ring.exchange(nullptr, std::memory_order_relaxed)) {
+    retired = r;
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto& owned : rings) {
+      if (owned.get() == r) owned.swap(rings.front());
+    }
+    rings.resize(1);
+  }
+  for (auto& c : chunks) {
+    if (Slot* s = c.load(std::memory_order_relaxed)) {
+      for (std::size_t i = 0; i < kChunk; ++i) {
+        s[i].run.store(0, std::memory_order_relaxed);
+        s[i].nvtx.store(0, std::memory_order_relaxed);  // the old owner's stack is gone
+      }
+    }
+  }
+}
+
+LAPTIME_IMPL Slot* ThreadRecord::add_chunk(std::size_t index) {
+  // Never freed: reports may read it at any time. A worker's comes from its region of the
+  // shared file, where its parent reads it.
+  WorkerShare& share = stopwatch_state().share;
+  void* region_memory = share.is_worker() ? share.allocate_chunk(index * kChunk) : nullptr;
+  SlotChunk* chunk = region_memory != nullptr ? new (region_memory) SlotChunk : new SlotChunk;
+  Slot* c = chunk->slots;
+  for (std::size_t i = 0; i < kChunk; ++i) c[i].id = static_cast<std::uint32_t>(index * kChunk + i);
+  chunks[index].store(c, std::memory_order_release);
+  return c;
 }
 
 }  // namespace detail
