@@ -49,11 +49,14 @@ int status_code(int status) {
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Options {
   int nproc = 1;
   std::string out;
+  char** program = nullptr;
+};
+
+// Reads the command line into `o`; returns 0, or the exit status of a usage error.
+int parse_args(int argc, char** argv, Options& o) {
   int i = 1;
   for (; i < argc; ++i) {
     const std::string a = argv[i];
@@ -64,9 +67,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "ddp_launch: --nproc needs a number from 1 to 1024\n");
         return 2;
       }
-      nproc = static_cast<int>(n);
+      o.nproc = static_cast<int>(n);
     } else if (a == "--out" && i + 1 < argc) {
-      out = argv[++i];
+      o.out = argv[++i];
     } else if (a == "--") {
       ++i;
       break;
@@ -77,60 +80,62 @@ int main(int argc, char** argv) {
     }
   }
   if (i >= argc) return usage();
-  char** program = argv + i;
+  o.program = argv + i;
+  return 0;
+}
 
-  char dir_template[] = "/tmp/ddp_launch.XXXXXX";
-  const char* dir = ::mkdtemp(dir_template);
-  if (dir == nullptr) {
-    std::fprintf(stderr, "ddp_launch: mkdtemp: %s\n", std::strerror(errno));
-    return 1;
-  }
-  const std::string id_file = std::string(dir) + "/nccl_id";
-  if (!out.empty()) {
-    ::mkdir(out.c_str(), 0777);  // an existing folder is fine; a failure shows at the write
-  }
+// In a forked child: the torchrun-style environment of `rank`, then the program.
+[[noreturn]] void exec_rank(const Options& o, int rank, const std::string& id_file) {
+  const std::string r = std::to_string(rank), n = std::to_string(o.nproc);
+  ::setenv("RANK", r.c_str(), 1);
+  ::setenv("LOCAL_RANK", r.c_str(), 1);
+  ::setenv("WORLD_SIZE", n.c_str(), 1);
+  ::setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
+  ::setenv("DDP_NCCL_ID_FILE", id_file.c_str(), 1);
+  if (!o.out.empty()) ::setenv("LAPTIME_OUTPUT", (o.out + "/rank{rank}.json").c_str(), 0);
+  ::execvp(o.program[0], o.program);
+  std::fprintf(stderr, "ddp_launch: %s: %s\n", o.program[0], std::strerror(errno));
+  ::_exit(127);
+}
 
-  g_children.assign(static_cast<std::size_t>(nproc), 0);
+// Forks every rank; returns false (after ending those started) when a fork fails.
+bool start_ranks(const Options& o, const std::string& id_file) {
+  g_children.assign(static_cast<std::size_t>(o.nproc), 0);
   struct sigaction sa {};
   sa.sa_handler = forward_signal;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
-
   // SIGINT and SIGTERM are blocked around each fork: a child that got one before its exec would
   // run this process's forwarding handler (and carry on into the program) instead of ending.
   sigset_t forwarded, previous;
   sigemptyset(&forwarded);
   sigaddset(&forwarded, SIGINT);
   sigaddset(&forwarded, SIGTERM);
-  for (int rank = 0; rank < nproc; ++rank) {
+  for (int rank = 0; rank < o.nproc; ++rank) {
     ::sigprocmask(SIG_BLOCK, &forwarded, &previous);
     const pid_t pid = ::fork();
     if (pid < 0) {
       ::sigprocmask(SIG_SETMASK, &previous, nullptr);
       std::fprintf(stderr, "ddp_launch: fork: %s\n", std::strerror(errno));
       forward_signal(SIGTERM);
-      return 1;
+      return false;
     }
     if (pid == 0) {
       ::signal(SIGINT, SIG_DFL);
       ::signal(SIGTERM, SIG_DFL);
       ::sigprocmask(SIG_SETMASK, &previous, nullptr);
-      const std::string r = std::to_string(rank), n = std::to_string(nproc);
-      ::setenv("RANK", r.c_str(), 1);
-      ::setenv("LOCAL_RANK", r.c_str(), 1);
-      ::setenv("WORLD_SIZE", n.c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
-      ::setenv("DDP_NCCL_ID_FILE", id_file.c_str(), 1);
-      if (!out.empty()) ::setenv("LAPTIME_OUTPUT", (out + "/rank{rank}.json").c_str(), 0);
-      ::execvp(program[0], program);
-      std::fprintf(stderr, "ddp_launch: %s: %s\n", program[0], std::strerror(errno));
-      ::_exit(127);
+      exec_rank(o, rank, id_file);
     }
     g_children[static_cast<std::size_t>(rank)] = pid;
     ::sigprocmask(SIG_SETMASK, &previous, nullptr);
   }
+  return true;
+}
 
+// Waits for every rank: 0 when all exited 0, 77 when all exited 0 or 77 and one 77, else the
+// status of the first that failed (the others are sent SIGTERM then).
+int wait_ranks(int nproc) {
   int result = 0;
   bool skipped = false;
   for (int left = nproc; left > 0;) {
@@ -160,8 +165,27 @@ int main(int argc, char** argv) {
       }
     }
   }
+  return result == 0 && skipped ? 77 : result;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (const int bad = parse_args(argc, argv, o); bad != 0) return bad;
+  char dir_template[] = "/tmp/ddp_launch.XXXXXX";
+  const char* dir = ::mkdtemp(dir_template);
+  if (dir == nullptr) {
+    std::fprintf(stderr, "ddp_launch: mkdtemp: %s\n", std::strerror(errno));
+    return 1;
+  }
+  const std::string id_file = std::string(dir) + "/nccl_id";
+  if (!o.out.empty()) {
+    ::mkdir(o.out.c_str(), 0777);  // an existing folder is fine; a failure shows at the write
+  }
+  if (!start_ranks(o, id_file)) return 1;
+  const int result = wait_ranks(o.nproc);
   ::unlink(id_file.c_str());
   ::rmdir(dir);
-  if (result == 0 && skipped) return 77;
   return result;
 }

@@ -74,82 +74,83 @@ def merge(results, ranks=None):
         warnings.append(f"the inputs come from different world sizes {world_sizes}")
     if world_sizes and len(results) != world_sizes[-1]:
         warnings.append(f"{len(results)} of {world_sizes[-1]} ranks merged")
-
-    rank_info = []
-    for i in order:
-        r = results[i]
-        rank_info.append(
-            {
-                "rank": ranks[i],
-                "host": r.get("host"),
-                "pid": r.get("pid"),
-                "num_warmup_iters": r.get("num_warmup_iters"),
-                "iterations_measured": r.get("iterations_measured", 0),
-                "measured_anything": bool(r.get("measurements")),
-            }
-        )
+    rank_info = [_rank_info(results[i], ranks[i]) for i in order]
     silent = [ri["rank"] for ri in rank_info if not ri["measured_anything"]]
     if silent:
         warnings.append(
             f"rank(s) {silent} measured nothing: was the Stopwatch enabled there? "
             "(configure_from_env enables it on rank 0 only unless LAPTIME_RANKS=all)"
         )
-
     names = []  # first-seen order over the ranks, as each rank's report keeps it
     for i in order:
         for m in results[i].get("measurements", []):
             if m["name"] not in names:
                 names.append(m["name"])
-
-    measurements = []
-    for name in names:
-        per_rank = []
-        for i in order:
-            m = next((m for m in results[i].get("measurements", []) if m["name"] == name), None)
-            if m is None:
-                continue
-            cpu = m.get("cpu") or {}
-            per_rank.append(
-                {
-                    "rank": ranks[i],
-                    "count": m.get("count", 0),
-                    "mean_per_iter_s": m.get("mean_per_iter_s"),
-                    "mean_per_interval_s": m.get("mean_per_interval_s"),
-                    "median_s": m.get("median_s"),
-                    "max_s": m.get("max_s"),
-                    "total_s": m.get("total_s"),
-                    "running": m.get("running", False),
-                    "cpu_process_percent": cpu.get("process_percent"),
-                    "cpu_process_cores": cpu.get("process_cores"),
-                    "cpu_system_percent": cpu.get("system_percent"),
-                }
-            )
-        entry = {
-            "name": name,
-            "per_rank": per_rank,
-            "missing_ranks": [ri["rank"] for ri in rank_info if ri["rank"] not in
-                              {p["rank"] for p in per_rank}],
-            "count": _spread(per_rank, "count"),
-            "mean_per_iter_s": _spread(per_rank, "mean_per_iter_s"),
-            "max_s": _spread(per_rank, "max_s"),
-        }
-        cpu = _spread(per_rank, "cpu_process_percent")
-        if cpu is not None:
-            # Each rank's figure is its own process tree as % of the machine; ranks on one host
-            # add up to the job's share of that host.
-            cpu["sum"] = sum(p["cpu_process_percent"] for p in per_rank
-                             if p["cpu_process_percent"] is not None)
-            entry["cpu_process_percent"] = cpu
-        measurements.append(entry)
-
+    ranked = [(results[i], ranks[i]) for i in order]
     return {
         "schema": SCHEMA,
         "merged": True,
         "world_size": world_sizes[-1] if world_sizes else len(results),
         "ranks": rank_info,
-        "measurements": measurements,
+        "measurements": [_merged_name(name, ranked, rank_info) for name in names],
         "warnings": warnings,
     }
+
+
+def _rank_info(r, rank):
+    """What the merged result says about one rank's input."""
+    return {
+        "rank": rank,
+        "host": r.get("host"),
+        "pid": r.get("pid"),
+        "num_warmup_iters": r.get("num_warmup_iters"),
+        "iterations_measured": r.get("iterations_measured", 0),
+        "measured_anything": bool(r.get("measurements")),
+    }
+
+
+def _per_rank(m, rank):
+    """One rank's figures of one name."""
+    cpu = m.get("cpu") or {}
+    return {
+        "rank": rank,
+        "count": m.get("count", 0),
+        "mean_per_iter_s": m.get("mean_per_iter_s"),
+        "mean_per_interval_s": m.get("mean_per_interval_s"),
+        "median_s": m.get("median_s"),
+        "max_s": m.get("max_s"),
+        "total_s": m.get("total_s"),
+        "running": m.get("running", False),
+        "cpu_process_percent": cpu.get("process_percent"),
+        "cpu_process_cores": cpu.get("process_cores"),
+        "cpu_system_percent": cpu.get("system_percent"),
+    }
+
+
+def _merged_name(name, ranked, rank_info):
+    """One name over the ranks: each rank's figures, the ranks that lack it, the spreads."""
+    per_rank = []
+    for result, rank in ranked:
+        m = next((m for m in result.get("measurements", []) if m["name"] == name), None)
+        if m is not None:
+            per_rank.append(_per_rank(m, rank))
+    entry = {
+        "name": name,
+        "per_rank": per_rank,
+        "missing_ranks": [ri["rank"] for ri in rank_info if ri["rank"] not in
+                          {p["rank"] for p in per_rank}],
+        "count": _spread(per_rank, "count"),
+        "mean_per_iter_s": _spread(per_rank, "mean_per_iter_s"),
+        "max_s": _spread(per_rank, "max_s"),
+    }
+    cpu = _spread(per_rank, "cpu_process_percent")
+    if cpu is not None:
+        # Each rank's figure is its own process tree as % of the machine; ranks on one host
+        # add up to the job's share of that host.
+        cpu["sum"] = sum(p["cpu_process_percent"] for p in per_rank
+                         if p["cpu_process_percent"] is not None)
+        entry["cpu_process_percent"] = cpu
+    return entry
 
 
 def _t(seconds):

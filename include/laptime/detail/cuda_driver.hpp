@@ -121,6 +121,81 @@ struct CudaDriver {
 
 #if LAPTIME_CUDA_DRIVER_API
 
+/// Looks driver functions up in an open driver library. cuGetProcAddress_v2 (CUDA 12.0+) reports
+/// per symbol whether the version sufficed; cuGetProcAddress (11.3+) has no status argument; where
+/// neither answers, dlsym. cuGetProcAddress hands out the newest variant of a symbol introduced at
+/// or before the CUDA version asked for, whatever cuda.h's plain name means: asked with 13000 for
+/// "cuCtxSynchronize" it returns cuCtxSynchronize_v2(CUcontext). So each symbol is asked for with
+/// the version of the variant whose signature CudaDriverApi declares (cudaTypedefs.h names them:
+/// PFN_cuCtxSynchronize_v2000, PFN_cuCtxPushCurrent_v4000, ...), and the dlsym names are the
+/// exported names of that same variant. LEGACY_STREAM: a null stream handle means the legacy
+/// default stream, as documented.
+class CudaSymbols {
+ public:
+  explicit CudaSymbols(void* lib) : lib_(lib) {
+    get_proc2_ = reinterpret_cast<GetProc2>(find("cuGetProcAddress_v2"));
+    get_proc1_ = reinterpret_cast<GetProc1>(find("cuGetProcAddress"));
+  }
+  void* find(const char* exported) const { return ::dlsym(lib_, exported); }
+  void* resolve(const char* base, int abi, std::initializer_list<const char*> exported) const {
+    void* fn = nullptr;
+    if (get_proc2_ != nullptr) {
+      CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+      if (get_proc2_(base, &fn, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) != CUDA_SUCCESS ||
+          found != CU_GET_PROC_ADDRESS_SUCCESS) {
+        fn = nullptr;
+      }
+    } else if (get_proc1_ != nullptr) {
+      if (get_proc1_(base, &fn, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM) != CUDA_SUCCESS)
+        fn = nullptr;
+    }
+    for (const char* name : exported) {
+      if (fn != nullptr) break;
+      fn = find(name);
+    }
+    return fn;
+  }
+
+ private:
+  using GetProc2 = CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t,
+                                      CUdriverProcAddressQueryResult*);
+  using GetProc1 = CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t);
+  void* lib_;
+  GetProc2 get_proc2_ = nullptr;
+  GetProc1 get_proc1_ = nullptr;
+};
+
+/// Fills every entry point of `a` after cuInit; returns the name of one that the driver lacks, or
+/// nullptr when it has them all.
+template <int = 0>
+const char* resolve_cuda_api(const CudaSymbols& s, int driver_version, CudaDriverApi& a) {
+  const char* missing = nullptr;
+#define LAPTIME_CUDA_RESOLVE(member, base, abi, ...)                                    \
+  a.member = reinterpret_cast<decltype(a.member)>(s.resolve(base, abi, {__VA_ARGS__})); \
+  if (a.member == nullptr) missing = base
+  LAPTIME_CUDA_RESOLVE(device_get_count, "cuDeviceGetCount", 2000, "cuDeviceGetCount");
+  LAPTIME_CUDA_RESOLVE(ctx_synchronize, "cuCtxSynchronize", 2000, "cuCtxSynchronize");
+  LAPTIME_CUDA_RESOLVE(ctx_get_current, "cuCtxGetCurrent", 4000, "cuCtxGetCurrent");
+  LAPTIME_CUDA_RESOLVE(ctx_push_current, "cuCtxPushCurrent", 4000, "cuCtxPushCurrent_v2");
+  LAPTIME_CUDA_RESOLVE(ctx_pop_current, "cuCtxPopCurrent", 4000, "cuCtxPopCurrent_v2");
+  LAPTIME_CUDA_RESOLVE(stream_is_capturing, "cuStreamIsCapturing", 10000, "cuStreamIsCapturing");
+  LAPTIME_CUDA_RESOLVE(event_create, "cuEventCreate", 2000, "cuEventCreate");
+  LAPTIME_CUDA_RESOLVE(event_destroy, "cuEventDestroy", 4000, "cuEventDestroy_v2");
+  LAPTIME_CUDA_RESOLVE(event_record, "cuEventRecord", 2000, "cuEventRecord");
+  LAPTIME_CUDA_RESOLVE(event_query, "cuEventQuery", 2000, "cuEventQuery");
+  LAPTIME_CUDA_RESOLVE(event_synchronize, "cuEventSynchronize", 2000, "cuEventSynchronize");
+  // cuEventElapsedTime_v2 (CUDA 12.8) has the same signature as the original; CUDA 13 drivers
+  // are asked for it, older ones for the original.
+  const bool elapsed_v2 = driver_version >= 12080;
+  LAPTIME_CUDA_RESOLVE(event_elapsed_time, "cuEventElapsedTime", elapsed_v2 ? 12080 : 2000,
+                       elapsed_v2 ? "cuEventElapsedTime_v2" : "cuEventElapsedTime",
+                       "cuEventElapsedTime");
+  LAPTIME_CUDA_RESOLVE(profiler_start, "cuProfilerStart", 4000, "cuProfilerStart");
+  LAPTIME_CUDA_RESOLVE(profiler_stop, "cuProfilerStop", 4000, "cuProfilerStop");
+#undef LAPTIME_CUDA_RESOLVE
+  return missing;
+}
+
 /// Opens the driver library at `path` and fills a CudaDriver. Never throws; on failure `status`
 /// says what went wrong. Public for tests (a missing library, the toolkit's stub library).
 template <int = 0>
@@ -137,11 +212,11 @@ CudaDriver load_cuda_driver(const char* path) {
     return d;
   }
   CudaDriverApi& a = d.api;
-  auto sym = [lib](const char* name) { return ::dlsym(lib, name); };
-  a.init = reinterpret_cast<decltype(a.init)>(sym("cuInit"));
+  const CudaSymbols symbols(lib);
+  a.init = reinterpret_cast<decltype(a.init)>(symbols.find("cuInit"));
   a.driver_get_version =
-      reinterpret_cast<decltype(a.driver_get_version)>(sym("cuDriverGetVersion"));
-  a.get_error_name = reinterpret_cast<decltype(a.get_error_name)>(sym("cuGetErrorName"));
+      reinterpret_cast<decltype(a.driver_get_version)>(symbols.find("cuDriverGetVersion"));
+  a.get_error_name = reinterpret_cast<decltype(a.get_error_name)>(symbols.find("cuGetErrorName"));
   if (a.init == nullptr || a.driver_get_version == nullptr) {
     d.status = "unavailable: " + escaped(path) + " is not a CUDA driver (no cuInit)";
     return d;
@@ -151,78 +226,7 @@ CudaDriver load_cuda_driver(const char* path) {
     return d;
   }
   (void)a.driver_get_version(&d.driver_version);
-
-  // cuGetProcAddress_v2 (CUDA 12.0+) reports per symbol whether the version sufficed;
-  // cuGetProcAddress (11.3+) has no status argument.
-  using GetProc2 =
-      CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
-  using GetProc1 = CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t);
-  const auto get_proc2 = reinterpret_cast<GetProc2>(sym("cuGetProcAddress_v2"));
-  const auto get_proc1 = reinterpret_cast<GetProc1>(sym("cuGetProcAddress"));
-  // cuGetProcAddress hands out the newest variant of a symbol introduced at or before the CUDA
-  // version asked for, whatever cuda.h's plain name means: asked with 13000 for
-  // "cuCtxSynchronize" it returns cuCtxSynchronize_v2(CUcontext). So each symbol is asked for
-  // with the version of the variant whose signature is declared above (cudaTypedefs.h names them:
-  // PFN_cuCtxSynchronize_v2000, PFN_cuCtxPushCurrent_v4000, ...). `fallbacks` are the exported
-  // names of that same variant, for dlsym where cuGetProcAddress is missing or refuses.
-  // LEGACY_STREAM: a null stream handle means the legacy default stream, as documented.
-  auto resolve = [&](const char* base, int abi,
-                     std::initializer_list<const char*> fallbacks) -> void* {
-    void* fn = nullptr;
-    if (get_proc2 != nullptr) {
-      CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-      if (get_proc2(base, &fn, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) != CUDA_SUCCESS ||
-          found != CU_GET_PROC_ADDRESS_SUCCESS) {
-        fn = nullptr;
-      }
-    } else if (get_proc1 != nullptr) {
-      if (get_proc1(base, &fn, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM) != CUDA_SUCCESS)
-        fn = nullptr;
-    }
-    for (const char* name : fallbacks) {
-      if (fn != nullptr) break;
-      fn = sym(name);
-    }
-    return fn;
-  };
-#define LAPTIME_CUDA_RESOLVE(member, base, abi, ...) \
-  a.member = reinterpret_cast<decltype(a.member)>(resolve(base, abi, {__VA_ARGS__}))
-  LAPTIME_CUDA_RESOLVE(device_get_count, "cuDeviceGetCount", 2000, "cuDeviceGetCount");
-  LAPTIME_CUDA_RESOLVE(ctx_synchronize, "cuCtxSynchronize", 2000, "cuCtxSynchronize");
-  LAPTIME_CUDA_RESOLVE(ctx_get_current, "cuCtxGetCurrent", 4000, "cuCtxGetCurrent");
-  LAPTIME_CUDA_RESOLVE(ctx_push_current, "cuCtxPushCurrent", 4000, "cuCtxPushCurrent_v2");
-  LAPTIME_CUDA_RESOLVE(ctx_pop_current, "cuCtxPopCurrent", 4000, "cuCtxPopCurrent_v2");
-  LAPTIME_CUDA_RESOLVE(stream_is_capturing, "cuStreamIsCapturing", 10000, "cuStreamIsCapturing");
-  LAPTIME_CUDA_RESOLVE(event_create, "cuEventCreate", 2000, "cuEventCreate");
-  LAPTIME_CUDA_RESOLVE(event_destroy, "cuEventDestroy", 4000, "cuEventDestroy_v2");
-  LAPTIME_CUDA_RESOLVE(event_record, "cuEventRecord", 2000, "cuEventRecord");
-  LAPTIME_CUDA_RESOLVE(event_query, "cuEventQuery", 2000, "cuEventQuery");
-  LAPTIME_CUDA_RESOLVE(event_synchronize, "cuEventSynchronize", 2000, "cuEventSynchronize");
-  // cuEventElapsedTime_v2 (CUDA 12.8) has the same signature as the original; CUDA 13 drivers
-  // are asked for it, older ones for the original.
-  const bool elapsed_v2 = d.driver_version >= 12080;
-  LAPTIME_CUDA_RESOLVE(event_elapsed_time, "cuEventElapsedTime", elapsed_v2 ? 12080 : 2000,
-                       elapsed_v2 ? "cuEventElapsedTime_v2" : "cuEventElapsedTime",
-                       "cuEventElapsedTime");
-  LAPTIME_CUDA_RESOLVE(profiler_start, "cuProfilerStart", 4000, "cuProfilerStart");
-  LAPTIME_CUDA_RESOLVE(profiler_stop, "cuProfilerStop", 4000, "cuProfilerStop");
-#undef LAPTIME_CUDA_RESOLVE
-
-  const char* missing = nullptr;
-  if (a.device_get_count == nullptr) missing = "cuDeviceGetCount";
-  if (a.ctx_synchronize == nullptr) missing = "cuCtxSynchronize";
-  if (a.ctx_get_current == nullptr) missing = "cuCtxGetCurrent";
-  if (a.ctx_push_current == nullptr) missing = "cuCtxPushCurrent";
-  if (a.ctx_pop_current == nullptr) missing = "cuCtxPopCurrent";
-  if (a.stream_is_capturing == nullptr) missing = "cuStreamIsCapturing";
-  if (a.event_create == nullptr) missing = "cuEventCreate";
-  if (a.event_destroy == nullptr) missing = "cuEventDestroy";
-  if (a.event_record == nullptr) missing = "cuEventRecord";
-  if (a.event_query == nullptr) missing = "cuEventQuery";
-  if (a.event_synchronize == nullptr) missing = "cuEventSynchronize";
-  if (a.event_elapsed_time == nullptr) missing = "cuEventElapsedTime";
-  if (a.profiler_start == nullptr) missing = "cuProfilerStart";
-  if (a.profiler_stop == nullptr) missing = "cuProfilerStop";
+  const char* missing = resolve_cuda_api(symbols, d.driver_version, a);
   const std::string version =
       std::to_string(d.driver_version / 1000) + "." + std::to_string(d.driver_version % 1000 / 10);
   if (missing != nullptr) {

@@ -49,54 +49,6 @@ LAPTIME_BEGIN_NAMESPACE
 namespace resources {
 namespace detail {
 
-/// The live descendants of this process at one instant.
-struct Descendants {
-  std::int64_t taken_ns = 0;      ///< CLOCK_MONOTONIC when the walk ended
-  double cpu_s = 0;               ///< their own CPU (clocks) and their reaped children's (ticks)
-  std::uint64_t fingerprint = 0;  ///< Reaped::fingerprint of this process during the walk
-  laptime::detail::procfs::IoCounters io;
-  std::uint32_t processes = 0;
-};
-
-/// Walks the live descendants of the calling process under /proc. nullopt where they cannot be
-/// listed, or where the process kept reaping children during three walks.
-inline std::optional<Descendants> walk_descendants(int proc_fd) {
-  Scratch& s = scratch();
-  const pid_t self = ::getpid();
-  const long hz = ticks_per_second();
-  if (hz <= 0) return std::nullopt;
-  // Without its own directory the children could not be listed, only not found.
-  char own[32];
-  std::snprintf(own, sizeof own, "%d/stat", static_cast<int>(self));
-  if (::faccessat(proc_fd, own, F_OK, 0) != 0) return std::nullopt;
-  for (int attempt = 0; attempt < TreeWalk::kAttempts; ++attempt) {
-    const auto before = reaped_children();
-    if (!before) return std::nullopt;
-    TreeWalk walk(proc_fd, s, /*clocks=*/true);
-    Totals t;
-    s.pids.clear();
-    s.clocked.clear();
-    if (!walk.walk_children(self, t)) return std::nullopt;
-    const std::int64_t clocks_from = monotonic_ns();
-    walk.read_clocks(t);
-    const std::int64_t clocks_to = monotonic_ns();
-    const auto after = reaped_children();
-    if (!after) return std::nullopt;
-    // A child reaped during the walk may be in neither reading, or in both: walk again.
-    if (after->fingerprint != before->fingerprint) continue;
-    child_clocks().publish(self, after->fingerprint, s.clocked,
-                           static_cast<double>(t.ticks) / static_cast<double>(hz));
-    Descendants d;
-    d.taken_ns = clocks_from + (clocks_to - clocks_from) / 2;
-    d.cpu_s = t.cpu_s(hz);
-    d.fingerprint = after->fingerprint;
-    d.io = t.io;
-    d.processes = t.processes;
-    return d;
-  }
-  return std::nullopt;
-}
-
 /// The process-wide state of the fast sampler: descriptors kept open, the children sampler's
 /// last two readings (a seqlock, so that a boundary takes no lock), and its thread's state.
 /// Every field is an atomic: boundaries on any thread and the sampler thread use them together.
@@ -401,17 +353,11 @@ inline long read_kept(SelfSampler& ss, int slot, char* buf, std::size_t cap) noe
   return n;
 }
 
-/// The calling process and its descendants now (see the top of this file). Never throws.
-inline Reading read_self() noexcept {
-  namespace pf = laptime::detail::procfs;
-  Reading out;
-  SelfSampler& ss = self_sampler();
-  const pid_t self = ::getpid();
-  const bool sampler = ss.ensure_started(self);
-
+/// The machine's CPU ticks (the "cpu" line of /proc/stat) into `out`. False where no proc file
+/// system is mounted: the reading then has nothing at all.
+inline bool read_system_cpu(SelfSampler& ss, pid_t self, char (&buf)[4096], Reading& out) noexcept {
   // The "cpu" line comes first; the kernel formats all of /proc/stat anyway, so read no more.
-  char buf[4096];
-  long n = read_kept(ss, 0, buf, sizeof buf);
+  const long n = read_kept(ss, 0, buf, sizeof buf);
   if (n < 0) {
     // Neither /proc/stat nor /proc/<pid>: no proc file system is mounted (an empty directory in
     // a container). One warning for the one cause, not one per file.
@@ -422,10 +368,12 @@ inline Reading read_self() noexcept {
                                  "resources: '/proc' has neither stat nor <pid>/ (no proc file "
                                  "system mounted there?); CPU and I/O figures are reported as "
                                  "unavailable");
-      return out;
+      return false;
     }
   }
-  if (const auto ticks = n < 0 ? std::nullopt : pf::parse_system_cpu(std::string_view(buf, n))) {
+  const auto ticks =
+      n < 0 ? std::nullopt : laptime::detail::procfs::parse_system_cpu(std::string_view(buf, n));
+  if (ticks) {
     out.system_ok = true;
     out.system = *ticks;
   } else {
@@ -433,29 +381,46 @@ inline Reading read_self() noexcept {
                                "resources: cannot read the cpu line of /proc/stat; system CPU "
                                "is reported as unavailable");
   }
+  return true;
+}
+
+/// This process's I/O counters into `out` (io_ok says whether they were read). The sampler's own
+/// /proc reads count in rchar; Usage::add takes them out again. A reading of the sampler thread
+/// between the io read and the counter would be taken out wrongly: read again (three tries).
+inline void read_own_io(SelfSampler& ss, char (&buf)[4096], Reading& out) noexcept {
+  out.io_ok = false;
+  for (int tries = 0; tries < 3 && !out.io_ok; ++tries) {
+    const std::uint64_t before = sampler_bytes_read().load(std::memory_order_relaxed);
+    const long n = read_kept(ss, 1, buf, sizeof buf);
+    const std::uint64_t after = sampler_bytes_read().load(std::memory_order_relaxed);
+    const auto io =
+        n < 0 ? std::nullopt : laptime::detail::procfs::parse_io(std::string_view(buf, n));
+    if (!io) {
+      laptime::detail::warn_once("resources.process_io",
+                                 "resources: cannot read /proc/self/io; the figures that need "
+                                 "it are reported as unavailable");
+      return;
+    }
+    if (after - before != static_cast<std::uint64_t>(n) && tries < 2) continue;
+    out.io_ok = true;
+    out.io = *io;
+    out.sampler_bytes = after;
+  }
+}
+
+/// The calling process and its descendants now (see the top of this file). Never throws.
+inline Reading read_self() noexcept {
+  Reading out;
+  SelfSampler& ss = self_sampler();
+  const pid_t self = ::getpid();
+  const bool sampler = ss.ensure_started(self);
+  char buf[4096];
+  if (!read_system_cpu(ss, self, buf, out)) return out;
 
   for (int attempt = 0; attempt < TreeWalk::kAttempts; ++attempt) {
     const auto reaped = reaped_children();
     if (!reaped) break;
-    // The sampler's own /proc reads count in rchar; Usage::add takes them out again. A reading
-    // of the sampler thread between the io read and the counter would be taken out wrongly.
-    out.io_ok = false;
-    for (int tries = 0; tries < 3 && !out.io_ok; ++tries) {
-      const std::uint64_t before = sampler_bytes_read().load(std::memory_order_relaxed);
-      n = read_kept(ss, 1, buf, sizeof buf);
-      const std::uint64_t after = sampler_bytes_read().load(std::memory_order_relaxed);
-      const auto io = n < 0 ? std::nullopt : pf::parse_io(std::string_view(buf, n));
-      if (!io) {
-        laptime::detail::warn_once("resources.process_io",
-                                   "resources: cannot read /proc/self/io; the figures that need "
-                                   "it are reported as unavailable");
-        break;
-      }
-      if (after - before != static_cast<std::uint64_t>(n) && tries < 2) continue;
-      out.io_ok = true;
-      out.io = *io;
-      out.sampler_bytes = after;
-    }
+    read_own_io(ss, buf, out);
     timespec own{};
     if (::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &own) != 0) break;
     const std::int64_t now = monotonic_ns();

@@ -25,6 +25,7 @@
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/procfs.hpp"
 #include "laptime/detail/report.hpp"
+#include "laptime/detail/resources_clocks.hpp"
 #include "laptime/detail/resources_read.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
@@ -397,6 +398,54 @@ inline Reading walk_at(std::string_view proc_root, pid_t pid, bool precise_self)
     return Reading{};
   }
   return out;
+}
+
+/// The live descendants of this process at one instant.
+struct Descendants {
+  std::int64_t taken_ns = 0;      ///< CLOCK_MONOTONIC when the walk ended
+  double cpu_s = 0;               ///< their own CPU (clocks) and their reaped children's (ticks)
+  std::uint64_t fingerprint = 0;  ///< Reaped::fingerprint of this process during the walk
+  laptime::detail::procfs::IoCounters io;
+  std::uint32_t processes = 0;
+};
+
+/// Walks the live descendants of the calling process under /proc. nullopt where they cannot be
+/// listed, or where the process kept reaping children during three walks.
+inline std::optional<Descendants> walk_descendants(int proc_fd) {
+  Scratch& s = scratch();
+  const pid_t self = ::getpid();
+  const long hz = ticks_per_second();
+  if (hz <= 0) return std::nullopt;
+  // Without its own directory the children could not be listed, only not found.
+  char own[32];
+  std::snprintf(own, sizeof own, "%d/stat", static_cast<int>(self));
+  if (::faccessat(proc_fd, own, F_OK, 0) != 0) return std::nullopt;
+  for (int attempt = 0; attempt < TreeWalk::kAttempts; ++attempt) {
+    const auto before = reaped_children();
+    if (!before) return std::nullopt;
+    TreeWalk walk(proc_fd, s, /*clocks=*/true);
+    Totals t;
+    s.pids.clear();
+    s.clocked.clear();
+    if (!walk.walk_children(self, t)) return std::nullopt;
+    const std::int64_t clocks_from = monotonic_ns();
+    walk.read_clocks(t);
+    const std::int64_t clocks_to = monotonic_ns();
+    const auto after = reaped_children();
+    if (!after) return std::nullopt;
+    // A child reaped during the walk may be in neither reading, or in both: walk again.
+    if (after->fingerprint != before->fingerprint) continue;
+    child_clocks().publish(self, after->fingerprint, s.clocked,
+                           static_cast<double>(t.ticks) / static_cast<double>(hz));
+    Descendants d;
+    d.taken_ns = clocks_from + (clocks_to - clocks_from) / 2;
+    d.cpu_s = t.cpu_s(hz);
+    d.fingerprint = after->fingerprint;
+    d.io = t.io;
+    d.processes = t.processes;
+    return d;
+  }
+  return std::nullopt;
 }
 
 }  // namespace detail
