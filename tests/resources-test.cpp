@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "laptime/detail/procfs.hpp"  // the parsers, tested on fixtures in both builds
 #include "test_support.hpp"
 
 // The process-tree CPU's accuracy against the processes' own clocks: 1 %. Under a sanitizer the

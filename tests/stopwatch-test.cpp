@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "laptime/detail/thread.hpp"  // current_tid
 #include "laptime/resources.hpp"
 #include "laptime/stopwatch.hpp"
 #include "stopwatch_support.hpp"

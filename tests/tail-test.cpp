@@ -147,7 +147,8 @@ TEST_CASE("iterations a full ring may have lost intervals of are left out of the
   CHECK(slow_iterations(*tail).count(1) == 0);
 }
 
-TEST_CASE("each slow iteration names the names over their own median, the largest excess first") {
+TEST_CASE("each slow iteration names the names over their own median, the largest excess first" *
+          LAPTIME_NEEDS_ENABLED) {
   // Two threads record "load" (2 ms each); "step" takes 3 ms on the main thread. Iteration 6:
   // "load" on loader-1 takes 30 ms; iteration 8: "step" takes 10 ms.
   laptime::Samples s;
@@ -207,8 +208,8 @@ TEST_CASE("each slow iteration names the names over their own median, the larges
   }
 }
 
-TEST_CASE(
-    "the report names the causes that explain an iteration, and counts the ones that do not") {
+TEST_CASE("the report names the causes that explain an iteration, and counts the ones that do not" *
+          LAPTIME_NEEDS_ENABLED) {
   // An iteration 10 ms over the median: causes over 1 ms (a tenth of that) are named, at most 3.
   laptime::Results r;
   r.tail = laptime::SlowTail{};

@@ -197,7 +197,8 @@ TEST_CASE("the data-wait name: the one set, else the first of the documented def
   CHECK(laptime::detail::find_data_name(ms, "").empty());
 }
 
-TEST_CASE("the verdict's GPU figure leaves out the data wait and the names that enclose it") {
+TEST_CASE("the verdict's GPU figure leaves out the data wait and the names that enclose it" *
+          LAPTIME_NEEDS_ENABLED) {
   laptime::Results r;
   r.loop = laptime::LoopFigures{};
   r.loop->count = 10;

@@ -13,11 +13,14 @@
 #pragma once
 
 #include "laptime/config.hpp"
-#include "laptime/detail/report.hpp"  // UsageError, ErrorPolicy, parse_error_policy, warn_once
+#include "laptime/detail/error_policy.hpp"  // UsageError, ErrorPolicy, the policy's names
+#if LAPTIME_ENABLED
+#include "laptime/detail/report.hpp"  // the process's policy, warn_once
+#endif
 
 LAPTIME_BEGIN_NAMESPACE
 
-// Defined in detail/report.hpp, below every component (each reports through it):
+// Defined in detail/error_policy.hpp, below every component (each reports through them):
 //   class UsageError : public std::logic_error
 //       thrown on misuse of the API (a measurement ended that never started, a range popped out
 //       of order, ...); the message names the call, the measurement or range, and the thread.

@@ -25,9 +25,12 @@
 #include <vector>
 
 #include "laptime/config.hpp"
+// Compiled out (LAPTIME_DISABLE) the bodies below are empty and need none of the machinery.
+#if LAPTIME_ENABLED
 #include "laptime/detail/procfs.hpp"
 #include "laptime/detail/resources_sampler.hpp"
 #include "laptime/detail/resources_walk.hpp"
+#endif
 #include "laptime/error.hpp"  // the error policy (set_error_policy), as this header always gave
 
 LAPTIME_BEGIN_NAMESPACE
@@ -59,6 +62,7 @@ struct Sample {
   std::int64_t taken_ns = 0;
 };
 
+#if LAPTIME_ENABLED
 namespace detail {
 /// A Sample of what a walk or the self sampler read.
 inline Sample to_sample(const Reading& r) noexcept {
@@ -80,6 +84,7 @@ inline Sample to_sample(const Reading& r) noexcept {
   return out;
 }
 }  // namespace detail
+#endif
 
 /// Clock ticks per second of every /proc time field (sysconf(_SC_CLK_TCK)); 0 if unknown.
 inline long clock_ticks() noexcept {

@@ -181,10 +181,17 @@ struct Results {
   std::optional<Verdict> verdict;  ///< detail::verdict_of(*this); none in a hand-built Results
   std::optional<SlowTail> tail;    ///< with recording on only: detail::slow_tail_of(*this)
 
+#if LAPTIME_ENABLED
   /// The report print_eval_times writes (docs/stopwatch.md).
   std::string to_text() const;
   /// JSON, schema version 1 (docs/reports.md).
   std::string to_json() const;
+#else
+  // Compiled out (LAPTIME_DISABLE) the renderer is emptied like every other body: whatever the
+  // figures, these return what empty results render to, and nothing of the renderer is compiled.
+  std::string to_text() const { return detail::kEmptyResultsText; }
+  std::string to_json() const { return detail::kEmptyResultsJson; }
+#endif
 };
 
 #if !LAPTIME_ENABLED

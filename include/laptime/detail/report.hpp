@@ -1,8 +1,9 @@
 // laptime internals: the one route of every message laptime prints or throws, below every
 // component: usage_error() for misuse (by the error policy), warn_once() for warnings, the
-// process-wide warning table. The public names it defines (UsageError, ErrorPolicy and the
-// policy's names) are documented with the API in laptime/error.hpp, which builds on this file:
-// a component's machinery includes this file and never the public header.
+// process-wide warning table. The public names it reports through (UsageError, ErrorPolicy and
+// the policy's names, detail/error_policy.hpp) are documented with the API in laptime/error.hpp,
+// which builds on this file: a component's machinery includes this file and never the public
+// header.
 #pragma once
 
 #include <pthread.h>
@@ -22,44 +23,12 @@
 #include "laptime/config.hpp"
 #include "laptime/detail/env.hpp"
 #include "laptime/detail/env_vars.hpp"
+#include "laptime/detail/error_policy.hpp"
 #include "laptime/detail/names.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/thread.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
-
-/// Thrown on misuse of the API (a measurement ended that never started, a range popped out of
-/// order, ...). The message names the call, the measurement or range, and the thread.
-class UsageError : public std::logic_error {
- public:
-  using std::logic_error::logic_error;
-};
-
-/// What a usage error does: throw laptime::UsageError (default), print one line to stderr and
-/// carry on, or abort the process. Also set by LAPTIME_ON_ERROR=throw|warn|abort.
-enum class ErrorPolicy { Throw, Warn, Abort };
-
-/// The one parser of error-policy names, for LAPTIME_ON_ERROR and for the Python extension's
-/// set_error_policy("warn"): "throw", "warn" or "abort" (exactly; nullopt for anything else).
-inline std::optional<ErrorPolicy> parse_error_policy(std::string_view name) noexcept {
-  // The names are LAPTIME_ON_ERROR's values, in ErrorPolicy's order.
-  const std::optional<int> i = detail::parse_choice(detail::env_var(detail::Env::on_error), name);
-  if (!i) return std::nullopt;
-  return static_cast<ErrorPolicy>(*i);
-}
-
-/// The name parse_error_policy() reads: "throw", "warn" or "abort".
-inline const char* error_policy_name(ErrorPolicy policy) noexcept {
-  switch (policy) {
-    case ErrorPolicy::Warn:
-      return "warn";
-    case ErrorPolicy::Abort:
-      return "abort";
-    case ErrorPolicy::Throw:
-      break;
-  }
-  return "throw";
-}
 
 namespace detail {
 

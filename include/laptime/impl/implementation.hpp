@@ -6,8 +6,14 @@
 // the other files of impl/ hold state and inline functions, compiled only where used.
 #pragma once
 
+#include "laptime/config.hpp"
+
+// Compiled out (LAPTIME_DISABLE) there is no implementation: every body of the API is empty and
+// inline, so this compiles nothing and src/laptime.cpp is an empty library.
+#if LAPTIME_ENABLED
 #include "laptime/impl/counters.hpp"
 #include "laptime/impl/nvtx.hpp"
 #include "laptime/impl/results.hpp"
 #include "laptime/impl/settings.hpp"
 #include "laptime/impl/stopwatch.hpp"
+#endif

@@ -399,6 +399,7 @@ inline void append_samples_json(std::string& o, const Samples& s) {
 }
 }  // namespace detail
 
+#if LAPTIME_ENABLED  // compiled out, both are inline and empty (laptime/results.hpp)
 LAPTIME_IMPL std::string Results::to_text() const {
   std::string out;
   detail::text_header(out, *this);
@@ -423,5 +424,6 @@ LAPTIME_IMPL std::string Results::to_json() const {
   o += "}";
   return o;
 }
+#endif
 
 LAPTIME_END_NAMESPACE
