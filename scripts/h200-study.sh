@@ -6,15 +6,16 @@
 #   scripts/h200-study.sh setup check loader train profile cpp
 #
 #   setup    unpack .debs/ into /tmp/deps; build laptime's Python package and examples/ddp_train
-#            into /tmp/laptime-profile-build (the folder scripts/profile.sh uses); generate the
-#            NuScenes-layout data (324 samples, NuScenes mini's train split size) into
-#            /tmp/nuscenes-synth
+#            into /tmp/laptime-profile-build (the folder examples/nuscenes/profile.sh uses);
+#            generate the NuScenes-layout data (324 samples, NuScenes mini's train split size)
+#            into /tmp/nuscenes-synth
 #   check    scripts/gpu-check.sh (tests, GPU timing, nsys, ncu, Python with PyTorch)
 #   loader   the loader study (examples/nuscenes/run_study.sh): the reference loader with 8 workers
 #            against the GPU loaders (DALI one Python worker, as the seed), then 16 workers
 #   train    the training study: examples/nuscenes/train.py per loader, 300 iterations, 50 warm-up,
 #            then `laptime compare`
-#   profile  scripts/profile.sh: each loader's training run under nsys, and the C++ example
+#   profile  examples/nuscenes/profile.sh: each loader's training run under nsys, and the C++
+#            example
 #   cpp      examples/ddp_train at world size 1 through ddp_launch, `laptime merge`, the launcher test
 #   workers  worker processes (docs/workers.md): the reference loader with 8 DataLoader workers (laptime's per-worker figures
 #            in the main report), python/tests/test_workers.py with PyTorch (fork, spawn,
@@ -94,7 +95,7 @@ stage_train() {
 }
 
 stage_profile() {
-  OUT="$OUT/profile" bash scripts/profile.sh --dataroot "$DATA" --iters 40 --warmup 10 \
+  OUT="$OUT/profile" bash examples/nuscenes/profile.sh --dataroot "$DATA" --iters 40 --warmup 10 \
     --loaders "reference gpu$(dali_loader | tr , ' ')"
 }
 
