@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The GPU-side runs of the studies in one script, for the H200 machine (docs/studies/): run it
-# with the stages wanted; each stage's output goes to $OUT/<stage>.log and a table of stages,
-# exit status and time is printed last.
+# The GPU-side runs of the studies in one script, for the GPU machine (an H200 or an H100;
+# docs/studies/): run it from anywhere with the stages wanted; each stage's output goes to
+# $OUT/<stage>.log and a table of stages, exit status and time is printed last. The goals and
+# compile stages run the benchmarks of bench/.
 #
-#   scripts/h200-study.sh setup check loader train profile cpp
+#   examples/nuscenes/gpu_study.sh setup check loader train profile cpp
 #
 #   setup    unpack .debs/ into /tmp/deps; build laptime's Python package and examples/ddp_train
 #            into /tmp/laptime-profile-build (the folder examples/nuscenes/profile.sh uses);
@@ -32,7 +33,7 @@
 # DALI is used where `import nvidia.dali` works: its wheels unpacked at /tmp/site (../shared/GPU.md)
 # are put on PYTHONPATH. Nothing here changes GPU settings.
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 # Everything is written under /tmp/laptime-h200 (kept while the machine stays warm, so later calls
 # add to it); what comes back from the device tool is this call's stage logs and one archive of
