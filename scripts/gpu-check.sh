@@ -46,27 +46,7 @@ ENVLOG="$LOGS/env.log"
   nvcc --version | tail -n2
   echo "kernel: $(uname -r)"
   echo "libcuda: $(ldconfig -p | grep -m1 'libcuda.so.1' || echo 'not in ldconfig')"
-  python3 - <<'EOF' 2>&1
-import ctypes
-try:
-    lib = ctypes.CDLL("libcuda.so.1")
-    v = ctypes.c_int(0)
-    print("libcuda.so.1 loads; cuInit:", lib.cuInit(0), "cuDriverGetVersion:",
-          lib.cuDriverGetVersion(ctypes.byref(v)), v.value)
-    # Which variant cuGetProcAddress hands out per requested version (laptime asks per symbol
-    # for the variant it declares: cuCtxSynchronize at 2000, cuEventElapsedTime at 12080).
-    gp = lib.cuGetProcAddress_v2
-    for sym, ver, names in (("cuCtxSynchronize", 2000, ("cuCtxSynchronize", "cuCtxSynchronize_v2")),
-                            ("cuCtxSynchronize", v.value, ("cuCtxSynchronize", "cuCtxSynchronize_v2")),
-                            ("cuEventElapsedTime", 12080, ("cuEventElapsedTime", "cuEventElapsedTime_v2"))):
-        fn, st = ctypes.c_void_p(), ctypes.c_int(-1)
-        rc = gp(sym.encode(), ctypes.byref(fn), ver, 1, ctypes.byref(st))
-        which = [n for n in names if hasattr(lib, n) and
-                 ctypes.cast(getattr(lib, n), ctypes.c_void_p).value == fn.value]
-        print(f"cuGetProcAddress_v2({sym}, {ver}): rc {rc} status {st.value} ->", which or fn.value)
-except OSError as e:
-    print("libcuda.so.1 does not load:", e)
-EOF
+  python3 "$ROOT/scripts/gpu-check/driver_probe.py" 2>&1
 } >"$ENVLOG" 2>&1
 cat "$ENVLOG"
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)
@@ -273,22 +253,8 @@ PYLOG="$LOGS/python.log"
   echo "exit status $?"
 } >"$PYLOG" 2>&1
 py_summary=$(grep -E "[0-9]+ (passed|failed)" "$PYLOG" | tail -n1)
-# The GPU cases are those of test_gpu.py, counted from pytest's own record of each case, not
-# from its messages (another test's skip reason may mention the GPU).
-gpu_cases=$(python3 - "$WORK/pytest.xml" <<'EOF' 2>/dev/null
-import sys
-import xml.etree.ElementTree as ET
-ran = skipped = 0
-for case in ET.parse(sys.argv[1]).iter("testcase"):
-    if "test_gpu" not in case.get("classname", ""):
-        continue
-    if case.find("skipped") is not None:
-        skipped += 1
-    elif case.find("failure") is None and case.find("error") is None:
-        ran += 1
-print(ran, skipped)
-EOF
-)
+# The GPU cases: those of test_gpu.py that ran and that were skipped, from pytest's record.
+gpu_cases=$(python3 "$ROOT/scripts/gpu-check/gpu_cases.py" "$WORK/pytest.xml" 2>/dev/null)
 read -r gpu_ran gpu_skipped <<<"${gpu_cases:-0 0}"
 if grep -q "exit status 0" "$PYLOG" && [ "${gpu_ran:-0}" -gt 0 ] && [ "${gpu_skipped:-0}" = 0 ]; then
   row "python + torch: pytest (GPU cases included)" PASS "${py_summary:-?}; $gpu_ran GPU cases ran"

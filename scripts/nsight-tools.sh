@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sourced by scripts/gpu-check.sh and scripts/profile.sh: where Nsight Systems and Nsight Compute
-# are, on PATH or where the CUDA toolkit and the H200 machine keep them (../shared/GPU.md).
+# Sourced by scripts/gpu-check.sh, scripts/nsys-counters.sh and examples/nuscenes/profile.sh: where
+# Nsight Systems and Nsight Compute are, on PATH or where the CUDA toolkit and the H200 machine keep
+# them (../shared/GPU.md).
 # Sets NSYS and NCU (empty when not found) unless the caller set them.
 
 find_tool() {  # find_tool NAME GLOB...: first executable among NAME on PATH and the globs

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# The GPU-side runs of the studies in one script, for the H200 machine (docs/studies/): run it
-# with the stages wanted; each stage's output goes to $OUT/<stage>.log and a table of stages,
-# exit status and time is printed last.
+# The GPU-side runs of the studies in one script, for the GPU machine (an H200 or an H100;
+# docs/studies/): run it from anywhere with the stages wanted; each stage's output goes to
+# $OUT/<stage>.log and a table of stages, exit status and time is printed last. The goals and
+# compile stages run the benchmarks of bench/.
 #
-#   scripts/h200-study.sh setup check loader train profile cpp
+#   examples/nuscenes/gpu_study.sh setup check loader train profile cpp
 #
 #   setup    unpack .debs/ into /tmp/deps; build laptime's Python package and examples/ddp_train
-#            into /tmp/laptime-profile-build (the folder scripts/profile.sh uses); generate the
-#            NuScenes-layout data (324 samples, NuScenes mini's train split size) into
-#            /tmp/nuscenes-synth
+#            into /tmp/laptime-profile-build (the folder examples/nuscenes/profile.sh uses);
+#            generate the NuScenes-layout data (324 samples, NuScenes mini's train split size)
+#            into /tmp/nuscenes-synth
 #   check    scripts/gpu-check.sh (tests, GPU timing, nsys, ncu, Python with PyTorch)
 #   loader   the loader study (examples/nuscenes/run_study.sh): the reference loader with 8 workers
 #            against the GPU loaders (DALI one Python worker, as the seed), then 16 workers
 #   train    the training study: examples/nuscenes/train.py per loader, 300 iterations, 50 warm-up,
 #            then `laptime compare`
-#   profile  scripts/profile.sh: each loader's training run under nsys, and the C++ example
+#   profile  examples/nuscenes/profile.sh: each loader's training run under nsys, and the C++
+#            example
 #   cpp      examples/ddp_train at world size 1 through ddp_launch, `laptime merge`, the launcher test
 #   workers  worker processes (docs/workers.md): the reference loader with 8 DataLoader workers (laptime's per-worker figures
 #            in the main report), python/tests/test_workers.py with PyTorch (fork, spawn,
@@ -31,7 +33,7 @@
 # DALI is used where `import nvidia.dali` works: its wheels unpacked at /tmp/site (../shared/GPU.md)
 # are put on PYTHONPATH. Nothing here changes GPU settings.
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 # Everything is written under /tmp/laptime-h200 (kept while the machine stays warm, so later calls
 # add to it); what comes back from the device tool is this call's stage logs and one archive of
@@ -94,7 +96,7 @@ stage_train() {
 }
 
 stage_profile() {
-  OUT="$OUT/profile" bash scripts/profile.sh --dataroot "$DATA" --iters 40 --warmup 10 \
+  OUT="$OUT/profile" bash examples/nuscenes/profile.sh --dataroot "$DATA" --iters 40 --warmup 10 \
     --loaders "reference gpu$(dali_loader | tr , ' ')"
 }
 

@@ -4,9 +4,9 @@
 # LAPTIME_PROFILE=profiling, then nsys's NVTX summary, checked by range name and count; the same
 # for the C++ example (examples/ddp_train through ddp_launch). Prints a short table last.
 #
-#   scripts/profile.sh [--loaders "reference gpu"] [--iters 60] [--warmup 10] [--nproc 1]
-#                      [--batch-size 8] [--workers 8] [--dataroot DIR] [--samples 32]
-#                      [--only python|cpp]
+#   examples/nuscenes/profile.sh [--loaders "reference gpu"] [--iters 60] [--warmup 10] [--nproc 1]
+#                                [--batch-size 8] [--workers 8] [--dataroot DIR] [--samples 32]
+#                                [--only python|cpp]
 #
 # The capture starts when warm-up ends (profiler_start on rank 0) and stops after the last
 # iteration, so each checked range must appear (iters - warmup) times for one process (at least
@@ -20,7 +20,8 @@
 # Exit status: 0 if every check passed.
 set -uo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
 BUILD=${BUILD:-/tmp/laptime-profile-build}
 DEPS=${DEPS:-/tmp/deps}
 LOGS=${OUT:-/tmp/laptime-profile}
@@ -89,24 +90,6 @@ if [ -z "$LOADERS" ]; then
   if "$PY" -c "import nvidia.dali" >/dev/null 2>&1; then LOADERS="reference dali gpu"; fi
 fi
 
-# counts CSV: "range instances total_ms avg_ms" per line, for the ranges of nvtx_sum's CSV
-# (nsys may print other lines before the header; names in the default domain start with ':')
-nvtx_counts() {
-  "$PY" - "$1" <<'EOF'
-import csv, sys
-lines = open(sys.argv[1], encoding="utf-8", errors="replace").read().splitlines()
-start = next((i for i, l in enumerate(lines) if "Instances" in l and "Range" in l), None)
-if start is not None:
-    for r in csv.DictReader(lines[start:]):
-        name = (r.get("Range") or "").lstrip(":")
-        try:
-            n, total, avg = int(r["Instances"]), float(r["Total Time (ns)"]), float(r["Avg (ns)"])
-        except (KeyError, ValueError):
-            continue
-        print(f"{name}\t{n}\t{total / 1e6:.2f}\t{avg / 1e6:.3f}")
-EOF
-}
-
 # check_run RUN LOG: the run exited 0 and its loss fell
 check_run() {
   local ok=FAIL loss
@@ -147,13 +130,13 @@ profile_run() {  # profile_run NAME COMMAND...: nsys profile + nvtx_sum CSV + co
   nsys_ stats --report nvtx_sum --format csv --force-export=true "$LOGS/$name.nsys-rep" \
     >"$LOGS/$name.nvtx_sum.csv" 2>>"$log"
   cat "$LOGS/$name.nvtx_sum.csv" >>"$log"
-  nvtx_counts "$LOGS/$name.nvtx_sum.csv" >"$LOGS/$name.counts"
+  "$PY" "$HERE/nvtx_counts.py" "$LOGS/$name.nvtx_sum.csv" >"$LOGS/$name.counts"
   grep -E '^(loss:|RESULT|exit status|ddp_launch:|Starting|Stopping)|Error|error:' "$log" | head -n 12
 }
 
 # ---------------------------------------------------------------- data
 if [ "$ONLY" != cpp ] && [ ! -d "$DATA/v1.0-mini" ]; then
-  "$PY" "$ROOT/examples/nuscenes/generate.py" --out "$DATA" --samples "$SAMPLES" --seed 0 \
+  "$PY" "$HERE/generate.py" --out "$DATA" --samples "$SAMPLES" --seed 0 \
     >"$LOGS/generate.log" 2>&1 || { tail "$LOGS/generate.log"; row data generate FAIL "$DATA"; }
 fi
 
@@ -163,7 +146,7 @@ RANGES=("optimizer.after_train_iter" "data fetch" "Training step")
 for loader in $LOADERS; do
   echo "=== $loader"
   profile_run "train-$loader" "$PY" -m torch.distributed.run --standalone --nproc_per_node "$NPROC" \
-    "$ROOT/examples/nuscenes/train.py" --loader "$loader" --dataroot "$DATA" --iters "$ITERS" \
+    "$HERE/train.py" --loader "$loader" --dataroot "$DATA" --iters "$ITERS" \
     --warmup "$WARMUP" --batch-size "$BATCH" --workers "$WORKERS" --replicate-dataset-per-gpu \
     --results-dir "$LOGS/train-$loader-results"
   check_run "train.py --loader $loader" "$LOGS/train-$loader.log"
