@@ -17,6 +17,10 @@
   ``torchvision.io.decode_jpeg`` on the GPU (nvJPEG) and augments with torch ops (on the CPU when
   there is no GPU).
 
+Each loader's decode and augment steps are module functions (``pillow_decode``/``pillow_augment``,
+``torch_decode``/``torch_augment``, ``dali_decode``/``dali_augment``), so that ``equivalence.py``
+measures the pixels of the same code.
+
 Batches (all three tensors) are on ``device`` when given, else where the loader produces the
 images (CPU for reference, the GPU for dali-mixed and gpu). Augmentation is a function of (seed, epoch, sample), identical
 in every loader (``common.augmentation``). ``loader.last_stats`` holds what the worker processes
@@ -85,6 +89,81 @@ def make_loader(kind, dataroot, *, version="v1.0-mini", batch_size=8, num_worker
 
 
 # ---------------------------------------------------------------------------------------------
+# The decode and augment steps of each loader, as functions: the loaders below call them, and so
+# does equivalence.py, which compares what they produce.
+
+
+def pillow_decode(path):
+    """The reference loader's decode: one JPEG file to an RGB ``PIL.Image`` (Pillow, libjpeg)."""
+    from PIL import Image
+
+    with Image.open(path) as f:
+        return f.convert("RGB")  # convert() forces the decode
+
+
+def pillow_augment(img, aug, mean, inv_std):
+    """The reference loader's augmentation of one decoded image: resize (bilinear), crop, flip,
+    then ``(x - mean) * inv_std`` in float32 -> float32 [3, FINAL_H, FINAL_W]."""
+    from PIL import Image
+
+    new_w, new_h, crop_x, crop_y, flip = aug
+    img = img.resize((new_w, new_h), Image.BILINEAR)
+    img = img.crop((crop_x, crop_y, crop_x + FINAL_W, crop_y + FINAL_H))
+    if flip:
+        img = img.transpose(Image.FLIP_LEFT_RIGHT)
+    hwc = np.asarray(img, dtype=np.float32)
+    return ((hwc - mean) * inv_std).transpose(2, 0, 1)
+
+
+def torch_decode(jpegs, device):
+    """The gpu loader's decode: a list of encoded JPEGs (uint8 tensors) to a list of uint8
+    [3, H, W] tensors on ``device``, in one ``torchvision.io.decode_jpeg`` call (nvJPEG on CUDA)."""
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    return decode_jpeg(jpegs, mode=ImageReadMode.RGB, device=device)
+
+
+def torch_augment(images, augs, mean, inv_std):
+    """The gpu loader's augmentation: ``images`` (len(augs) samples x cams, uint8 [3, H, W], in
+    sample order) resized (bilinear, antialiased), cropped, flipped and normalised with torch ops
+    where they are -> float32 [len(augs), cams, 3, FINAL_H, FINAL_W]."""
+    import torch.nn.functional as F
+
+    cams = len(images) // len(augs)
+    out = torch.empty((len(augs), cams, 3, FINAL_H, FINAL_W), dtype=torch.float32,
+                      device=images[0].device)
+    for b, (new_w, new_h, crop_x, crop_y, flip) in enumerate(augs):
+        x = torch.stack(images[b * cams:(b + 1) * cams]).float()
+        x = F.interpolate(x, size=(new_h, new_w), mode="bilinear", align_corners=False,
+                          antialias=True)
+        x = x[:, :, crop_y:crop_y + FINAL_H, crop_x:crop_x + FINAL_W]
+        if flip:
+            x = x.flip(-1)
+        out[b] = (x - mean) * inv_std
+    return out
+
+
+def dali_decode(jpeg, decoder):
+    """The dali loader's decode, a node of a DALI graph: ``decoder`` "mixed" (nvJPEG, GPU) or
+    "cpu" -> HWC uint8 RGB."""
+    from nvidia.dali import fn, types
+
+    return fn.decoders.image(jpeg, device=decoder, output_type=types.RGB)
+
+
+def dali_augment(img, new_w, new_h, crop_yx, flip):
+    """The dali loader's augmentation, nodes of a DALI graph (per-sample arguments from the
+    external source): resize (linear, antialiased), slice, mirror and normalise -> float CHW."""
+    from nvidia.dali import fn, types
+
+    img = fn.resize(img, resize_x=new_w, resize_y=new_h, interp_type=types.INTERP_LINEAR,
+                    antialias=True)
+    img = fn.slice(img, start=crop_yx, shape=[FINAL_H, FINAL_W], axis_names="HW")
+    return fn.crop_mirror_normalize(img, mirror=flip, mean=list(MEAN), std=list(STD),
+                                    dtype=types.FLOAT, output_layout="CHW")
+
+
+# ---------------------------------------------------------------------------------------------
 # reference and gpu: a Dataset + DataLoader
 
 
@@ -144,24 +223,15 @@ class CameraDataset(torch.utils.data.Dataset):
         return item
 
     def _decode_and_augment(self, sample, aug, clock):
-        from PIL import Image
-
-        new_w, new_h, crop_x, crop_y, flip = aug
         out = np.empty((len(sample.cams), 3, FINAL_H, FINAL_W), np.float32)
         for k, cam in enumerate(sample.cams):
             t0 = time.perf_counter()
             _start("decode")
-            with Image.open(cam["file"]) as f:
-                img = f.convert("RGB")  # convert() forces the decode
+            img = pillow_decode(cam["file"])
             _end("decode")
             t1 = time.perf_counter()
             _start("augment")
-            img = img.resize((new_w, new_h), Image.BILINEAR)
-            img = img.crop((crop_x, crop_y, crop_x + FINAL_W, crop_y + FINAL_H))
-            if flip:
-                img = img.transpose(Image.FLIP_LEFT_RIGHT)
-            hwc = np.asarray(img, dtype=np.float32)
-            out[k] = ((hwc - self.mean) * self.inv_std).transpose(2, 0, 1)
+            out[k] = pillow_augment(img, aug, self.mean, self.inv_std)
             _end("augment")
             clock.add("decode_s", t1 - t0)
             clock.add("augment_s", time.perf_counter() - t1)
@@ -228,27 +298,15 @@ class TorchLoader:
             self.sampler.epoch += 1
 
     def _decode_and_augment(self, jpegs, augs):
-        import torch.nn.functional as F
-        from torchvision.io import ImageReadMode, decode_jpeg
-
         dev = self.decode_device
         if self._mean is None:
             self._mean = torch.tensor(MEAN, device=dev).view(1, 3, 1, 1)
             self._inv_std = 1.0 / torch.tensor(STD, device=dev).view(1, 3, 1, 1)
         _start("decode")
-        images = decode_jpeg(jpegs, mode=ImageReadMode.RGB, device=dev)
+        images = torch_decode(jpegs, dev)
         _end("decode")
         _start("augment")
-        cams = len(jpegs) // len(augs)
-        out = torch.empty((len(augs), cams, 3, FINAL_H, FINAL_W), dtype=torch.float32, device=dev)
-        for b, (new_w, new_h, crop_x, crop_y, flip) in enumerate(augs):
-            x = torch.stack(images[b * cams:(b + 1) * cams]).float()
-            x = F.interpolate(x, size=(new_h, new_w), mode="bilinear", align_corners=False,
-                              antialias=True)
-            x = x[:, :, crop_y:crop_y + FINAL_H, crop_x:crop_x + FINAL_W]
-            if flip:
-                x = x.flip(-1)
-            out[b] = (x - self._mean) * self._inv_std
+        out = torch_augment(images, augs, self._mean, self._inv_std)
         _end("augment")
         return out
 
@@ -260,7 +318,7 @@ class TorchLoader:
 class DaliLoader:
     def __init__(self, reader, *, batch_size, num_workers, augment, seed, device, rank, world_size,
                  replicate, drop_last, shuffle, num_threads):
-        from nvidia.dali import fn, pipeline_def, types
+        from nvidia.dali import fn, pipeline_def
         from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
         if not drop_last:
@@ -291,13 +349,8 @@ class DaliLoader:
                 source=source, num_outputs=cams + 6, batch=False, parallel=True)
             out = []
             for jpeg in jpegs:
-                img = fn.decoders.image(jpeg, device=self.decoder, output_type=types.RGB)
-                img = fn.resize(img, resize_x=new_w, resize_y=new_h, interp_type=types.INTERP_LINEAR,
-                                antialias=True)
-                img = fn.slice(img, start=crop_yx, shape=[FINAL_H, FINAL_W], axis_names="HW")
-                img = fn.crop_mirror_normalize(img, mirror=flip, mean=list(MEAN), std=list(STD),
-                                               dtype=types.FLOAT, output_layout="CHW")
-                out.append(img)
+                out.append(dali_augment(dali_decode(jpeg, self.decoder), new_w, new_h, crop_yx,
+                                        flip))
             return fn.stack(*out), intr, index
 
         self.pipe = pipeline()
