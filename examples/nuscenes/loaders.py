@@ -15,7 +15,8 @@
   the GPU, ``cpu`` without one), resizes, crops, flips and normalises with ``num_threads`` threads.
 - ``gpu``: DataLoader workers read the JPEG bytes; the main process decodes them with
   ``torchvision.io.decode_jpeg`` on the GPU (nvJPEG) and augments with torch ops (on the CPU when
-  there is no GPU).
+  there is no GPU). On CUDA it first waits for the stream's queued work ("decode wait"): without
+  that wait nvJPEG can overwrite memory that queued kernels still read.
 
 Each loader's decode and augment steps are module functions (``pillow_decode``/``pillow_augment``,
 ``torch_decode``/``torch_augment``, ``dali_decode``/``dali_augment``), so that ``equivalence.py``
@@ -67,11 +68,13 @@ def _label_worker(worker_id):
 
 def make_loader(kind, dataroot, *, version="v1.0-mini", batch_size=8, num_workers=8, augment=True,
                 seed=0, device=None, rank=0, world_size=1, replicate_dataset_per_gpu=False,
-                drop_last=True, num_threads=4, shuffle=True):
+                drop_last=True, num_threads=4, shuffle=True, decode_wait=True):
     """A loader of ``kind`` (``reference``, ``dali`` or ``gpu``) over the NuScenes samples under
     ``dataroot``; iterable any number of times (one epoch each), ``len()`` = batches per epoch.
     ``num_threads``: DALI's operator threads (the seed's 4). ``shuffle``: a new sample order per
-    epoch (seeded), else the reader's order."""
+    epoch (seeded), else the reader's order. ``decode_wait`` (``gpu`` on CUDA): wait for the
+    stream's queued work before each nvJPEG decode (``TorchLoader._decode_and_augment`` says why);
+    False only to reproduce what happens without it."""
     if kind not in KINDS:
         raise ValueError(f"make_loader: kind {kind!r} is not one of {KINDS}")
     reader = NuScenesReader(dataroot, version)
@@ -84,7 +87,7 @@ def make_loader(kind, dataroot, *, version="v1.0-mini", batch_size=8, num_worker
     if kind == "reference":
         return TorchLoader(reader, decode_in_workers=True, **settings)
     if kind == "gpu":
-        return TorchLoader(reader, decode_in_workers=False, **settings)
+        return TorchLoader(reader, decode_in_workers=False, decode_wait=decode_wait, **settings)
     return DaliLoader(reader, num_threads=num_threads, **settings)
 
 
@@ -265,9 +268,10 @@ class TorchLoader:
     """``reference`` (decode_in_workers) and ``gpu`` (workers read, the main process decodes)."""
 
     def __init__(self, reader, *, decode_in_workers, batch_size, num_workers, augment, seed, device,
-                 rank, world_size, replicate, drop_last, shuffle):
+                 rank, world_size, replicate, drop_last, shuffle, decode_wait=True):
         self.kind = "reference" if decode_in_workers else "gpu"
         self.device = device
+        self.decode_wait = decode_wait
         if not decode_in_workers:
             self.decode_device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.sampler = EpochSampler(len(reader), seed, batch_size, rank, world_size, replicate,
@@ -302,6 +306,14 @@ class TorchLoader:
         if self._mean is None:
             self._mean = torch.tensor(MEAN, device=dev).view(1, 3, 1, 1)
             self._inv_std = 1.0 / torch.tensor(STD, device=dev).view(1, 3, 1, 1)
+        if dev.type == "cuda" and self.decode_wait:
+            # torchvision's CUDA decode takes its output blocks from PyTorch's caching allocator,
+            # which hands back at once a block freed on this stream while queued kernels (the
+            # previous step's backward) may still read it; nvJPEG's hardware decoder writes them
+            # without waiting for this stream. Draining the stream first closes that window.
+            _start("decode wait")
+            torch.cuda.current_stream(dev).synchronize()
+            _end("decode wait")
         _start("decode")
         images = torch_decode(jpegs, dev)
         _end("decode")
