@@ -15,7 +15,12 @@
   the GPU, ``cpu`` without one), resizes, crops, flips and normalises with ``num_threads`` threads.
 - ``gpu``: DataLoader workers read the JPEG bytes; the main process decodes them with
   ``torchvision.io.decode_jpeg`` on the GPU (nvJPEG) and augments with torch ops (on the CPU when
-  there is no GPU).
+  there is no GPU). On CUDA it first waits for the stream's queued work ("decode wait"): without
+  that wait nvJPEG can overwrite memory that queued kernels still read.
+
+Each loader's decode and augment steps are module functions (``pillow_decode``/``pillow_augment``,
+``torch_decode``/``torch_augment``, ``dali_decode``/``dali_augment``), so that ``equivalence.py``
+measures the pixels of the same code.
 
 Batches (all three tensors) are on ``device`` when given, else where the loader produces the
 images (CPU for reference, the GPU for dali-mixed and gpu). Augmentation is a function of (seed, epoch, sample), identical
@@ -63,11 +68,13 @@ def _label_worker(worker_id):
 
 def make_loader(kind, dataroot, *, version="v1.0-mini", batch_size=8, num_workers=8, augment=True,
                 seed=0, device=None, rank=0, world_size=1, replicate_dataset_per_gpu=False,
-                drop_last=True, num_threads=4, shuffle=True):
+                drop_last=True, num_threads=4, shuffle=True, decode_wait=True):
     """A loader of ``kind`` (``reference``, ``dali`` or ``gpu``) over the NuScenes samples under
     ``dataroot``; iterable any number of times (one epoch each), ``len()`` = batches per epoch.
     ``num_threads``: DALI's operator threads (the seed's 4). ``shuffle``: a new sample order per
-    epoch (seeded), else the reader's order."""
+    epoch (seeded), else the reader's order. ``decode_wait`` (``gpu`` on CUDA): wait for the
+    stream's queued work before each nvJPEG decode (``TorchLoader._decode_and_augment`` says why);
+    False only to reproduce what happens without it."""
     if kind not in KINDS:
         raise ValueError(f"make_loader: kind {kind!r} is not one of {KINDS}")
     reader = NuScenesReader(dataroot, version)
@@ -80,8 +87,83 @@ def make_loader(kind, dataroot, *, version="v1.0-mini", batch_size=8, num_worker
     if kind == "reference":
         return TorchLoader(reader, decode_in_workers=True, **settings)
     if kind == "gpu":
-        return TorchLoader(reader, decode_in_workers=False, **settings)
+        return TorchLoader(reader, decode_in_workers=False, decode_wait=decode_wait, **settings)
     return DaliLoader(reader, num_threads=num_threads, **settings)
+
+
+# ---------------------------------------------------------------------------------------------
+# The decode and augment steps of each loader, as functions: the loaders below call them, and so
+# does equivalence.py, which compares what they produce.
+
+
+def pillow_decode(path):
+    """The reference loader's decode: one JPEG file to an RGB ``PIL.Image`` (Pillow, libjpeg)."""
+    from PIL import Image
+
+    with Image.open(path) as f:
+        return f.convert("RGB")  # convert() forces the decode
+
+
+def pillow_augment(img, aug, mean, inv_std):
+    """The reference loader's augmentation of one decoded image: resize (bilinear), crop, flip,
+    then ``(x - mean) * inv_std`` in float32 -> float32 [3, FINAL_H, FINAL_W]."""
+    from PIL import Image
+
+    new_w, new_h, crop_x, crop_y, flip = aug
+    img = img.resize((new_w, new_h), Image.BILINEAR)
+    img = img.crop((crop_x, crop_y, crop_x + FINAL_W, crop_y + FINAL_H))
+    if flip:
+        img = img.transpose(Image.FLIP_LEFT_RIGHT)
+    hwc = np.asarray(img, dtype=np.float32)
+    return ((hwc - mean) * inv_std).transpose(2, 0, 1)
+
+
+def torch_decode(jpegs, device):
+    """The gpu loader's decode: a list of encoded JPEGs (uint8 tensors) to a list of uint8
+    [3, H, W] tensors on ``device``, in one ``torchvision.io.decode_jpeg`` call (nvJPEG on CUDA)."""
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    return decode_jpeg(jpegs, mode=ImageReadMode.RGB, device=device)
+
+
+def torch_augment(images, augs, mean, inv_std):
+    """The gpu loader's augmentation: ``images`` (len(augs) samples x cams, uint8 [3, H, W], in
+    sample order) resized (bilinear, antialiased), cropped, flipped and normalised with torch ops
+    where they are -> float32 [len(augs), cams, 3, FINAL_H, FINAL_W]."""
+    import torch.nn.functional as F
+
+    cams = len(images) // len(augs)
+    out = torch.empty((len(augs), cams, 3, FINAL_H, FINAL_W), dtype=torch.float32,
+                      device=images[0].device)
+    for b, (new_w, new_h, crop_x, crop_y, flip) in enumerate(augs):
+        x = torch.stack(images[b * cams:(b + 1) * cams]).float()
+        x = F.interpolate(x, size=(new_h, new_w), mode="bilinear", align_corners=False,
+                          antialias=True)
+        x = x[:, :, crop_y:crop_y + FINAL_H, crop_x:crop_x + FINAL_W]
+        if flip:
+            x = x.flip(-1)
+        out[b] = (x - mean) * inv_std
+    return out
+
+
+def dali_decode(jpeg, decoder):
+    """The dali loader's decode, a node of a DALI graph: ``decoder`` "mixed" (nvJPEG, GPU) or
+    "cpu" -> HWC uint8 RGB."""
+    from nvidia.dali import fn, types
+
+    return fn.decoders.image(jpeg, device=decoder, output_type=types.RGB)
+
+
+def dali_augment(img, new_w, new_h, crop_yx, flip):
+    """The dali loader's augmentation, nodes of a DALI graph (per-sample arguments from the
+    external source): resize (linear, antialiased), slice, mirror and normalise -> float CHW."""
+    from nvidia.dali import fn, types
+
+    img = fn.resize(img, resize_x=new_w, resize_y=new_h, interp_type=types.INTERP_LINEAR,
+                    antialias=True)
+    img = fn.slice(img, start=crop_yx, shape=[FINAL_H, FINAL_W], axis_names="HW")
+    return fn.crop_mirror_normalize(img, mirror=flip, mean=list(MEAN), std=list(STD),
+                                    dtype=types.FLOAT, output_layout="CHW")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,24 +226,15 @@ class CameraDataset(torch.utils.data.Dataset):
         return item
 
     def _decode_and_augment(self, sample, aug, clock):
-        from PIL import Image
-
-        new_w, new_h, crop_x, crop_y, flip = aug
         out = np.empty((len(sample.cams), 3, FINAL_H, FINAL_W), np.float32)
         for k, cam in enumerate(sample.cams):
             t0 = time.perf_counter()
             _start("decode")
-            with Image.open(cam["file"]) as f:
-                img = f.convert("RGB")  # convert() forces the decode
+            img = pillow_decode(cam["file"])
             _end("decode")
             t1 = time.perf_counter()
             _start("augment")
-            img = img.resize((new_w, new_h), Image.BILINEAR)
-            img = img.crop((crop_x, crop_y, crop_x + FINAL_W, crop_y + FINAL_H))
-            if flip:
-                img = img.transpose(Image.FLIP_LEFT_RIGHT)
-            hwc = np.asarray(img, dtype=np.float32)
-            out[k] = ((hwc - self.mean) * self.inv_std).transpose(2, 0, 1)
+            out[k] = pillow_augment(img, aug, self.mean, self.inv_std)
             _end("augment")
             clock.add("decode_s", t1 - t0)
             clock.add("augment_s", time.perf_counter() - t1)
@@ -195,9 +268,10 @@ class TorchLoader:
     """``reference`` (decode_in_workers) and ``gpu`` (workers read, the main process decodes)."""
 
     def __init__(self, reader, *, decode_in_workers, batch_size, num_workers, augment, seed, device,
-                 rank, world_size, replicate, drop_last, shuffle):
+                 rank, world_size, replicate, drop_last, shuffle, decode_wait=True):
         self.kind = "reference" if decode_in_workers else "gpu"
         self.device = device
+        self.decode_wait = decode_wait
         if not decode_in_workers:
             self.decode_device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.sampler = EpochSampler(len(reader), seed, batch_size, rank, world_size, replicate,
@@ -228,27 +302,23 @@ class TorchLoader:
             self.sampler.epoch += 1
 
     def _decode_and_augment(self, jpegs, augs):
-        import torch.nn.functional as F
-        from torchvision.io import ImageReadMode, decode_jpeg
-
         dev = self.decode_device
         if self._mean is None:
             self._mean = torch.tensor(MEAN, device=dev).view(1, 3, 1, 1)
             self._inv_std = 1.0 / torch.tensor(STD, device=dev).view(1, 3, 1, 1)
+        if dev.type == "cuda" and self.decode_wait:
+            # torchvision's CUDA decode takes its output blocks from PyTorch's caching allocator,
+            # which hands back at once a block freed on this stream while queued kernels (the
+            # previous step's backward) may still read it; nvJPEG's hardware decoder writes them
+            # without waiting for this stream. Draining the stream first closes that window.
+            _start("decode wait")
+            torch.cuda.current_stream(dev).synchronize()
+            _end("decode wait")
         _start("decode")
-        images = decode_jpeg(jpegs, mode=ImageReadMode.RGB, device=dev)
+        images = torch_decode(jpegs, dev)
         _end("decode")
         _start("augment")
-        cams = len(jpegs) // len(augs)
-        out = torch.empty((len(augs), cams, 3, FINAL_H, FINAL_W), dtype=torch.float32, device=dev)
-        for b, (new_w, new_h, crop_x, crop_y, flip) in enumerate(augs):
-            x = torch.stack(images[b * cams:(b + 1) * cams]).float()
-            x = F.interpolate(x, size=(new_h, new_w), mode="bilinear", align_corners=False,
-                              antialias=True)
-            x = x[:, :, crop_y:crop_y + FINAL_H, crop_x:crop_x + FINAL_W]
-            if flip:
-                x = x.flip(-1)
-            out[b] = (x - self._mean) * self._inv_std
+        out = torch_augment(images, augs, self._mean, self._inv_std)
         _end("augment")
         return out
 
@@ -260,7 +330,7 @@ class TorchLoader:
 class DaliLoader:
     def __init__(self, reader, *, batch_size, num_workers, augment, seed, device, rank, world_size,
                  replicate, drop_last, shuffle, num_threads):
-        from nvidia.dali import fn, pipeline_def, types
+        from nvidia.dali import fn, pipeline_def
         from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
         if not drop_last:
@@ -291,13 +361,8 @@ class DaliLoader:
                 source=source, num_outputs=cams + 6, batch=False, parallel=True)
             out = []
             for jpeg in jpegs:
-                img = fn.decoders.image(jpeg, device=self.decoder, output_type=types.RGB)
-                img = fn.resize(img, resize_x=new_w, resize_y=new_h, interp_type=types.INTERP_LINEAR,
-                                antialias=True)
-                img = fn.slice(img, start=crop_yx, shape=[FINAL_H, FINAL_W], axis_names="HW")
-                img = fn.crop_mirror_normalize(img, mirror=flip, mean=list(MEAN), std=list(STD),
-                                               dtype=types.FLOAT, output_layout="CHW")
-                out.append(img)
+                out.append(dali_augment(dali_decode(jpeg, self.decoder), new_w, new_h, crop_yx,
+                                        flip))
             return fn.stack(*out), intr, index
 
         self.pipe = pipeline()
