@@ -121,6 +121,7 @@ def table(result):
              "| first non-finite iteration |",
              "|---|---:|---:|---:|---:|---|---:|"]
     for r in result["runs"]:
+        bad = r["first_nonfinite_step"]
         ratio = (r["mean_diff"] / result["noise_mean"]
                  if "mean_diff" in r and result["noise_mean"] and not math.isnan(r["mean_diff"])
                  else None)
@@ -132,7 +133,7 @@ def table(result):
             verdict = "(the noise)"
         lines.append(f"| {r['label']} | {_g(r['final_window_mean'])} | {_g(r.get('max_diff'))} "
                      f"| {_g(r.get('mean_diff'))} | {_g(ratio, 3)} | {verdict} "
-                     f"| {'-' if r['first_nonfinite_step'] is None else r['first_nonfinite_step']} |")
+                     f"| {'-' if bad is None else bad} |")
     return "\n".join(lines)
 
 
@@ -163,8 +164,10 @@ def svg(curves, result, title):
                 f'stroke-opacity="{opacity}" points="{pts}"/>')
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-           'font-family="sans-serif" font-size="12">', f'<rect width="{w}" height="{h}" fill="white"/>',
-           f'<text x="{left + pw / 2:.0f}" y="22" text-anchor="middle" font-size="14">{title}</text>',
+           'font-family="sans-serif" font-size="12">',
+           f'<rect width="{w}" height="{h}" fill="white"/>',
+           f'<text x="{left + pw / 2:.0f}" y="22" text-anchor="middle" font-size="14">'
+           f'{title}</text>',
            f'<text x="16" y="{top + ph / 2:.0f}" transform="rotate(-90 16 {top + ph / 2:.0f})" '
            'text-anchor="middle">loss (log scale)</text>',
            f'<text x="{left + pw / 2:.0f}" y="{h - 12}" text-anchor="middle">iteration</text>']

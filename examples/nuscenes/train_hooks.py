@@ -9,7 +9,8 @@ same ones, so that ``laptime merge`` reports of both read alike:
 - "IterBasedRunnerWithTime.train"   the runner's train step, as the seed measured it
 - "data fetch"      ``next(data_loader)`` and the copy to the device
 - "Training step"   forward pass and loss (``model.train_step`` in mmcv)
-- "Optimizer step"  the hook: zero_grad, scaled backward (DDP's all-reduce), unscale, gradient norm (recorded), step
+- "Optimizer step"  the hook: zero_grad, scaled backward (DDP's all-reduce), unscale, gradient
+                    norm (recorded), step
 
 NVTX ranges (seen in Nsight Systems when the NVTX wrapper is on): "data fetch", "Training step"
 and the seed's "optimizer.after_train_iter".
