@@ -6,8 +6,9 @@ end. ``train.py --loss-file`` writes them as CSV, one row per iteration::
     0,1,0.48664,3.1416,-2.1179,2.64,-0.3127
 
 ``warmup`` is 1 for the warm-up iterations (they train as well; laptime does not time them).
-The same records say where a run first turned non-finite: the loss, the gradient norm (after
-unscaling) or the inputs. Finite inputs with a non-finite loss put the cause in the model's memory
+``train.py --no-step-stats`` keeps the loss only (the other columns are nan). The records say
+where a run first turned non-finite: the loss, the gradient norm (after unscaling) or the inputs.
+Finite inputs with a non-finite loss put the cause in the model's memory
 or arithmetic, not in the batch; a gradient norm that grows for several iterations before points
 to divergence, a jump out of small norms to something else (e.g. overwritten memory).
 ``losscurves.py`` reads the CSV with ``read``.
@@ -76,7 +77,11 @@ class StepLog:
         i = self.first_nonfinite()
         n = len(self.loss)
         if i is None:
-            return f"non-finite: none (loss, gradient norm and inputs finite in all {n} iterations)"
+            checked = ["loss"] + [name for name, on in zip(("gradient norm", "inputs"),
+                                                            self._checked) if on]
+            names = ", ".join(checked[:-1]) + " and " + checked[-1] if len(checked) > 1 \
+                else checked[0]
+            return f"non-finite: none ({names} finite in all {n} iterations)"
         loss_ok, grad_ok, inputs_ok = self._finite(i)
         what = [name for name, ok in (("loss", loss_ok), ("gradient norm", grad_ok),
                                       ("inputs", inputs_ok)) if not ok]

@@ -76,6 +76,10 @@ def parse_args(argv=None):
     p.add_argument("--loss-file", default=None,
                    help="rank 0 writes one CSV row per iteration here: loss, gradient norm, the "
                         "inputs' min / max / mean (examples/nuscenes/losscurves.py reads it)")
+    p.add_argument("--no-step-stats", dest="step_stats", action="store_false",
+                   help="record only the loss per iteration, not the gradient norm and the "
+                        "batch's min/max/mean (a few reductions per iteration; the sweep's cells "
+                        "leave them out to time the loop as before)")
     p.add_argument("--no-decode-wait", dest="decode_wait", action="store_false",
                    help="gpu loader on CUDA: decode without first waiting for the stream's "
                         "queued work (only to reproduce the memory corruption that wait avoids)")
@@ -198,7 +202,7 @@ def build(args, ctx):
     runner = IterBasedRunnerWithTime(model, optimizer, loader, targets.to(ctx.device), ctx.device,
                                      max_iters=args.iters, warmup=args.warmup, hooks=[hook],
                                      amp_dtype=amp_dtype, rank=ctx.rank,
-                                     max_seconds=args.max_seconds)
+                                     max_seconds=args.max_seconds, step_stats=args.step_stats)
     if ctx.rank == 0:
         print(f"train.py: loader {args.loader}, backbone {args.backbone} at image scale "
               f"{args.image_scale}, world size {ctx.world_size}, device {ctx.device}, "

@@ -118,7 +118,7 @@ class IterBasedRunnerWithTime:
     """
 
     def __init__(self, model, optimizer, data_loader, targets, device, *, max_iters, warmup,
-                 hooks=(), amp_dtype=None, rank=0, max_seconds=None):
+                 hooks=(), amp_dtype=None, rank=0, max_seconds=None, step_stats=True):
         self.model = model
         self.optimizer = optimizer
         self.data_loader = IterLoader(data_loader)
@@ -134,6 +134,7 @@ class IterBasedRunnerWithTime:
         self.iter = 0
         # Per iteration, device tensors read once after training (no sync in the loop): the
         # loss, the gradient norm (the optimizer hook adds it) and the images' min, max, mean.
+        self.step_stats = step_stats  # False: the loss only
         self.losses = []
         self.grad_norms = []
         self.input_stats = []
@@ -158,7 +159,8 @@ class IterBasedRunnerWithTime:
         batch = self._to_device(next(self.data_loader))
         stopwatch.end_meas("data fetch")
         nvtx_wrp.range_pop("data fetch")
-        self.input_stats.append(input_stats(batch["images"]))  # three reductions, queued
+        if self.step_stats:
+            self.input_stats.append(input_stats(batch["images"]))  # three reductions, queued
 
         nvtx_wrp.range_push("Training step")
         stopwatch.start_meas("Training step")
@@ -257,11 +259,13 @@ class Fp16OptimizerHookWithTime:
         runner.optimizer.zero_grad(set_to_none=True)
         self.loss_scaler.scale(runner.outputs["loss"]).backward()  # DDP all-reduces here
         self.loss_scaler.unscale_(runner.optimizer)
+        norm = None
         if self.grad_clip is not None:
             norm = torch.nn.utils.clip_grad_norm_(runner.model.parameters(), self.grad_clip)
-        else:
+        elif runner.step_stats:
             norm = grad_norm(runner.model.parameters())
-        runner.grad_norms.append(norm.detach())
+        if runner.step_stats:
+            runner.grad_norms.append(norm.detach())
         self.loss_scaler.step(runner.optimizer)
         self.loss_scaler.update()
         runner.meta.setdefault("fp16", {})["loss_scaler"] = self.loss_scaler.state_dict()
