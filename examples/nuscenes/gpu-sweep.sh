@@ -12,7 +12,7 @@
 # /tmp). DALI is used where `import nvidia.dali` works: its wheels unpacked at /tmp/site
 # (../shared/GPU.md) are put on PYTHONPATH. Nothing here changes GPU settings.
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 RESULTS=${OUT:-/tmp/laptime-sweep-out}
 BUILD=/tmp/laptime-profile-build
