@@ -225,11 +225,13 @@ def _finite(x):
 
 
 def machine(args):
+    import PIL
     import torch
     import torchvision
 
-    info = {"python": platform.python_version(), "torch": torch.__version__,
-            "torchvision": torchvision.__version__, "device": args.device,
+    info = {"python": platform.python_version(), "pillow": PIL.__version__,
+            "torch": torch.__version__, "torchvision": torchvision.__version__,
+            "device": args.device,
             "cpus": os.cpu_count()}
     try:
         import nvidia.dali
