@@ -172,8 +172,10 @@ stage_sweep() {
 }
 
 if [ -n "$SEED_CELLS" ]; then
-  mkdir -p "$SWEEP/cells" && cp -rn "$SEED_CELLS"/cells/. "$SWEEP/cells/" &&
-    cp "$SEED_CELLS/machine.txt" "$SWEEP/seeded-machine.txt" || exit 2
+  mkdir -p "$SWEEP/cells" && cp "$SEED_CELLS/machine.txt" "$SWEEP/seeded-machine.txt" || exit 2
+  for cell in "$SEED_CELLS"/cells/*/; do  # a cell already there (run here) is kept
+    [ -e "$SWEEP/cells/$(basename "$cell")" ] || cp -r "$cell" "$SWEEP/cells/" || exit 2
+  done
 fi
 ROWS=()
 if setup; then
