@@ -29,7 +29,6 @@ reported for the last batch (pids, their CPU clocks, seconds per stage), where a
 workers.
 """
 
-import os
 import time
 
 import numpy as np

@@ -2,7 +2,8 @@
 # The data-loading-only study of seed 000 in one command: generates a NuScenes-layout dataset if
 # none is there, runs each loader with the same settings through runner.py (laptime's Stopwatch:
 # pipeline creation, data fetch, the CPU-tracked data loading loop), then prints the seed's table
-# with `laptime compare`.
+# with `laptime compare` and docs/studies/loader_table.py's (medians; CPU as % of the machine and
+# as core-ms per batch; medians first on the CPU).
 #
 #   examples/nuscenes/run_study.sh                       # small: this 2-core machine, CPU only
 #   examples/nuscenes/run_study.sh --device cuda --samples 324 --workers 8 --batches 200 \
@@ -111,3 +112,12 @@ fi
 echo "=== table ($OUT)"
 joined=$(IFS=,; echo "${labels[*]}")
 "$PYTHON" -m laptime compare "${files[@]}" --labels "$joined" | tee "$OUT/table.txt"
+# The same runs with medians beside the means and both CPU figures (% of the machine, a rate, and
+# core-ms per batch, the work). On the CPU the median leads: with this machine's small data an
+# epoch is a few batches, and each epoch's first batch is a stall that carries the mean.
+by=mean
+[ "$DEVICE" = cpu ] && by=median
+specs=()
+for i in "${!files[@]}"; do specs+=("${labels[$i]}=${files[$i]}"); done
+echo | tee -a "$OUT/table.txt"
+"$PYTHON" "$ROOT/docs/studies/loader_table.py" --by "$by" "${specs[@]}" | tee -a "$OUT/table.txt"

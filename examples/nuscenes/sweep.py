@@ -21,7 +21,7 @@ one table of every cell; it writes ``sweep.csv``, ``sweep.md`` (tables, the max(
 model of each backbone, a text chart) and ``sweep.svg`` (ms/iter per loader, one line per
 backbone).
 
-    # the H200 sweep (scripts/h200-sweep.sh runs it after building laptime)
+    # the GPU sweep (examples/nuscenes/gpu-sweep.sh sweep runs it after building laptime)
     python3 examples/nuscenes/sweep.py --dataroot /tmp/nuscenes-synth --out /tmp/laptime-sweep
     # a few seconds on the CPU: one tiny backbone, DataLoader cells only (the tests run this)
     python3 examples/nuscenes/sweep.py --tiny --out build/sweep-tiny
@@ -90,6 +90,9 @@ def parse_args(argv=None):
     p.add_argument("--deadline", type=float, default=None,
                    help="start no cell after this many seconds (what is left runs next time)")
     p.add_argument("--table-only", action="store_true", help="run nothing; tables from --out")
+    p.add_argument("--dry-run", action="store_true",
+                   help="run nothing; list the cells a run would start (those without their "
+                        "rank0.json in --out), one per line, in the order they would run")
     args = p.parse_args(argv)
     base = TINY if args.tiny else FULL
     for key, value in base.items():
@@ -141,7 +144,7 @@ def run_cell(args, cell, timeout):
            "--device", args.device, "--batch-size", str(args.batch_size),
            "--iters", str(args.iters), "--warmup", str(args.warmup),
            "--dataroot", args.dataroot, "--generate-samples", str(args.generate_samples),
-           "--replicate-dataset-per-gpu", "--seed", "0", "--results-dir", d,
+           "--replicate-dataset-per-gpu", "--seed", "0", "--no-step-stats", "--results-dir", d,
            "--summary", os.path.join(d, "summary.json")]
     if args.seconds:
         cmd += ["--max-seconds", f"{args.seconds:g}"]
@@ -162,15 +165,20 @@ def run_cell(args, cell, timeout):
             return 124
 
 
+def pending(args):
+    """The cells of the plan not done yet: a cell is done when its folder under --out holds its
+    laptime JSON (rank0.json), whoever wrote it (a copied cells/ folder counts)."""
+    return [c for c in plan(args)
+            if not os.path.exists(os.path.join(cell_dir(args.out, *c), "rank0.json"))]
+
+
 def run_all(args):
     """Runs the cells not yet in --out, until the deadline; returns the cells that failed."""
     start = time.monotonic()
     failed = []
     # a cell's budget: start-up and warm-up, the measured time, the report
     per_cell = (args.seconds or 0) + 60
-    for cell in plan(args):
-        if os.path.exists(os.path.join(cell_dir(args.out, *cell), "rank0.json")):
-            continue
+    for cell in pending(args):
         left = None if args.deadline is None else args.deadline - (time.monotonic() - start)
         if left is not None and left < (args.seconds or 0) + 30:
             print(f"sweep.py: deadline: {cell[0]} x{cell[1]:g} {cell[2]} run {cell[3]} and "
@@ -468,6 +476,10 @@ def report(args, failed):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.dry_run:
+        for c in pending(args):
+            print(os.path.basename(cell_dir(args.out, *c)))
+        return 0
     os.makedirs(args.out, exist_ok=True)
     failed = [] if args.table_only else run_all(args)
     for c in failed:

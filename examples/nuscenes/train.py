@@ -17,8 +17,9 @@ set), and at the end rank 0 prints one cross-rank report (``laptime.distributed.
     LAPTIME_PROFILE=evaluation python -m torch.distributed.run --nproc_per_node 2 \\
         examples/nuscenes/train.py --device cpu --iters 6 --warmup 2 --batch-size 1 --workers 0
 
-Prints, on rank 0: the loss of the first and last iterations, the Stopwatch report of rank 0, the
-cross-rank report, and one line ``RESULT loader=... runtime_ms_per_iter=... cpu_percent=...`` that
+Prints, on rank 0: the loss of the first and last iterations, the first iteration whose loss,
+gradient norm or input batch was not finite (``step_log.py``; ``--loss-file`` keeps them all), the
+Stopwatch report of rank 0, the cross-rank report, and one line ``RESULT loader=... runtime_ms_per_iter=... cpu_percent=...`` that
 ``train_table.py`` reads (also written as JSON with ``--summary``).
 """
 
@@ -28,10 +29,13 @@ import os
 import subprocess
 import sys
 import time
+import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
+
+import step_log  # noqa: E402  (numpy and torch only when used)
 
 
 def parse_args(argv=None):
@@ -69,6 +73,16 @@ def parse_args(argv=None):
                    help="each rank's JSON as DIR/rank{rank}.json (LAPTIME_OUTPUT wins) and the "
                         "merged one as DIR/merged.json")
     p.add_argument("--summary", default=None, help="rank 0 writes the RESULT figures as JSON here")
+    p.add_argument("--loss-file", default=None,
+                   help="rank 0 writes one CSV row per iteration here: loss, gradient norm, the "
+                        "inputs' min / max / mean (examples/nuscenes/losscurves.py reads it)")
+    p.add_argument("--no-step-stats", dest="step_stats", action="store_false",
+                   help="record only the loss per iteration, not the gradient norm and the "
+                        "batch's min/max/mean (a few reductions per iteration; the sweep's cells "
+                        "leave them out to time the loop as before)")
+    p.add_argument("--no-decode-wait", dest="decode_wait", action="store_false",
+                   help="gpu loader on CUDA: decode without first waiting for the stream's "
+                        "queued work (only to reproduce the memory corruption that wait avoids)")
     p.add_argument("--check-loss-falls", action="store_true",
                    help="exit 3 unless the mean loss of the last 10 iterations is below the "
                         "first 10")
@@ -103,32 +117,33 @@ def ensure_dataset(args, rank, dist):
         barrier(dist)
 
 
-def main(argv=None):
-    args = parse_args(argv)
-
+def start_processes(args):
+    """Processes and devices (torchrun sets RANK, WORLD_SIZE, LOCAL_RANK): a namespace with
+    rank, world_size, local_rank, use_cuda, device and dist (None without torchrun)."""
     import torch
 
-    # ===== Processes and devices (torchrun sets RANK, WORLD_SIZE, LOCAL_RANK) =====
-    launched = "RANK" in os.environ and "WORLD_SIZE" in os.environ
-    rank = int(os.environ.get("RANK", 0))
-    world_size = int(os.environ.get("WORLD_SIZE", 1))
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-    if use_cuda:
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
+    ctx = types.SimpleNamespace(rank=int(os.environ.get("RANK", 0)),
+                                world_size=int(os.environ.get("WORLD_SIZE", 1)),
+                                local_rank=int(os.environ.get("LOCAL_RANK", 0)), dist=None)
+    ctx.use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    if ctx.use_cuda:
+        torch.cuda.set_device(ctx.local_rank)
+        ctx.device = torch.device("cuda", ctx.local_rank)
         torch.backends.cudnn.benchmark = True
     else:
-        device = torch.device("cpu")
-    dist = None
-    if launched:
+        ctx.device = torch.device("cpu")
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         import torch.distributed as dist
 
-        dist.init_process_group("nccl" if use_cuda else "gloo")
+        dist.init_process_group("nccl" if ctx.use_cuda else "gloo")
+        ctx.dist = dist
+    return ctx
 
-    # ===== Runtime measurement & profiling configuration (seed: train.py) =====
-    # The run type comes from LAPTIME_PROFILE; the command line gives what the seed's config gave,
-    # and a LAPTIME_* variable the user set wins over it.
+
+def configure_laptime(args, rank):
+    """Runtime measurement & profiling configuration (seed: train.py). The run type comes from
+    LAPTIME_PROFILE; the command line gives what the seed's config gave, and a LAPTIME_* variable
+    the user set wins over it. Returns the Stopwatch."""
     os.environ.setdefault("LAPTIME_WARMUP", str(args.warmup))
     if args.results_dir:
         os.makedirs(args.results_dir, exist_ok=True)
@@ -145,81 +160,103 @@ def main(argv=None):
               f"NVTX {'on' if nvtx_wrp.is_enabled else 'off'}", flush=True)
         for w in settings.get("warnings", []):
             print("laptime:", w, flush=True)
+    return stopwatch
 
-    # ===== Data =====
-    ensure_dataset(args, rank, dist)
+
+def build(args, ctx):
+    """Data, model, optimizer, mixed precision: (runner, precision name)."""
+    import torch
+
     from loaders import make_loader
     from reader import NuScenesReader
-
     from train_hooks import (Fp16OptimizerHookWithTime, IterBasedRunnerWithTime, MultiViewNet,
                              make_targets)
 
     reader = NuScenesReader(args.dataroot, version=args.version)
     targets, categories = make_targets(reader.samples)
-    targets = targets.to(device)
     loader = make_loader(args.loader, args.dataroot, version=args.version,
                          batch_size=args.batch_size, num_workers=args.workers,
                          augment=args.augment, seed=args.seed,
-                         device=device if use_cuda else None, rank=rank, world_size=world_size,
-                         replicate_dataset_per_gpu=args.replicate_dataset_per_gpu, drop_last=True)
+                         device=ctx.device if ctx.use_cuda else None, rank=ctx.rank,
+                         world_size=ctx.world_size,
+                         replicate_dataset_per_gpu=args.replicate_dataset_per_gpu, drop_last=True,
+                         decode_wait=args.decode_wait)
     if len(loader) == 0:
-        raise SystemExit(f"train.py: the loader has no batch of {args.batch_size} for rank {rank} "
-                         f"({len(reader.samples)} samples, world size {world_size}); generate more "
-                         "samples or use --replicate-dataset-per-gpu")
-
-    # ===== Model, optimizer, mixed precision =====
+        raise SystemExit(f"train.py: the loader has no batch of {args.batch_size} for rank "
+                         f"{ctx.rank} ({len(reader.samples)} samples, world size "
+                         f"{ctx.world_size}); generate more samples or use "
+                         "--replicate-dataset-per-gpu")
     torch.manual_seed(args.seed)
-    amp = args.amp if args.amp != "auto" else ("fp16" if use_cuda else "off")
+    amp = args.amp if args.amp != "auto" else ("fp16" if ctx.use_cuda else "off")
     amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "off": None}[amp]
     model = MultiViewNet(len(categories), image_scale=args.image_scale,
-                         backbone=args.backbone).to(device)
-    if use_cuda:
+                         backbone=args.backbone).to(ctx.device)
+    if ctx.use_cuda:
         model = model.to(memory_format=torch.channels_last)
-    if dist is not None:
+    if ctx.dist is not None:
         model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[local_rank] if use_cuda else None)
+            model, device_ids=[ctx.local_rank] if ctx.use_cuda else None)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
+    scaler = torch.amp.GradScaler(ctx.device.type, enabled=amp == "fp16")
     hook = Fp16OptimizerHookWithTime(scaler, grad_clip=args.grad_clip)
-    runner = IterBasedRunnerWithTime(model, optimizer, loader, targets, device,
+    runner = IterBasedRunnerWithTime(model, optimizer, loader, targets.to(ctx.device), ctx.device,
                                      max_iters=args.iters, warmup=args.warmup, hooks=[hook],
-                                     amp_dtype=amp_dtype, rank=rank, max_seconds=args.max_seconds)
-    if rank == 0:
+                                     amp_dtype=amp_dtype, rank=ctx.rank,
+                                     max_seconds=args.max_seconds, step_stats=args.step_stats)
+    if ctx.rank == 0:
         print(f"train.py: loader {args.loader}, backbone {args.backbone} at image scale "
-              f"{args.image_scale}, world size {world_size}, device {device}, "
+              f"{args.image_scale}, world size {ctx.world_size}, device {ctx.device}, "
               f"precision {amp}{' + GradScaler' if amp == 'fp16' else ''}, batch {args.batch_size} "
               f"per process, {len(loader)} batches per epoch, {len(categories)} categories, "
               f"{args.iters} iterations ({args.warmup} warm-up)", flush=True)
+    return runner, amp
+
+
+def main(argv=None):
+    args = parse_args(argv)
+
+    import torch
+
+    ctx = start_processes(args)
+    stopwatch = configure_laptime(args, ctx.rank)
+    ensure_dataset(args, ctx.rank, ctx.dist)
+    runner, amp = build(args, ctx)
 
     # ===== Train =====
     t0 = time.perf_counter()
     runner.run()
-    if use_cuda:
+    if ctx.use_cuda:
         torch.cuda.synchronize()
     wall = time.perf_counter() - t0
-    losses = torch.stack(runner.losses).float().cpu()
-    k = min(10, max(1, len(losses) // 2))
-    first, last = losses[:k].mean().item(), losses[-k:].mean().item()
+    steps = step_log.StepLog.of(runner)  # read once, after training: no sync in the loop
+    k = min(10, max(1, len(steps.loss) // 2))
+    first, last = steps.loss[:k].mean().item(), steps.loss[-k:].mean().item()
 
     # ===== Stopwatch: print eval times (rank 0's own), then the cross-rank report =====
-    if rank == 0:
-        print(f"loss: first iteration {losses[0].item():.4f}, last iteration "
-              f"{losses[-1].item():.4f}; mean of the first {k} {first:.4f}, of the last {k} "
+    if ctx.rank == 0:
+        print(f"loss: first iteration {steps.loss[0].item():.4f}, last iteration "
+              f"{steps.loss[-1].item():.4f}; mean of the first {k} {first:.4f}, of the last {k} "
               f"{last:.4f} ({'falls' if last < first else 'DOES NOT FALL'})", flush=True)
+        print(steps.nonfinite_text(), flush=True)
+        if args.loss_file:
+            steps.write(args.loss_file, args.warmup)
         if stopwatch.is_enabled:
             stopwatch.print_eval_times()
+    from laptime import distributed as lt_dist
+
     merged = lt_dist.report(
         json_path=os.path.join(args.results_dir, "merged.json") if args.results_dir else None)
 
-    if rank == 0:
-        summary = summarize(merged, args, world_size, amp, first, last, wall)
+    if ctx.rank == 0:
+        summary = summarize(merged, args, ctx.world_size, amp, first, last, wall)
+        summary["first_nonfinite_step"] = steps.first_nonfinite()
         print("RESULT " + " ".join(f"{key}={value}" for key, value in summary.items()), flush=True)
         if args.summary:
             with open(args.summary, "w", encoding="utf-8") as f:
                 json.dump(summary, f, indent=1)
-    if dist is not None:
-        barrier(dist)
-        dist.destroy_process_group()
+    if ctx.dist is not None:
+        barrier(ctx.dist)
+        ctx.dist.destroy_process_group()
     if args.check_loss_falls and not last < first:
         return 3
     return 0

@@ -9,7 +9,8 @@ same ones, so that ``laptime merge`` reports of both read alike:
 - "IterBasedRunnerWithTime.train"   the runner's train step, as the seed measured it
 - "data fetch"      ``next(data_loader)`` and the copy to the device
 - "Training step"   forward pass and loss (``model.train_step`` in mmcv)
-- "Optimizer step"  the hook: zero_grad, scaled backward (DDP's all-reduce), unscale, step
+- "Optimizer step"  the hook: zero_grad, scaled backward (DDP's all-reduce), unscale, gradient
+                    norm (recorded), step
 
 NVTX ranges (seen in Nsight Systems when the NVTX wrapper is on): "data fetch", "Training step"
 and the seed's "optimizer.after_train_iter".
@@ -22,6 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from laptime import NVTXRangeWrapper, Stopwatch
+from step_log import input_stats
 
 stopwatch = Stopwatch()
 nvtx_wrp = NVTXRangeWrapper()
@@ -116,7 +118,7 @@ class IterBasedRunnerWithTime:
     """
 
     def __init__(self, model, optimizer, data_loader, targets, device, *, max_iters, warmup,
-                 hooks=(), amp_dtype=None, rank=0, max_seconds=None):
+                 hooks=(), amp_dtype=None, rank=0, max_seconds=None, step_stats=True):
         self.model = model
         self.optimizer = optimizer
         self.data_loader = IterLoader(data_loader)
@@ -130,7 +132,12 @@ class IterBasedRunnerWithTime:
         self.max_seconds = max_seconds
         self._measuring_since = None
         self.iter = 0
-        self.losses = []  # detached loss tensors, read once after training (no sync in the loop)
+        # Per iteration, device tensors read once after training (no sync in the loop): the
+        # loss, the gradient norm (the optimizer hook adds it) and the images' min, max, mean.
+        self.step_stats = step_stats  # False: the loss only
+        self.losses = []
+        self.grad_norms = []
+        self.input_stats = []
         self.outputs = None
         self.meta = {}
         self.profiling = False
@@ -152,6 +159,8 @@ class IterBasedRunnerWithTime:
         batch = self._to_device(next(self.data_loader))
         stopwatch.end_meas("data fetch")
         nvtx_wrp.range_pop("data fetch")
+        if self.step_stats:
+            self.input_stats.append(input_stats(batch["images"]))  # three reductions, queued
 
         nvtx_wrp.range_push("Training step")
         stopwatch.start_meas("Training step")
@@ -223,6 +232,14 @@ class IterBasedRunnerWithTime:
             self._profiler(False)
 
 
+def grad_norm(parameters):
+    """The total L2 norm of the parameters' gradients, a device tensor (not read: no sync)."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if hasattr(torch.nn.utils, "get_total_norm"):
+        return torch.nn.utils.get_total_norm(grads)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+
+
 # ===== Optimizer hook (seed: Fp16OptimizerHookWithTime) ==========================================
 
 
@@ -242,8 +259,13 @@ class Fp16OptimizerHookWithTime:
         runner.optimizer.zero_grad(set_to_none=True)
         self.loss_scaler.scale(runner.outputs["loss"]).backward()  # DDP all-reduces here
         self.loss_scaler.unscale_(runner.optimizer)
+        norm = None
         if self.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(runner.model.parameters(), self.grad_clip)
+            norm = torch.nn.utils.clip_grad_norm_(runner.model.parameters(), self.grad_clip)
+        elif runner.step_stats:
+            norm = grad_norm(runner.model.parameters())
+        if runner.step_stats:
+            runner.grad_norms.append(norm.detach())
         self.loss_scaler.step(runner.optimizer)
         self.loss_scaler.update()
         runner.meta.setdefault("fp16", {})["loss_scaler"] = self.loss_scaler.state_dict()

@@ -11,6 +11,7 @@ cell / backbone, and a second call runs nothing already done.
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -116,3 +117,18 @@ def test_a_second_call_runs_nothing_already_done(sweep, nuscenes_root):
     assert "exit 0" not in proc.stdout  # no cell ran
     assert (out / "cells" / CELLS[0] / "rank0.json").stat().st_mtime_ns == before
     assert proc.stdout.strip().splitlines()[-1].startswith("| resnet18 ×0.125 | DataLoader 2")
+
+
+def test_a_copied_cells_folder_counts_as_done(tmp_path):
+    """The H100 sweep's committed cells (first runs only), copied into a fresh --out as
+    gpu-sweep.sh --seed-cells does: a run would start only the repeats."""
+    committed = EXAMPLE.parents[1] / "docs" / "studies" / "h100-2026-12-05" / "cells"
+    if not committed.is_dir():
+        pytest.skip(f"{committed} is not in this tree")
+    shutil.copytree(committed, tmp_path / "cells")
+    proc = subprocess.run([sys.executable, str(SWEEP), "--out", str(tmp_path), "--dry-run"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [f"{b}-{loader}-run2" for b in ("resnet18-x0.5", "resnet50-x1",
+                                                                  "resnet101-x1")
+                                   for loader in ("dl8", "dali")]
