@@ -1,14 +1,20 @@
 // Tracked intervals (Stopwatch::track_cpu_usage, resources::sample()) against independent
 // measurements: the process tree's CPU against every process's own kernel CPU clock, read by the
 // test at the same boundaries, for short intervals with loader-like child processes; and an
-// interval's time against a steady_clock timing around its start_meas..end_meas.
+// interval's time against a steady_clock timing around its start_meas..end_meas; and the figures
+// a tracked name reports for a busy and an idle interval against the thread's own CPU clock.
 //
 // Each figure is a median over repeated intervals: the build machine has 2 cores shared with
 // other builds, and one interval preempted at a boundary may be off by a whole time slice.
+#include <time.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "laptime/resources.hpp"
@@ -83,4 +89,56 @@ TEST_CASE("a tracked interval's time equals a steady_clock timing around it with
           untracked * 100, " %");
   CHECK(std::fabs(tracked) < 0.01);
   CHECK(std::fabs(tracked - untracked) < 0.01);
+}
+
+TEST_CASE("tracked names report the process tree's CPU during their intervals" *
+          LAPTIME_NEEDS_ENABLED) {
+  laptime_test::Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  // The first measurement of "busy" runs untracked; tracking it afterwards is allowed (the seed
+  // refused this).
+  sw.start_meas("busy");
+  sw.end_meas("busy");
+  sw.set_cpu_usage_meas_name("busy");
+  sw.track_cpu_usage("idle");  // several names may be tracked
+  timespec cpu0{}, cpu1{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
+  const auto wall0 = std::chrono::steady_clock::now();
+  sw.start_meas("busy");
+  laptime_test::spin_for_ns(300000000);
+  sw.end_meas("busy");
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+  sw.start_meas("idle");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  sw.end_meas("idle");
+  sw.start_meas("untracked");
+  sw.end_meas("untracked");
+  sw.finish_iter();
+
+  const auto r = sw.results();
+  const auto busy = laptime_test::find(r, "busy");
+  REQUIRE(busy != nullptr);
+  REQUIRE(busy->resources.has_value());
+  REQUIRE(busy->resources->process_cores.has_value());
+  // The spinning thread's own CPU clock over the same window: the sampled tree figure must agree
+  // with it (on a loaded machine the thread may get less than a whole core).
+  const double thread_cores =
+      ((cpu1.tv_sec - cpu0.tv_sec) + (cpu1.tv_nsec - cpu0.tv_nsec) * 1e-9) / wall;
+  CHECK(*busy->resources->process_cores == doctest::Approx(thread_cores).epsilon(0.25));
+  CHECK(thread_cores > 0.05);  // the spin ran (a loaded machine, or ASan, may give it a tenth)
+  CHECK(*busy->resources->process_percent ==
+        doctest::Approx(*busy->resources->process_cores * 100 / laptime::resources::online_cpus())
+            .epsilon(0.01));
+  const auto idle = laptime_test::find(r, "idle");
+  REQUIRE(idle->resources.has_value());
+  CHECK(*idle->resources->process_cores < 0.1);
+  // Busy and idle intervals are told apart whatever the load: spinning vs sleeping.
+  CHECK(*busy->resources->process_cores > 3 * *idle->resources->process_cores);
+  CHECK_FALSE(laptime_test::find(r, "untracked")->resources.has_value());
+  std::ostringstream text;
+  sw.print_eval_times(text);
+  CHECK(text.str().find("cpu: process tree") != std::string::npos);
 }
