@@ -5,12 +5,11 @@
 // The Stopwatch and the NVTX wrapper are process-wide singletons, so every benchmark puts them in
 // the state it measures before its loop (thread 0 does it; Google Benchmark starts the timed loop
 // of all threads together, after that). The compiled-out (LAPTIME_DISABLE) variants live in
-// bench_disabled.cpp, compiled with that definition into this same binary.
+// bench_disabled.cpp, compiled with that definition into this same binary; the NVTX rows in
+// bench_nvtx.cpp, the /proc and memory rows in bench_resources.cpp; bench_tracking.cpp holds the
+// accuracy rows of tracked intervals.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <malloc.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,26 +26,14 @@
 #include <thread>
 #include <vector>
 
+#include "bench_support.hpp"
 #include "laptime/laptime.hpp"
-
-#if LAPTIME_HAVE_NVTX
-#include <nvtx3/nvToolsExt.h>
-#endif
-#if LAPTIME_HAVE_NVTX_COUNTERS
-#include <nvtx3/nvToolsExtCounters.h>
-#endif
 
 namespace {
 
-using laptime::NVTXRangeWrapper;
 using laptime::Stopwatch;
-
-// Measuring on, no warm-up, no periodic report, no CUDA sync: the plain enabled path.
-void enable_stopwatch() {
-  laptime::detail::testing_reset_stopwatch();
-  Stopwatch::instance().enable(/*num_warmup_iters=*/0, /*print_every_n_iters=*/std::nullopt,
-                               /*do_cuda_sync=*/false);
-}
+using laptime_bench::enable_stopwatch;
+using laptime_bench::thread_cpu_s;
 
 // ---- Baselines ------------------------------------------------------------------------------
 
@@ -240,22 +227,16 @@ BENCHMARK(BM_StopwatchPair_RoundRobin1000);
 // (manual time: the batch's time / its pairs). Goal: the child's pair <= 1.1 x the parent's.
 constexpr int kPairBatch = 2000;
 
-// The calling thread's CPU time: on a loaded machine wall time also counts the time the thread
-// waited for a core, differently in the two processes.
-double thread_cpu_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
+// Timed by the thread's CPU clock: wall time would also count the time the thread waited for a
+// core, differently in the two processes.
 double time_pair_batch() {
-  const double t0 = thread_cpu_seconds();
+  const double t0 = thread_cpu_s();
   for (int i = 0; i < kPairBatch; ++i) {
     Stopwatch::instance().start_meas("worker pair");
     Stopwatch::instance().end_meas("worker pair");
     benchmark::ClobberMemory();
   }
-  return (thread_cpu_seconds() - t0) / kPairBatch;
+  return (thread_cpu_s() - t0) / kPairBatch;
 }
 
 void BM_StopwatchPair_ParentBatch(benchmark::State& state) {
@@ -422,275 +403,7 @@ void BM_StopwatchPair_Enabled_SharedObject_TlsDesc(benchmark::State& state) {
 BENCHMARK(BM_StopwatchPair_Enabled_SharedObject_TlsDesc);
 #endif
 
-// ---- NVTX -------------------------------------------------------------------------------------
-
-#if LAPTIME_HAVE_NVTX
-// What the wrapper wraps, with no tool attached (NVTX_INJECTION64_PATH unset).
-void BM_NvtxRawPushPop(benchmark::State& state) {
-  for (auto _ : state) {
-    nvtxRangePushA("raw");
-    nvtxRangePop();
-    benchmark::ClobberMemory();
-  }
-}
-BENCHMARK(BM_NvtxRawPushPop);
-
-// The calls the wrapper makes: a registered string in the global domain through the Ex API.
-void BM_NvtxRawDomainPushPopEx(benchmark::State& state) {
-  nvtxInitialize(nullptr);
-  const nvtxStringHandle_t handle = nvtxDomainRegisterStringA(nullptr, "raw ex");
-  nvtxEventAttributes_t a{};
-  a.version = NVTX_VERSION;
-  a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-  if (handle != nullptr) {
-    a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
-    a.message.registered = handle;
-  } else {
-    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
-    a.message.ascii = "raw ex";
-  }
-  for (auto _ : state) {
-    nvtxDomainRangePushEx(nullptr, &a);
-    nvtxDomainRangePop(nullptr);
-    benchmark::ClobberMemory();
-  }
-}
-BENCHMARK(BM_NvtxRawDomainPushPopEx);
-#endif  // without the NVTX3 headers there is no raw baseline; the table shows it as absent
-
-void enable_nvtx(bool track) {
-  laptime::detail::nvtx_reset_for_testing();
-  NVTXRangeWrapper::instance().enable(/*sync_on_push=*/false, /*sync_on_pop=*/false, track);
-}
-
-void BM_NvtxWrapperPushPop_NotEnabled(benchmark::State& state) {
-  if (state.thread_index() == 0) laptime::detail::nvtx_reset_for_testing();
-  if (NVTXRangeWrapper::instance().is_enabled()) state.SkipWithError("the wrapper is enabled");
-  for (auto _ : state) {
-    NVTXRangeWrapper::instance().range_push("not enabled");
-    NVTXRangeWrapper::instance().range_pop();
-    benchmark::ClobberMemory();
-  }
-}
-BENCHMARK(BM_NvtxWrapperPushPop_NotEnabled);
-
-// Enabled, order tracking off.
-void BM_NvtxWrapperPushPop(benchmark::State& state) {
-  if (state.thread_index() == 0) enable_nvtx(false);
-  for (auto _ : state) {
-    NVTXRangeWrapper::instance().range_push("wrapper");
-    NVTXRangeWrapper::instance().range_pop();
-    benchmark::ClobberMemory();
-  }
-}
-BENCHMARK(BM_NvtxWrapperPushPop);
-
-// Enabled, order tracking on: the pop checks the expected name against the thread's stack.
-void BM_NvtxWrapperPushPop_Tracked(benchmark::State& state) {
-  if (state.thread_index() == 0) enable_nvtx(true);
-  for (auto _ : state) {
-    NVTXRangeWrapper::instance().range_push("tracked");
-    NVTXRangeWrapper::instance().range_pop("tracked");
-    benchmark::ClobberMemory();
-  }
-}
-BENCHMARK(BM_NvtxWrapperPushPop_Tracked)->Threads(1)->Threads(2);
-
-// The RAII form with a per-call-site registered name (LAPTIME_RANGE), order tracking on.
-void BM_NvtxScopedRange_Tracked(benchmark::State& state) {
-  if (state.thread_index() == 0) enable_nvtx(true);
-  for (auto _ : state) {
-    LAPTIME_RANGE("scoped");
-    benchmark::ClobberMemory();
-  }
-}
-BENCHMARK(BM_NvtxScopedRange_Tracked);
-
-// ---- Stopwatch intervals as NVTX ranges (Stopwatch::set_nvtx_ranges, docs/nvtx.md) ------------
-// The same work two ways, in the same run: the option on, and the Stopwatch pair with the wrapper's
-// push/pop written next to it by hand. Goal: unified <= by hand.
-
-void enable_unified(bool on, bool track) {
-  enable_stopwatch();
-  enable_nvtx(track);
-  Stopwatch::instance().set_nvtx_ranges(on);
-}
-
-void BM_UnifiedRange(benchmark::State& state) {
-  if (state.thread_index() == 0) enable_unified(true, false);
-  for (auto _ : state) {
-    Stopwatch::instance().start_meas("unified");
-    Stopwatch::instance().end_meas("unified");
-    benchmark::ClobberMemory();
-  }
-  if (state.thread_index() == 0) Stopwatch::instance().set_nvtx_ranges(false);
-}
-BENCHMARK(BM_UnifiedRange);
-
-void BM_ByHandRange(benchmark::State& state) {
-  if (state.thread_index() == 0) enable_unified(false, false);
-  for (auto _ : state) {
-    NVTXRangeWrapper::instance().range_push("by hand");
-    Stopwatch::instance().start_meas("by hand");
-    Stopwatch::instance().end_meas("by hand");
-    NVTXRangeWrapper::instance().range_pop();
-    benchmark::ClobberMemory();
-  }
-}
-BENCHMARK(BM_ByHandRange);
-
-// With order tracking (the debugging profile): the end checks the innermost range, as
-// range_pop(name) does.
-void BM_UnifiedRange_Tracked(benchmark::State& state) {
-  if (state.thread_index() == 0) enable_unified(true, true);
-  for (auto _ : state) {
-    Stopwatch::instance().start_meas("unified tracked");
-    Stopwatch::instance().end_meas("unified tracked");
-    benchmark::ClobberMemory();
-  }
-  if (state.thread_index() == 0) Stopwatch::instance().set_nvtx_ranges(false);
-}
-BENCHMARK(BM_UnifiedRange_Tracked);
-
-void BM_ByHandRange_Tracked(benchmark::State& state) {
-  if (state.thread_index() == 0) enable_unified(false, true);
-  for (auto _ : state) {
-    NVTXRangeWrapper::instance().range_push("by hand tracked");
-    Stopwatch::instance().start_meas("by hand tracked");
-    Stopwatch::instance().end_meas("by hand tracked");
-    NVTXRangeWrapper::instance().range_pop("by hand tracked");
-    benchmark::ClobberMemory();
-  }
-}
-BENCHMARK(BM_ByHandRange_Tracked);
-
-// ---- /proc sampling ---------------------------------------------------------------------------
-
-void BM_CpuSample_Self(benchmark::State& state) {
-  for (auto _ : state) {
-    laptime::resources::Sample s = laptime::resources::sample();
-    benchmark::DoNotOptimize(s);
-  }
-}
-BENCHMARK(BM_CpuSample_Self);
-
-// The sampler walks the process tree: 8 children (a DataLoader's workers), blocked on a pipe.
-void BM_CpuSample_Tree8(benchmark::State& state) {
-  int fds[2];
-  if (::pipe(fds) != 0) {
-    state.SkipWithError("pipe() failed");
-    return;
-  }
-  std::vector<pid_t> children;
-  for (int i = 0; i < 8; ++i) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::close(fds[1]);
-      char c;
-      while (::read(fds[0], &c, 1) < 0) {
-      }
-      ::_exit(0);
-    }
-    if (pid > 0) children.push_back(pid);
-  }
-  ::close(fds[0]);
-  if (children.size() != 8) state.SkipWithError("fork() failed");
-  for (auto _ : state) {
-    laptime::resources::Sample s = laptime::resources::sample();
-    benchmark::DoNotOptimize(s);
-  }
-  state.counters["processes"] = static_cast<double>(laptime::resources::sample().processes);
-  for (const pid_t pid : children) ::kill(pid, SIGKILL);
-  for (const pid_t pid : children) ::waitpid(pid, nullptr, 0);
-  ::close(fds[1]);
-}
-BENCHMARK(BM_CpuSample_Tree8);
-
-// ---- CPU and I/O as NVTX counters (laptime/counters.hpp, docs/resources.md) --------------------
-
-#if LAPTIME_HAVE_NVTX_COUNTERS
-// Two samples 10 ms apart, with every figure valid: what an interval's end publishes.
-std::pair<laptime::resources::Sample, laptime::resources::Sample> counter_window() {
-  laptime::resources::Sample a, b;
-  a.tree_cpu_ok = b.tree_cpu_ok = a.system_ok = b.system_ok = a.io_ok = b.io_ok = true;
-  a.tree_cpu_s = 1.0;
-  b.tree_cpu_s = 1.005;
-  a.system_total_ticks = 1000;
-  b.system_total_ticks = 1002;
-  b.system_busy_ticks = 1;
-  b.read_bytes = b.write_bytes = 4096;
-  a.taken_ns = 1'000'000'000;
-  b.taken_ns = 1'010'000'000;
-  return {a, b};
-}
-
-// The raw baseline: one nvtxCounterSampleFloat64 with no tool attached (NVTX's own no-tool path:
-// a load of the extension's slot and a branch, after the first call).
-void BM_NvtxCounterSampleRaw(benchmark::State& state) {
-  const nvtxDomainHandle_t domain = nvtxDomainCreateA("laptime-bench");
-  double v = 12.5;
-  for (auto _ : state) {
-    nvtxCounterSampleFloat64(domain, NVTX_COUNTER_ID_STATIC_START, v);
-    benchmark::DoNotOptimize(v);
-  }
-}
-BENCHMARK(BM_NvtxCounterSampleRaw);
-
-// laptime publishing one window's four figures (the interval's Usage arithmetic, then four
-// samples) with no tool attached: a counter set with ids, as a tool would have given.
-void BM_NvtxCountersPublish_NoTool(benchmark::State& state) {
-  namespace d = laptime::detail;
-  d::NvtxCountersState& c = d::nvtx_counters_state();
-  laptime::enable_nvtx_counters();  // the domain and the CPU count
-  d::NvtxCounterSet set;
-  for (int i = 0; i < d::kCounterFigures; ++i) {
-    set.id[i] = NVTX_COUNTER_ID_STATIC_START + static_cast<std::uint64_t>(i);
-  }
-  set.any = true;
-  const auto [a, b] = counter_window();
-  for (auto _ : state) {
-    d::nvtx_counters_publish(c, set, a, b, 10'000'000);
-    benchmark::ClobberMemory();
-  }
-  laptime::disable_nvtx_counters();
-}
-BENCHMARK(BM_NvtxCountersPublish_NoTool);
-
-// What a tracked interval's end adds (the Stopwatch's hook), counters off, and on with no tool
-// attached (the name's counters got no id at registration: nothing is published).
-void counters_interval_end(benchmark::State& state, bool on) {
-  namespace d = laptime::detail;
-  enable_stopwatch();
-  Stopwatch::instance().track_cpu_usage("counted");
-  if (on) laptime::enable_nvtx_counters();
-  Stopwatch::instance().start_meas("counted");  // interns the name: its id and text
-  Stopwatch::instance().end_meas("counted");
-  d::StopwatchState& sw = d::stopwatch_state();
-  std::uint32_t id = 0;
-  while (id < LAPTIME_MAX_NAMES - 1) {
-    const std::string* n = sw.names[id].load();
-    if (n == nullptr || *n == "counted") break;
-    ++id;
-  }
-  const auto [a, b] = counter_window();
-  for (auto _ : state) {
-    d::nvtx_counters_interval_end(id, sw.names[id], a, b, 10'000'000);
-    benchmark::ClobberMemory();
-  }
-  laptime::disable_nvtx_counters();
-  laptime::detail::testing_reset_stopwatch();
-}
-void BM_NvtxCountersIntervalEnd_Off(benchmark::State& state) {
-  counters_interval_end(state, false);
-}
-BENCHMARK(BM_NvtxCountersIntervalEnd_Off);
-void BM_NvtxCountersIntervalEnd_NoTool(benchmark::State& state) {
-  counters_interval_end(state, true);
-}
-BENCHMARK(BM_NvtxCountersIntervalEnd_NoTool);
-#endif  // LAPTIME_HAVE_NVTX_COUNTERS
-
-// ---- The histogram's insert and memory per (thread, name) (docs/performance.md) --------------
+// ---- The histogram's insert (docs/performance.md) ----------------------------------------------
 
 // The percentile histogram's insert (detail::Histogram::add, on every end_meas), values spread
 // over 1 µs .. 16 ms; next to it the layout it replaced (a dense array of 2752 64-bit counts,
@@ -733,155 +446,6 @@ void BM_HistogramAdd_Dense(benchmark::State& state) {
   benchmark::DoNotOptimize((*counts)[0].load());
 }
 BENCHMARK(BM_HistogramAdd_Dense);
-
-// Resident memory per (thread, name): 64 threads each time 256 names (a few intervals each), and
-// the growth of RSS (/proc/self/statm) and of malloc'd bytes between each thread's first name and
-// its 256th is divided by 64 x 255 (the threads stay alive in between). Counters:
-// rss_bytes_per_pair (goal: <= 2048, 2 KiB per (thread, name)), malloc_bytes_per_pair.
-long statm_rss_bytes() {
-  long size = 0, rss = 0;
-  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%ld %ld", &size, &rss) != 2) rss = 0;
-    std::fclose(f);
-  }
-  return rss * ::sysconf(_SC_PAGESIZE);
-}
-
-void BM_MemoryPerThreadName(benchmark::State& state) {
-  constexpr int kThreads = 64, kNames = 256;
-  // New names each run (repetitions): names are never forgotten, and a name's slots and
-  // histograms, once allocated, are reused by later runs.
-  static int run = 0;
-  std::vector<std::string> names;
-  for (int n = 0; n < kNames; ++n) {
-    names.push_back("memory " + std::to_string(run) + " name " + std::to_string(n));
-  }
-  ++run;
-  for (auto _ : state) {
-    enable_stopwatch();
-    std::atomic<int> arrived{0}, phase{0};
-    auto wait_phase = [&](int p) {
-      arrived.fetch_add(1);
-      while (phase.load() < p) std::this_thread::sleep_for(std::chrono::microseconds(200));
-    };
-    auto time_names = [&](int from, int to) {
-      for (int n = from; n < to; ++n) {
-        for (int k = 0; k < 4; ++k) {
-          Stopwatch::instance().start_meas(names[static_cast<std::size_t>(n)]);
-          Stopwatch::instance().end_meas(names[static_cast<std::size_t>(n)]);
-        }
-      }
-    };
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&] {
-        time_names(0, 1);
-        wait_phase(1);
-        time_names(1, kNames);
-        wait_phase(2);
-      });
-    }
-    while (arrived.load() < kThreads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    const long rss0 = statm_rss_bytes();
-    const std::size_t heap0 = ::mallinfo2().uordblks;
-    phase.store(1);
-    while (arrived.load() < 2 * kThreads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    const long rss1 = statm_rss_bytes();
-    const std::size_t heap1 = ::mallinfo2().uordblks;
-    phase.store(2);
-    for (auto& t : threads) t.join();
-    const double pairs = double{kThreads} * (kNames - 1);
-    state.counters["rss_bytes_per_pair"] = static_cast<double>(rss1 - rss0) / pairs;
-    state.counters["malloc_bytes_per_pair"] = static_cast<double>(heap1 - heap0) / pairs;
-  }
-  laptime::detail::testing_reset_stopwatch();
-}
-BENCHMARK(BM_MemoryPerThreadName)->Iterations(1)->UseRealTime();
-// The raw reads a no-child sample() needs, for its ratio: /proc/stat (the machine's CPU) and
-// /proc/self/io, each a pread at offset 0 of a descriptor kept open, as the sampler does. (Its
-// CPU clocks come from clock_gettime and getrusage, not from files.)
-void BM_ProcFilesRaw(benchmark::State& state) {
-  const int stat = ::open("/proc/stat", O_RDONLY | O_CLOEXEC);
-  const int io = ::open("/proc/self/io", O_RDONLY | O_CLOEXEC);
-  if (stat < 0 || io < 0) state.SkipWithError("cannot open /proc/stat or /proc/self/io");
-  char buf[4096];
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(::pread(stat, buf, sizeof buf, 0));
-    benchmark::DoNotOptimize(::pread(io, buf, sizeof buf, 0));
-    benchmark::ClobberMemory();
-  }
-  if (stat >= 0) ::close(stat);
-  if (io >= 0) ::close(io);
-}
-BENCHMARK(BM_ProcFilesRaw);
-
-// The same files the way the sampler read them before (open, read, close each time), for scale.
-void BM_ProcFilesOpenRead(benchmark::State& state) {
-  char buf[4096];
-  for (auto _ : state) {
-    for (const char* path : {"/proc/stat", "/proc/self/io"}) {
-      const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-      benchmark::DoNotOptimize(::read(fd, buf, sizeof buf));
-      ::close(fd);
-    }
-    benchmark::ClobberMemory();
-  }
-}
-BENCHMARK(BM_ProcFilesOpenRead);
-
-double process_cpu_s() {
-  timespec t{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-double thread_cpu_s() {
-  timespec t{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
-// A Stopwatch pair of a CPU-tracked name (track_cpu_usage: a resources::sample() at each end)
-// with state.range(0) live child processes that spin (DataLoader workers at work; at nice 19, so
-// that on a small machine the benchmark thread still gets a core). The counter sampler_us is the
-// CPU the children sampler thread used per pair (the process's CPU beyond this thread's):
-// cpu_time, like every row, is this thread's.
-void BM_CpuTrackedPair(benchmark::State& state) {
-  std::vector<pid_t> children;
-  for (int i = 0; i < state.range(0); ++i) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      if (::nice(19) == -1) {  // best effort: the children only need to be busy
-      }
-      ::alarm(600);  // never outlives a crashed benchmark
-      volatile std::uint64_t sink = 0;
-      for (;;) sink = sink + 1;
-    }
-    if (pid > 0) children.push_back(pid);
-  }
-  if (children.size() != static_cast<std::size_t>(state.range(0))) {
-    state.SkipWithError("fork() failed");
-  }
-  enable_stopwatch();
-  Stopwatch::instance().track_cpu_usage("tracked");
-  for (int i = 0; i < 50; ++i) {  // the children sampler starts and takes its first readings
-    Stopwatch::instance().start_meas("tracked");
-    Stopwatch::instance().end_meas("tracked");
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  const double process0 = process_cpu_s(), thread0 = thread_cpu_s();
-  for (auto _ : state) {
-    Stopwatch::instance().start_meas("tracked");
-    Stopwatch::instance().end_meas("tracked");
-    benchmark::ClobberMemory();
-  }
-  const double others = (process_cpu_s() - process0) - (thread_cpu_s() - thread0);
-  state.counters["sampler_us"] = others * 1e6 / static_cast<double>(state.iterations());
-  state.counters["processes"] = static_cast<double>(laptime::resources::sample().processes);
-  for (const pid_t pid : children) ::kill(pid, SIGKILL);
-  for (const pid_t pid : children) ::waitpid(pid, nullptr, 0);
-  laptime::detail::testing_reset_stopwatch();
-}
-BENCHMARK(BM_CpuTrackedPair)->ArgName("children")->Arg(0)->Arg(16);
 
 }  // namespace
 

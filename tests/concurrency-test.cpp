@@ -285,3 +285,34 @@ TEST_CASE(
   CHECK(running_of("inner") == 0);
   CHECK(running_of("across") == 0);
 }
+
+TEST_CASE("several threads may time the same name at once; all intervals feed its statistics" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  constexpr int kThreads = 4, kEach = 2000;
+  std::atomic<int> inside{0}, max_inside{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < kThreads; ++t) {
+    workers.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        sw.start_meas("load batch");
+        const int now = inside.fetch_add(1) + 1;
+        int seen = max_inside.load();
+        while (now > seen && !max_inside.compare_exchange_weak(seen, now)) {
+        }
+        if (i % 100 == 0) std::this_thread::yield();
+        inside.fetch_sub(1);
+        sw.end_meas("load batch");
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  sw.finish_iter();
+  const auto m = find(sw.results(), "load batch");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == kThreads * kEach);  // threads that exited still count
+  CHECK(m->running == 0);
+  CHECK(max_inside.load() >= 1);
+}

@@ -14,18 +14,17 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "laptime/counters.hpp"
 #include "laptime/impl/nvtx_counters.hpp"  // the publishing step, for a fixture of samples
-#include "laptime/nvtx.hpp"                  // LAPTIME_HAVE_NVTX
+#include "laptime/nvtx.hpp"                // LAPTIME_HAVE_NVTX
 #include "laptime/resources.hpp"
 #include "laptime/results.hpp"
-#include "laptime/settings.hpp"
 #include "laptime/stopwatch.hpp"
 
 #include "nvtx_recorder_api.hpp"
@@ -43,23 +42,13 @@ namespace {
 #define NEEDS_RECORDER doctest::skip(true)
 #endif
 
-void clear_events() {
-  if (recorder_api() != nullptr) recorder_api()->clear();
-}
-
 /// Every logged event, without its " tid=..." suffix.
 std::vector<std::string> events() {
   std::vector<std::string> out;
-  if (recorder_api() == nullptr) return out;
-  const std::string text = recorder_api()->events();
-  std::size_t start = 0;
-  while (start < text.size()) {
-    const std::size_t end = text.find('\n', start);
-    std::string line = text.substr(start, end - start);
+  for (std::string line : recorder_events()) {
     const std::size_t tid = line.rfind(" tid=");
     if (tid != std::string::npos) line.resize(tid);
-    out.push_back(line);
-    start = end + 1;
+    out.push_back(std::move(line));
   }
   return out;
 }
@@ -157,7 +146,7 @@ TEST_CASE("a tracked name gets four counters, registered once, with their units 
   laptime::enable_nvtx_counters();
   CHECK(laptime::nvtx_counters_enabled());
   laptime::Stopwatch& sw = tracking({"units"});
-  clear_events();
+  recorder_clear();
   for (int i = 0; i < 3; ++i) {
     sw.start_meas("units");
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -183,7 +172,7 @@ TEST_CASE("a tracked name gets four counters, registered once, with their units 
     CHECK(samples_of(std::string("units: ") + figure).size() == 3);
   }
   // A name untracked publishes nothing.
-  clear_events();
+  recorder_clear();
   sw.start_meas("untracked");
   sw.end_meas("untracked");
   CHECK(starting_with("counter").empty());
@@ -195,7 +184,7 @@ TEST_CASE("the counters carry the interval's own figures: a busy loop high, a sl
   CountersOff off;
   laptime::enable_nvtx_counters();
   laptime::Stopwatch& sw = tracking({"spin", "nap"});
-  clear_events();
+  recorder_clear();
   const std::int64_t cpu_before = thread_cpu_ns();
   const std::int64_t wall_before = now_ns();
   sw.start_meas("spin");
@@ -257,7 +246,7 @@ TEST_CASE("the write counter shows a written and fsynced file's bytes over the i
   REQUIRE(fd >= 0);
   constexpr std::size_t kBytes = 8 << 20;
   const std::string block(kBytes, 'z');
-  clear_events();
+  recorder_clear();
   sw.start_meas("save");
   const bool written = ::write(fd, block.data(), block.size()) == static_cast<ssize_t>(kBytes);
   const bool synced = ::fsync(fd) == 0;
@@ -305,7 +294,7 @@ TEST_CASE("a figure /proc cannot give is a sample without a value" * NEEDS_RECOR
   b.taken_ns = 2'000'000'000;
   a.system_ok = true;
   b.io_ok = true;
-  clear_events();
+  recorder_clear();
   d::nvtx_counters_publish(c, *set, a, b, 1'000'000'000);
   const auto cpu = samples_of("fixture: process tree CPU");
   REQUIRE(cpu.size() == 1);
@@ -322,7 +311,7 @@ TEST_CASE("the background sampler publishes the process tree at its rate, and st
           NEEDS_RECORDER) {
   laptime_test::Fresh fresh;
   CountersOff off;
-  clear_events();
+  recorder_clear();
   laptime::enable_nvtx_counters(50);
   CHECK(threads_named("laptime-counter") == 1);
   const std::int64_t cpu_before = thread_cpu_ns();
@@ -349,7 +338,7 @@ TEST_CASE("the background sampler publishes the process tree at its rate, and st
 
   // Off: the thread ends within a period and publishes nothing more.
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
-  clear_events();
+  recorder_clear();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   CHECK(samples_of("process tree CPU").empty());
   CHECK(threads_named("laptime-counter") == 0);
@@ -367,7 +356,7 @@ TEST_CASE("with the counters off, tracked intervals publish nothing" * NEEDS_REC
   CountersOff off;
   CHECK_FALSE(laptime::nvtx_counters_enabled());
   laptime::Stopwatch& sw = tracking({"quiet"});
-  clear_events();
+  recorder_clear();
   for (int i = 0; i < 5; ++i) {
     sw.start_meas("quiet");
     sw.end_meas("quiet");
@@ -405,43 +394,6 @@ TEST_CASE("a sample rate outside 0..1000 per second is a usage error" * LAPTIME_
         std::string::npos);
   CHECK(laptime_test::error_of([] { laptime::enable_nvtx_counters(5000); }) != "");
   CHECK_FALSE(laptime::nvtx_counters_enabled());
-}
-
-TEST_CASE("LAPTIME_NVTX_COUNTERS and LAPTIME_NVTX_COUNTERS_HZ, and the profiling profile" *
-          LAPTIME_NEEDS_ENABLED) {
-  auto settings = [](std::map<std::string, std::string> env) {
-    return laptime::settings_from_env([env](const char* name) -> const char* {
-      const auto it = env.find(name);
-      return it != env.end() ? it->second.c_str() : nullptr;
-    });
-  };
-  const laptime::Settings none = settings({});
-  CHECK_FALSE(none.nvtx_counters);
-  CHECK(none.nvtx_counters_hz == 0);
-  const laptime::Settings on = settings({{"LAPTIME_NVTX_COUNTERS", "1"}});
-  CHECK(on.nvtx_counters);
-  CHECK(on.nvtx_counters_hz == 0);
-  const laptime::Settings rate = settings({{"LAPTIME_NVTX_COUNTERS_HZ", "20"}});
-  CHECK(rate.nvtx_counters);  // a rate turns them on
-  CHECK(rate.nvtx_counters_hz == 20);
-  const laptime::Settings profiling = settings({{"LAPTIME_PROFILE", "profiling"}});
-  CHECK(profiling.nvtx_counters);
-  CHECK(profiling.nvtx_counters_hz == 10);
-  const laptime::Settings debugging = settings({{"LAPTIME_PROFILE", "debugging"}});
-  CHECK_FALSE(debugging.nvtx_counters);
-  const laptime::Settings vetoed =
-      settings({{"LAPTIME_PROFILE", "profiling"}, {"LAPTIME_NVTX_COUNTERS", "0"}});
-  CHECK_FALSE(vetoed.nvtx_counters);
-  const laptime::Settings slow =
-      settings({{"LAPTIME_PROFILE", "profiling"}, {"LAPTIME_NVTX_COUNTERS_HZ", "0"}});
-  CHECK(slow.nvtx_counters);
-  CHECK(slow.nvtx_counters_hz == 0);
-  for (const char* bad : {"fast", "-1", "1001", "nan", "10x"}) {
-    const laptime::Settings s = settings({{"LAPTIME_NVTX_COUNTERS_HZ", bad}});
-    CHECK_FALSE(s.nvtx_counters);
-    REQUIRE(s.warnings.size() == 1);
-    CHECK(s.warnings[0].find("LAPTIME_NVTX_COUNTERS_HZ=") == 0);
-  }
 }
 
 // The child of "without a profiler attached": counters asked for at 50 Hz, a tracked interval,

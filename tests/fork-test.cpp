@@ -27,40 +27,19 @@
 #include "reliability_support.hpp"
 #include "test_support.hpp"
 
-// ThreadSanitizer cannot follow a thread started in a child forked while other threads were
-// alive: the child's new thread may get the id of one of the parent's, which it still counts as
-// running ("dup thread with used id"). Such children measure on their one thread under TSan.
-#if defined(__SANITIZE_THREAD__)
-#define FORK_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define FORK_TEST_TSAN 1
-#endif
-#endif
-#ifndef FORK_TEST_TSAN
-#define FORK_TEST_TSAN 0
-#endif
-#if defined(__SANITIZE_ADDRESS__) || FORK_TEST_TSAN
-#define FORK_TEST_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define FORK_TEST_SANITIZER 1
-#endif
-#endif
-#ifndef FORK_TEST_SANITIZER
-#define FORK_TEST_SANITIZER 0
-#endif
-
 namespace {
 
 constexpr int kChildren = 100;
-constexpr bool kThreadsInChildren = !FORK_TEST_TSAN;
+// ThreadSanitizer cannot follow a thread started in a child forked while other threads were
+// alive: the child's new thread may get the id of one of the parent's, which it still counts as
+// running ("dup thread with used id"). Such children measure on their one thread under TSan.
+constexpr bool kThreadsInChildren = !RELIABILITY_TSAN;
 // The sanitizer runtimes (GCC 12's libasan and libtsan) do not hold their own allocator's locks
 // across fork: a child forked while another thread is inside malloc can hang in the runtime
 // itself, whatever laptime does. Under a sanitizer the hammering thread therefore pauses, outside
 // laptime, at each fork; the plain build forks at any moment, and the lock-held test below holds
 // laptime's locks at the fork in every build.
-constexpr bool kParkHammerAtFork = FORK_TEST_SANITIZER;
+constexpr bool kParkHammerAtFork = RELIABILITY_SANITIZER;
 
 // In a forked child, the other threads of the parent are gone but their stacks are still
 // mapped, and LeakSanitizer no longer knows them as roots: objects they pointed to would be
@@ -149,24 +128,17 @@ std::uint64_t count_of_name(const laptime::Results& r, std::string_view name) {
   std::exit(0);
 }
 
-// The parent of the scenario. LAPTIME_OUTPUT and LAPTIME_PRINT_AT_EXIT are set by the test.
-int fork_scenario() {
-  auto& sw = laptime::Stopwatch::instance();
-  auto& nvtx = laptime::NVTXRangeWrapper::instance();
-  std::atomic<long> printed{0};
-  sw.set_print_function(&sink, &printed);
-  sw.enable(0, 50, false);
-  nvtx.enable(false, false, true);
-  sw.track_cpu_usage("sampled");
-  laptime::detail::warn_once("fork-test", "fork-test: the one warning of this test (expected)");
-
-  // The hammering thread: every kind of call, including those that take laptime's locks (new
-  // names, tracked names, one-time measurements, reports, periodic printing, threads that come
-  // and go, NVTX names beyond the registered table, which warn under the error-state lock).
+// The hammering thread: every kind of call, including those that take laptime's locks (new
+// names, tracked names, one-time measurements, reports, periodic printing, threads that come
+// and go, NVTX names beyond the registered table, which warn under the error-state lock).
+struct Hammer {
   std::atomic<bool> stop{false};
   std::atomic<bool> park{false}, parked{false};
-  long hammer_intervals = 0, hammer_iters = 0, hammer_one_time = 0;
-  std::thread hammer([&] {
+  long intervals = 0, iters = 0, one_time = 0;
+
+  void run() {
+    auto& sw = laptime::Stopwatch::instance();
+    auto& nvtx = laptime::NVTXRangeWrapper::instance();
     nvtx.name_current_thread("hammer");
     for (long i = 0; !stop.load(std::memory_order_relaxed); ++i) {
       if (kParkHammerAtFork && park.load()) {
@@ -181,17 +153,17 @@ int fork_scenario() {
       nvtx.range_push(name);
       sw.start_meas("hammer");
       sw.end_meas("hammer");
-      ++hammer_intervals;
+      ++intervals;
       nvtx.range_pop(name);
       nvtx.range_pop("hammer range");
       if (i % 8 == 0) {
         sw.start_meas("sampled");
         sw.end_meas("sampled");
         sw.finish_iter();
-        ++hammer_iters;
+        ++iters;
       }
-      if (i % 16 == 0 && hammer_one_time < 2000) {
-        const std::string once = "hammer once " + std::to_string(hammer_one_time++);
+      if (i % 16 == 0 && one_time < 2000) {
+        const std::string once = "hammer once " + std::to_string(one_time++);
         sw.start_one_time_measurement(once);
         sw.end_one_time_measurement(once);
       }
@@ -206,8 +178,55 @@ int fork_scenario() {
         }).join();
       }
     }
-  });
+  }
+};
 
+// After the children: no child wrote the parent's LAPTIME_OUTPUT, and the parent's results hold
+// its own measurements and nothing of its children's. Returns the number of failures.
+int check_parent_after_children(const Hammer& hammer) {
+  int failures = 0;
+  const char* output = std::getenv("LAPTIME_OUTPUT");
+  if (output != nullptr && reliability::file_exists(output)) {
+    std::printf("fork-scenario: a child wrote the parent's LAPTIME_OUTPUT\n");
+    ++failures;
+  }
+  const laptime::Results r = laptime::Stopwatch::instance().results();
+  auto expect = [&](std::string_view name, std::uint64_t want) {
+    const std::uint64_t got = count_of_name(r, name);
+    if (got != want) {
+      std::printf("fork-scenario: parent's count of '%.*s' is %llu, want %llu\n",
+                  static_cast<int>(name.size()), name.data(), static_cast<unsigned long long>(got),
+                  static_cast<unsigned long long>(want));
+      ++failures;
+    }
+  };
+  expect("parent main", kChildren);
+  expect("hammer", static_cast<std::uint64_t>(hammer.intervals));
+  if (count_of_name(r, "child work") != ~std::uint64_t{0}) {
+    std::printf("fork-scenario: a child's measurement shows in the parent\n");
+    ++failures;
+  }
+  if (r.iterations_finished != hammer.iters ||
+      r.one_time.size() != static_cast<std::size_t>(hammer.one_time)) {
+    std::printf("fork-scenario: parent's iterations or one-time measurements changed\n");
+    ++failures;
+  }
+  return failures;
+}
+
+// The parent of the scenario. LAPTIME_OUTPUT and LAPTIME_PRINT_AT_EXIT are set by the test.
+int fork_scenario() {
+  auto& sw = laptime::Stopwatch::instance();
+  auto& nvtx = laptime::NVTXRangeWrapper::instance();
+  std::atomic<long> printed{0};
+  sw.set_print_function(&sink, &printed);
+  sw.enable(0, 50, false);
+  nvtx.enable(false, false, true);
+  sw.track_cpu_usage("sampled");
+  laptime::detail::warn_once("fork-test", "fork-test: the one warning of this test (expected)");
+
+  Hammer hammer;
+  std::thread hammer_thread([&] { hammer.run(); });
   std::uint32_t lcg = 12345;
   int failures = 0;
   double slowest = 0;
@@ -219,8 +238,8 @@ int fork_scenario() {
     std::fflush(stdout);
     std::fflush(stderr);
     if (kParkHammerAtFork) {
-      park = true;
-      while (!parked.load()) std::this_thread::yield();
+      hammer.park = true;
+      while (!hammer.parked.load()) std::this_thread::yield();
     }
     const pid_t pid = ::fork();
     if (pid < 0) {
@@ -228,47 +247,20 @@ int fork_scenario() {
       return 1;
     }
     if (pid == 0) child_body(k);
-    park = false;
-    reliability::RunResult r;
-    r.started = true;
-    reliability::wait_with_timeout(pid, 60, r);
+    hammer.park = false;
+    const reliability::RunResult r = reliability::wait_for_child(pid, 60);
     slowest = std::max(slowest, r.seconds);
     if (!r.ok()) {
       std::printf("fork-scenario: child %d failed: %s\n", k, r.describe().c_str());
       ++failures;
     }
   }
-  stop = true;
-  hammer.join();
+  hammer.stop = true;
+  hammer_thread.join();
 
-  const char* output = std::getenv("LAPTIME_OUTPUT");
-  if (output != nullptr && reliability::file_exists(output)) {
-    std::printf("fork-scenario: a child wrote the parent's LAPTIME_OUTPUT\n");
-    ++failures;
-  }
-  const laptime::Results r = sw.results();
-  auto expect = [&](std::string_view name, std::uint64_t want) {
-    const std::uint64_t got = count_of_name(r, name);
-    if (got != want) {
-      std::printf("fork-scenario: parent's count of '%.*s' is %llu, want %llu\n",
-                  static_cast<int>(name.size()), name.data(), static_cast<unsigned long long>(got),
-                  static_cast<unsigned long long>(want));
-      ++failures;
-    }
-  };
-  expect("parent main", kChildren);
-  expect("hammer", static_cast<std::uint64_t>(hammer_intervals));
-  if (count_of_name(r, "child work") != ~std::uint64_t{0}) {
-    std::printf("fork-scenario: a child's measurement shows in the parent\n");
-    ++failures;
-  }
-  if (r.iterations_finished != hammer_iters ||
-      r.one_time.size() != static_cast<std::size_t>(hammer_one_time)) {
-    std::printf("fork-scenario: parent's iterations or one-time measurements changed\n");
-    ++failures;
-  }
+  failures += check_parent_after_children(hammer);
   std::printf("fork-scenario: %d children, %d failed, slowest %.3f s; hammer %ld intervals\n",
-              kChildren, failures, slowest, hammer_intervals);
+              kChildren, failures, slowest, hammer.intervals);
   sw.set_print_function(nullptr, nullptr);  // the at-exit report goes to stdout
   return failures == 0 ? 0 : 1;
 }
@@ -358,9 +350,7 @@ void fork_while_held(const char* what, const Hold& hold, const std::function<voi
     }
     ::_exit(0);
   }
-  reliability::RunResult r;
-  r.started = pid > 0;
-  if (pid > 0) reliability::wait_with_timeout(pid, 20, r);
+  const reliability::RunResult r = reliability::wait_for_child(pid, 20);
   phase = 2;
   holder.join();
   INFO("lock held at fork: " << std::string(what));
@@ -446,9 +436,9 @@ TEST_CASE("a child forked while another thread holds one of laptime's locks does
 
 // Under TSan this case cannot run: the earlier cases' track_cpu_usage leaves the children sampler
 // thread (resources) alive in this process, and a child that starts threads after the fork is
-// what TSan cannot follow (see FORK_TEST_TSAN above); the normal and ASan builds run it.
+// what TSan cannot follow (see kThreadsInChildren above); the normal and ASan builds run it.
 TEST_CASE("in a forked child, new threads never take over the record of the forking thread" *
-          doctest::skip(!LAPTIME_ENABLED || FORK_TEST_TSAN)) {
+          doctest::skip(!LAPTIME_ENABLED || RELIABILITY_TSAN)) {
   laptime::detail::testing_reset_stopwatch();
   auto& sw = laptime::Stopwatch::instance();
   sw.enable(0, std::nullopt, false);
@@ -489,9 +479,7 @@ TEST_CASE("in a forked child, new threads never take over the record of the fork
       ::_exit(7);
     }
   }
-  reliability::RunResult r;
-  r.started = pid > 0;
-  if (pid > 0) reliability::wait_with_timeout(pid, 20, r);
+  const reliability::RunResult r = reliability::wait_for_child(pid, 20);
   CHECK_MESSAGE(r.ok(), r.describe());
   laptime::detail::testing_reset_stopwatch();
 }

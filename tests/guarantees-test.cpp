@@ -3,29 +3,39 @@
 // from sizeof of the real types, and the page must print exactly those figures, in that order. A
 // change of layout that leaves the page behind (or an edit of the page that the layout does not
 // back) fails this test.
+//
+// And docs/configuration.md's table of variables against the code's table (detail/env_vars.hpp),
+// with the rule that keeps the table whole: no header, and no module of the Python package, reads
+// a LAPTIME_* variable but through it.
 #include <algorithm>
+#include <climits>
 #include <cstddef>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "laptime/detail/env_vars.hpp"  // the table of variables
 #include "laptime/laptime.hpp"
 #include "test_support.hpp"
-
-#if LAPTIME_ENABLED
-namespace {
 
 #ifndef LAPTIME_DOCS_DIR
 #error "LAPTIME_DOCS_DIR (tests/CMakeLists.txt) must name the repository's docs/ folder"
 #endif
 
+namespace {
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
 }
+}  // namespace
+
+#if LAPTIME_ENABLED
+namespace {
 
 /// The table row of `page` whose first cell is `first_cell`, split into its cells (trimmed).
 std::vector<std::string> row_cells(const std::string& page, const std::string& first_cell) {
@@ -127,4 +137,125 @@ TEST_CASE("guarantees.md prints the memory per (thread, name) and per thread tha
     CHECK(cells[1].find(with_commas(cache_entries) + " entries") != std::string::npos);
   }
 #endif
+}
+
+// ---- docs/configuration.md's table of variables, and the code that reads them ------------------
+
+namespace {
+namespace lt = laptime::detail;
+
+// The table's type, as docs/configuration.md writes it.
+std::string type_text(const lt::EnvVar& v) {
+  const std::string lo = std::to_string(v.lowest), hi = std::to_string(v.highest);
+  switch (v.type) {
+    case lt::EnvType::Bool:
+      return "bool";
+    case lt::EnvType::Int:
+      return v.highest == INT_MAX ? "int ≥ " + lo : "int " + lo + " … " + hi;
+    case lt::EnvType::Rate:
+      return "number " + lo + " … " + hi;
+    case lt::EnvType::Choice: {
+      std::string out = "`";
+      for (const char* c = v.values; *c != '\0'; ++c)
+        out += *c == '|' ? std::string("`, `") : std::string(1, *c);
+      return out + "`" + (v.any_case ? " (any case)" : "");
+    }
+    case lt::EnvType::Text:
+      return "text";
+    case lt::EnvType::Names:
+      return "names, comma-separated, at most " + hi;
+    case lt::EnvType::BoolOrNames:
+      return "bool, or at most " + hi + " names";
+    case lt::EnvType::Path:
+      return "path";
+    case lt::EnvType::SetByLaptime:
+      return "set by laptime";
+  }
+  return "?";
+}
+
+// The start of the table's row for `v` in docs/configuration.md: name, type, default, when read.
+std::string doc_row(const lt::EnvVar& v) {
+  return "| `" + std::string(v.name) + "` | " + type_text(v) + " | " + v.default_text + " | " +
+         v.read_at + " | ";
+}
+}  // namespace
+
+TEST_CASE("docs/configuration.md's table of variables is the code's table") {
+  const std::string doc = read_file(std::string(LAPTIME_DOCS_DIR) + "/configuration.md");
+  const std::string header = "| variable | type | default | read | meaning |";
+  const auto at = doc.find(header);
+  REQUIRE(at != std::string::npos);
+  // The table's rows: from the header to the first line that is not a row.
+  std::vector<std::string> rows;
+  std::istringstream lines(doc.substr(at));
+  std::string line;
+  std::getline(lines, line);  // the header
+  std::getline(lines, line);  // |---|
+  while (std::getline(lines, line) && line.rfind("| ", 0) == 0) rows.push_back(line);
+  // One row per variable, in the table's order; the meaning column is the page's own.
+  REQUIRE(rows.size() == std::size(lt::kEnvVars));
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::string expected = doc_row(lt::kEnvVars[i]);
+    CHECK_MESSAGE(rows[i].rfind(expected, 0) == 0,
+                  "docs/configuration.md's row " << i + 1 << " should start " << expected);
+    CHECK(rows[i].size() > expected.size() + 2);  // with a meaning
+  }
+}
+
+namespace {
+// The string literal at `at` (just after an opening parenthesis), or "" when it is not one.
+std::string literal_at(const std::string& text, std::size_t at) {
+  if (at >= text.size() || text[at] != '"') return "";
+  const auto end = text.find('"', at + 1);
+  return end == std::string::npos ? "" : text.substr(at + 1, end - at - 1);
+}
+}  // namespace
+
+TEST_CASE("no header reads a LAPTIME_* variable but through the table") {
+  const std::filesystem::path include = std::filesystem::path(LAPTIME_DOCS_DIR) / "../include";
+  // detail/env.hpp holds the one getenv; detail/env_vars.hpp the table and the reads through it.
+  // Every other env_raw reads a variable that is not laptime's, named by a literal.
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(include)) {
+    if (entry.path().extension() != ".hpp") continue;
+    ++files;
+    const std::string name = entry.path().filename().string();
+    if (name == "env.hpp" || name == "env_vars.hpp") continue;
+    const std::string text = read_file(entry.path());
+    CAPTURE(name);
+    CHECK(text.find("getenv(") == std::string::npos);
+    for (const char* call : {"env_raw(", "setenv("}) {
+      for (auto p = text.find(call); p != std::string::npos; p = text.find(call, p + 1)) {
+        const std::string arg = literal_at(text, p + std::strlen(call));
+        CAPTURE(text.substr(p, 60));
+        if (std::string(call) != "setenv(") CHECK_FALSE(arg.empty());
+        CHECK(arg.rfind("LAPTIME_", 0) == std::string::npos);
+      }
+    }
+  }
+  CHECK(files > 30);
+  // The Python package reads no variable of its own: those it looks at are in the table.
+  const std::filesystem::path python =
+      std::filesystem::path(LAPTIME_DOCS_DIR) / "../python/laptime";
+  std::size_t looked_at = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(python)) {
+    if (entry.path().extension() != ".py") continue;
+    std::istringstream lines(read_file(entry.path()));
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.find("environ") == std::string::npos && line.find("_env_set(") == std::string::npos)
+        continue;
+      for (auto p = line.find("\"LAPTIME_"); p != std::string::npos;
+           p = line.find("\"LAPTIME_", p + 1)) {
+        const std::string var = line.substr(p + 1, line.find('"', p + 1) - p - 1);
+        CAPTURE(var);
+        bool known = false;
+        for (const lt::EnvVar& v : lt::kEnvVars) known = known || var == v.name;
+        CHECK(known);
+        ++looked_at;
+      }
+    }
+  }
+  CHECK(looked_at >= 3);
 }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -374,4 +375,38 @@ TEST_CASE("memory per (thread, name) stays under 2 KiB, whatever the number of i
 #endif
   CHECK(count_of("memory name 0") == kThreads * 2001);
 #endif
+}
+
+TEST_CASE(
+    "measurements running on other threads are legitimate at finish_iter and count in the "
+    "iteration in which they end" *
+    LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(1, std::nullopt, false);
+  std::atomic<int> phase{0};
+  std::thread loader([&] {
+    sw.start_meas("prefetch");  // starts during warm-up iteration 0
+    phase = 1;
+    while (phase.load() != 2) std::this_thread::yield();
+    sw.end_meas("prefetch");  // ends after warm-up: counts
+    phase = 3;
+  });
+  while (phase.load() != 1) std::this_thread::yield();
+  CHECK_NOTHROW(sw.finish_iter());
+  {
+    const auto m = find(sw.results(), "prefetch");
+    REQUIRE(m != nullptr);
+    CHECK(m->running == 1);
+    std::ostringstream text;
+    sw.print_eval_times(text);  // allowed while measurements run
+    CHECK(text.str().find("prefetch [running]") != std::string::npos);
+    CHECK(sw.to_json().find("\"running\": true") != std::string::npos);
+  }
+  phase = 2;
+  loader.join();
+  const auto m = find(sw.results(), "prefetch");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == 1);
+  CHECK(m->running == 0);
 }

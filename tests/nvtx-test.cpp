@@ -1,15 +1,16 @@
 // NVTXRangeWrapper, proven against what a profiler receives: the wrapper runs under
 // tests/nvtx_recorder (an NVTX injection library, the mechanism Nsight uses), and each case asserts
-// the exact sequence of NVTX events the recorder saw on each thread.
+// the exact sequence of NVTX events the recorder saw on each thread. This file: enabling, names and
+// their registration, domains, colours, marks, thread names, syncs, and the quiet path without a
+// profiler; nvtx-order-test.cpp: the order of pushes and pops, scopes, and the Stopwatch on the
+// timeline.
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
-#include <functional>
 #include <mutex>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,116 +31,9 @@
 #include <nvtx3/nvtx3.hpp>
 #endif
 
-#include "nvtx_recorder_api.hpp"
-#include "test_support.hpp"
+#include "nvtx_support.hpp"
 
-namespace {
-
-using laptime::NVTXRangeWrapper;
-
-bool have_recorder() {
-  return recorder_api() != nullptr;
-}
-
-// Behavioural cases that read the recorder: skipped in the LAPTIME_DISABLE build and where the
-// NVTX headers (hence the recorder) are missing.
-#if LAPTIME_ENABLED && LAPTIME_HAVE_NVTX && defined(LAPTIME_NVTX_RECORDER_PATH)
-#define NEEDS_RECORDER doctest::skip(false)
-#else
-#define NEEDS_RECORDER doctest::skip(true)
-#endif
-
-std::vector<std::string> all_events() {
-  std::vector<std::string> out;
-  if (!have_recorder()) return out;
-  const std::string text = recorder_api()->events();
-  std::size_t start = 0;
-  while (start < text.size()) {
-    const std::size_t end = text.find('\n', start);
-    out.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
-/// The events the thread `tid` made, without their " tid=..." suffix.
-std::vector<std::string> events_of(long tid) {
-  const std::string suffix = " tid=" + std::to_string(tid);
-  std::vector<std::string> out;
-  for (const std::string& e : all_events()) {
-    if (e.size() >= suffix.size() &&
-        e.compare(e.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      out.push_back(e.substr(0, e.size() - suffix.size()));
-    }
-  }
-  return out;
-}
-
-std::vector<std::string> my_events() {
-  return events_of(laptime::detail::current_tid());
-}
-
-std::string joined(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const std::string& l : lines) out += l + "\n";
-  return out;
-}
-
-/// Compares as text, so that a failure prints both sequences readably.
-#define CHECK_EVENTS(actual, ...) \
-  CHECK(joined(actual) == joined(std::vector<std::string> __VA_ARGS__))
-
-long recorder_stat(const char* key) {
-  if (!have_recorder()) return 0;
-  const std::string s = recorder_api()->stats();
-  const std::string k = std::string(key) + "=";
-  const std::size_t at = s.find(k);
-  return at == std::string::npos ? -1 : std::atol(s.c_str() + at + k.size());
-}
-
-void clear_events() {
-  if (have_recorder()) recorder_api()->clear();
-}
-
-/// A fresh, disabled wrapper and an empty log; the error policy back to Throw afterwards.
-struct Fresh {
-  Fresh() {
-    laptime::detail::nvtx_reset_for_testing();
-    laptime::set_error_policy(laptime::ErrorPolicy::Throw);
-    clear_events();
-  }
-  ~Fresh() {
-    laptime::set_error_policy(laptime::ErrorPolicy::Throw);
-    laptime::detail::nvtx_reset_for_testing();
-  }
-};
-
-std::string usage_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const laptime::UsageError& e) {
-    return e.what();
-  }
-  return "(no UsageError)";
-}
-
-/// With order tracking on: a pop that skips the innermost range and a pop with none open are
-/// usage errors, and the right pops go through.
-void check_order_errors(NVTXRangeWrapper& nvtx) {
-  nvtx.range_push("outer");
-  nvtx.range_push("inner");
-  CHECK(usage_error_of([&] { nvtx.range_pop("outer"); }).find("'outer' > 'inner'") !=
-        std::string::npos);
-  CHECK_NOTHROW(nvtx.range_pop("inner"));
-  CHECK_NOTHROW(nvtx.range_pop("outer"));
-  CHECK(usage_error_of([&] { nvtx.range_pop(); }) != "(no UsageError)");
-}
-
-void instrumented_function() {
-  LAPTIME_FUNC_RANGE();
-}
-
-}  // namespace
+using namespace nvtx_test;
 
 // First in the file, so that in a full run NVTX has not been initialised yet and the case can
 // also show that NVTX is never even loaded.
@@ -301,111 +195,62 @@ TEST_CASE(
   CHECK_EVENTS(my_events(), {"register global kept", "push global kept", "pop global"});
 }
 
-TEST_CASE(
-    "with order tracking, popping the wrong name is a usage error that names the expected "
-    "range, the innermost one, the thread and its stack, and pops nothing" *
-    NEEDS_RECORDER) {
-  const Fresh fresh;
-  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
-  nvtx.enable(false, false, true);
-  nvtx.name_current_thread("trainer");
-  nvtx.range_push("step");
-  nvtx.range_push("forward");
-  nvtx.range_push("attention");
-  clear_events();
-
-  const std::string message = usage_error_of([&] { nvtx.range_pop("forward"); });
-  CHECK(message.find("laptime: range_pop('forward'): ") == 0);
-  CHECK(message.find("expected to close range 'forward'") != std::string::npos);
-  CHECK(message.find("innermost open range is 'attention'") != std::string::npos);
-  CHECK(message.find("'step' > 'forward' > 'attention'") != std::string::npos);
-  CHECK(message.find("nothing was popped") != std::string::npos);
-  CHECK(message.find("NVTX name 'trainer'") != std::string::npos);
-  CHECK(message.find("thread " + std::to_string(laptime::detail::current_tid())) !=
-        std::string::npos);
-  CHECK(all_events().empty());  // no pop reached NVTX
-
-  // The stack is unchanged: the right pops still work, in order.
-  nvtx.range_pop("attention");
-  nvtx.range_pop("forward");
-  nvtx.range_pop("step");
-  CHECK_EVENTS(my_events(), {"pop global", "pop global", "pop global"});
-}
-
-TEST_CASE("with order tracking, popping with no open range is a usage error and pops nothing" *
-          NEEDS_RECORDER) {
-  const Fresh fresh;
-  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
-  nvtx.enable(false, false, true);
-  clear_events();
-  const std::string named = usage_error_of([&] { nvtx.range_pop("step"); });
-  CHECK(named.find("expected to close range 'step', but this thread has no open range") !=
-        std::string::npos);
-  CHECK(named.find("outermost first: (none)") != std::string::npos);
-  const std::string unnamed = usage_error_of([&] { nvtx.range_pop(); });
-  CHECK(unnamed.find("no open range on this thread to pop") != std::string::npos);
-  CHECK(all_events().empty());
-}
-
-TEST_CASE("the order check works the same without a profiler or without the NVTX headers" *
-          LAPTIME_NEEDS_ENABLED) {
-  const Fresh fresh;
-  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
-  nvtx.enable(false, false, true);
-  check_order_errors(nvtx);
-}
-
 // The case below runs twice: under the recorder (the whole file's setting), then in a copy of
 // this program started with LAPTIME_TEST_NO_NVTX_TOOL=1, where main() leaves NVTX without a tool.
 constexpr const char* kNoToolCase =
     "with no profiler attached pushes and pops send nothing but order tracking and syncs still "
     "work";
 
-TEST_CASE(kNoToolCase* LAPTIME_NEEDS_ENABLED) {
 #if LAPTIME_ENABLED
+namespace {
+
+bool nvtx_has_no_tool() {
   using laptime::detail::NvtxCore;
-  const auto no_tool = [] {
-    return (laptime::detail::nvtx_core().state.load() & NvtxCore::kNoTool) != 0;
-  };
+  return (laptime::detail::nvtx_core().state.load() & NvtxCore::kNoTool) != 0;
+}
+
+// With a tool: the wrapper says so, and a push and a pop reach it; then the case again, in a copy
+// of this program without a tool.
+void check_with_tool_then_without() {
   NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
-  if (std::getenv("LAPTIME_TEST_NO_NVTX_TOOL") == nullptr) {
-    // With a tool: the wrapper says so, and a push and a pop reach it.
-    if (have_recorder() && LAPTIME_HAVE_NVTX) {
-      const Fresh fresh;
-      nvtx.enable(false, false, false);
-      CHECK_FALSE(no_tool());
-      clear_events();
-      nvtx.range_push("seen");
-      nvtx.range_pop();
-      CHECK_EVENTS(my_events(), {"register global seen", "push global seen", "pop global"});
-    }
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::setenv("LAPTIME_TEST_NO_NVTX_TOOL", "1", 1);  // main() then leaves NVTX without a tool
-      ::unsetenv("NVTX_INJECTION64_PATH");
-      const std::string filter = std::string("--test-case=") + kNoToolCase;
-      ::execl("/proc/self/exe", "nvtx-test", filter.c_str(), "--no-intro", "--no-version",
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    int status = -1;
-    REQUIRE(pid > 0);
-    REQUIRE(::waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0);  // its own failures are printed above
-    return;
+  if (have_recorder() && LAPTIME_HAVE_NVTX) {
+    const Fresh fresh;
+    nvtx.enable(false, false, false);
+    CHECK_FALSE(nvtx_has_no_tool());
+    clear_events();
+    nvtx.range_push("seen");
+    nvtx.range_pop();
+    CHECK_EVENTS(my_events(), {"register global seen", "push global seen", "pop global"});
   }
-  // With no tool nothing reaches a profiler either way; what shows the quiet path is taken is that
-  // the out-of-line half never ran: it registers each name it pushes in the enable's session.
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("LAPTIME_TEST_NO_NVTX_TOOL", "1", 1);  // main() then leaves NVTX without a tool
+    ::unsetenv("NVTX_INJECTION64_PATH");
+    const std::string filter = std::string("--test-case=") + kNoToolCase;
+    ::execl("/proc/self/exe", "nvtx-test", filter.c_str(), "--no-intro", "--no-version",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = -1;
+  REQUIRE(pid > 0);
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // its own failures are printed above
+}
+
+// With no tool nothing reaches a profiler either way; what shows the quiet path is taken is that
+// the out-of-line half never ran: it registers each name it pushes in the enable's session.
+void check_without_tool() {
   const auto registered = [] {
     laptime::detail::NvtxSession* session = laptime::detail::nvtx_state().session.load();
     const std::lock_guard<std::mutex> lock(session->mutex);
     return session->names.size();
   };
+  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
   const Fresh fresh;
   // Untracked: nothing to do, as with NVTX itself; an unbalanced pop is passed on (to nobody).
   nvtx.enable(false, false, false);
-  CHECK(no_tool());
+  CHECK(nvtx_has_no_tool());
   nvtx.range_push("a");
   nvtx.range_pop("b");
   nvtx.range_pop();
@@ -432,7 +277,7 @@ TEST_CASE(kNoToolCase* LAPTIME_NEEDS_ENABLED) {
   // Order tracking: still checked, with the same errors.
   laptime::detail::nvtx_reset_for_testing();
   nvtx.enable(false, false, true);
-  CHECK(no_tool());
+  CHECK(nvtx_has_no_tool());
   check_order_errors(nvtx);
 
   // Syncs: still made, before the (silent) push and pop.
@@ -445,39 +290,19 @@ TEST_CASE(kNoToolCase* LAPTIME_NEEDS_ENABLED) {
   CHECK(syncs.load() == 2);
   CHECK(registered() == 1);  // a synced push is not quiet: it took the whole path
   laptime::cuda::set_sync_function(nullptr, nullptr);
+}
+
+}  // namespace
 #endif
-}
 
-TEST_CASE(
-    "under the Warn policy a wrong pop is reported, leaves the stack unchanged and the "
-    "wrapper keeps working" *
-    NEEDS_RECORDER) {
-  const Fresh fresh;
-  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
-  nvtx.enable(false, false, true);
-  nvtx.range_push("outer");
-  nvtx.range_push("inner");
-  laptime::set_error_policy(laptime::ErrorPolicy::Warn);
-  clear_events();
-  nvtx.range_pop("outer");  // prints a warning, returns
-  nvtx.range_pop("inner");
-  nvtx.range_pop("outer");
-  nvtx.range_pop();  // nothing open: warned, nothing popped
-  CHECK_EVENTS(my_events(), {"pop global", "pop global"});
-}
-
-TEST_CASE(
-    "with order tracking off the expected name is ignored and every pop reaches the "
-    "profiler" *
-    NEEDS_RECORDER) {
-  const Fresh fresh;
-  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
-  nvtx.enable(false, false, false);
-  clear_events();
-  nvtx.range_push("a");
-  nvtx.range_pop("b");
-  nvtx.range_pop("c");  // unbalanced: passed on as it is, as NVTX itself would
-  CHECK_EVENTS(my_events(), {"register global a", "push global a", "pop global", "pop global"});
+TEST_CASE(kNoToolCase* LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  if (std::getenv("LAPTIME_TEST_NO_NVTX_TOOL") == nullptr) {
+    check_with_tool_then_without();
+  } else {
+    check_without_tool();
+  }
+#endif
 }
 
 TEST_CASE(
@@ -606,111 +431,6 @@ TEST_CASE("threads show by their kernel tid and name, also when named before ena
                {"name-thread " + std::to_string(late_tid.load()) + " loader-1"});
 }
 
-TEST_CASE("ranges nest correctly on several threads at once, each with its own stack" *
-          NEEDS_RECORDER) {
-  const Fresh fresh;
-  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
-  nvtx.enable(false, false, true);
-  clear_events();
-  constexpr int kThreads = 4;
-  constexpr int kIterations = 200;
-  std::vector<long> tids(kThreads);
-  std::vector<std::string> failures(kThreads);
-  std::atomic<int> ready{0};
-  std::vector<std::thread> threads;
-  for (int k = 0; k < kThreads; ++k) {
-    threads.emplace_back([&, k] {
-      tids[k] = laptime::detail::current_tid();
-      const std::string outer = "worker " + std::to_string(k);
-      ++ready;
-      while (ready.load() < kThreads) {
-      }
-      try {
-        for (int i = 0; i < kIterations; ++i) {
-          nvtx.range_push(outer);
-          nvtx.range_push("shared inner");
-          nvtx.range_pop("shared inner");
-          nvtx.range_pop(outer);
-        }
-      } catch (const std::exception& e) {
-        failures[k] = e.what();
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  int registrations = 0;
-  for (const std::string& e : all_events()) registrations += e.rfind("register ", 0) == 0 ? 1 : 0;
-  CHECK(registrations == kThreads + 1);  // each name once per process, whoever saw it first
-  for (int k = 0; k < kThreads; ++k) {
-    CHECK(failures[k].empty());
-    std::vector<std::string> expected;
-    for (int i = 0; i < kIterations; ++i) {
-      expected.insert(expected.end(), {"push global worker " + std::to_string(k),
-                                       "push global shared inner", "pop global", "pop global"});
-    }
-    std::vector<std::string> actual;
-    for (const std::string& e : events_of(tids[k])) {
-      if (e.rfind("register ", 0) != 0) actual.push_back(e);
-    }
-    CHECK(joined(actual) == joined(expected));
-  }
-  CHECK(recorder_stat("unknown") == 0);
-}
-
-TEST_CASE("RAII ranges and the macros pop what they pushed, also when an exception unwinds" *
-          NEEDS_RECORDER) {
-  const Fresh fresh;
-  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
-  nvtx.enable(false, false, true);
-  clear_events();
-  {
-    LAPTIME_RANGE("block");
-    instrumented_function();
-    // A temporary name: the scope keeps the registered copy, not the caller's buffer.
-    const laptime::NVTXScopedRange scoped{std::string("dynamic ") + std::to_string(42)};
-  }
-  CHECK_THROWS_AS(
-      [] {
-        LAPTIME_RANGE("throwing");
-        throw std::runtime_error("unwind");
-      }(),
-      std::runtime_error);
-  CHECK_EVENTS(my_events(),
-               {"register global block", "push global block",
-                "register global instrumented_function", "push global instrumented_function",
-                "pop global", "register global dynamic 42", "push global dynamic 42", "pop global",
-                "pop global", "register global throwing", "push global throwing", "pop global"});
-}
-
-TEST_CASE("a scope that leaves an inner range open reports it at its end and pops nothing" *
-          NEEDS_RECORDER) {
-  const Fresh fresh;
-  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
-  nvtx.enable(false, false, true);
-  clear_events();
-  {
-    LAPTIME_RANGE("scope");
-    nvtx.range_push("left open");
-  }  // reported on stderr (a destructor does not throw); neither range popped
-  CHECK_EVENTS(my_events(), {"register global scope", "push global scope",
-                             "register global left open", "push global left open"});
-  clear_events();
-  nvtx.range_pop("left open");
-  nvtx.range_pop("scope");
-  CHECK_EVENTS(my_events(), {"pop global", "pop global"});
-}
-
-TEST_CASE("a scope opened before enable pops nothing at its end" * NEEDS_RECORDER) {
-  const Fresh fresh;
-  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
-  {
-    const laptime::NVTXScopedRange before{"before enable"};
-    nvtx.enable(false, false, true);
-    clear_events();
-  }
-  CHECK(all_events().empty());
-}
-
 TEST_CASE("names beyond the name table still reach the profiler, as text, and are tracked" *
           NEEDS_RECORDER) {
   const Fresh fresh;
@@ -762,270 +482,6 @@ TEST_CASE(
   laptime::cuda::set_sync_function(nullptr, nullptr);
 }
 
-TEST_CASE("the Stopwatch's finish_iter marks each iteration while the wrapper is enabled" *
-          NEEDS_RECORDER) {
-#if LAPTIME_ENABLED
-  const Fresh fresh;
-  laptime::detail::testing_reset_stopwatch();
-  auto& sw = laptime::Stopwatch::instance();
-  sw.enable(1, std::nullopt, false);
-  sw.finish_iter();  // wrapper not enabled yet: no mark
-  CHECK(my_events().empty());
-  NVTXRangeWrapper::instance().enable(false, false, false);
-  clear_events();
-  sw.finish_iter();
-  sw.finish_iter();
-  CHECK_EVENTS(my_events(), {"mark global iteration 2", "mark global iteration 3"});
-  laptime::detail::testing_reset_stopwatch();
-#endif
-}
-
-// ---- Stopwatch intervals as NVTX ranges (Stopwatch::set_nvtx_ranges, docs/nvtx.md) -------------
-
-#if LAPTIME_ENABLED
-namespace {
-/// A fresh wrapper and Stopwatch (measuring from the first iteration); both reset afterwards.
-struct FreshUnified : Fresh {
-  FreshUnified() { laptime::detail::testing_reset_stopwatch(); }
-  ~FreshUnified() { laptime::detail::testing_reset_stopwatch(); }
-};
-
-std::int64_t count_of(const std::string& name) {
-  for (const auto& m : laptime::Stopwatch::instance().results().measurements) {
-    if (m.name == name) return m.count;
-  }
-  return -1;
-}
-}  // namespace
-#endif
-
-TEST_CASE(
-    "with NVTX ranges on, every Stopwatch interval is an NVTX range of the same registered name, "
-    "nested on the measuring thread, and shares the wrapper's handle" *
-    NEEDS_RECORDER) {
-#if LAPTIME_ENABLED
-  const FreshUnified fresh;
-  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
-  nvtx.enable(false, false, false);
-  auto& sw = laptime::Stopwatch::instance();
-  sw.enable(1, std::nullopt, false);
-  sw.set_nvtx_ranges(true);
-  clear_events();
-  for (int i = 0; i < 2; ++i) {  // the warm-up iteration is on the timeline too
-    sw.start_meas("step");
-    sw.start_meas("forward");
-    sw.end_meas("forward");
-    nvtx.range_push("step");  // by hand: the same registered string, not registered again
-    nvtx.range_pop();
-    sw.end_meas("step");
-    sw.finish_iter();
-  }
-  CHECK_EVENTS(my_events(),
-               {"register global step", "push global step", "register global forward",
-                "push global forward", "pop global", "push global step", "pop global", "pop global",
-                "mark global iteration 1", "push global step", "push global forward", "pop global",
-                "push global step", "pop global", "pop global", "mark global iteration 2"});
-  CHECK(recorder_stat("registered") == 6);
-  CHECK(recorder_stat("ascii") == 2);  // the two marks
-  CHECK(count_of("step") == 1);        // the Stopwatch itself is unchanged
-#endif
-}
-
-TEST_CASE(
-    "with NVTX ranges off (the default), or before the Stopwatch is enabled, it emits nothing" *
-    NEEDS_RECORDER) {
-#if LAPTIME_ENABLED
-  const FreshUnified fresh;
-  NVTXRangeWrapper::instance().enable(false, false, true);
-  auto& sw = laptime::Stopwatch::instance();
-  sw.set_nvtx_ranges(true);
-  clear_events();
-  sw.start_meas("before enable");
-  sw.end_meas("before enable");
-  CHECK(my_events().empty());
-  sw.set_nvtx_ranges(false);
-  sw.enable(0, std::nullopt, false);
-  sw.start_meas("off");
-  sw.end_meas("off");
-  sw.set_nvtx_ranges(true);
-  sw.set_nvtx_ranges(false);  // on and off again: back to nothing
-  sw.start_meas("off");
-  sw.end_meas("off");
-  CHECK(my_events().empty());
-  CHECK(count_of("off") == 2);
-#endif
-}
-
-TEST_CASE(
-    "with NVTX ranges on and the NVTX wrapper not enabled nothing is sent; ranges start once it "
-    "is" *
-    NEEDS_RECORDER) {
-#if LAPTIME_ENABLED
-  const FreshUnified fresh;
-  auto& sw = laptime::Stopwatch::instance();
-  sw.enable(0, std::nullopt, false);
-  sw.set_nvtx_ranges(true);
-  clear_events();
-  sw.start_meas("early");
-  sw.end_meas("early");
-  CHECK(my_events().empty());
-  NVTXRangeWrapper::instance().enable(false, false, false);
-  clear_events();
-  sw.start_meas("early");
-  sw.end_meas("early");
-  CHECK_EVENTS(my_events(), {"register global early", "push global early", "pop global"});
-  CHECK(count_of("early") == 2);
-#endif
-}
-
-TEST_CASE(
-    "an interval ended on another thread: the name uses start/end ranges from then on, and the "
-    "first one's push is popped by its own thread at its next start of the name" *
-    NEEDS_RECORDER) {
-#if LAPTIME_ENABLED
-  const FreshUnified fresh;
-  NVTXRangeWrapper::instance().enable(false, false, false);
-  auto& sw = laptime::Stopwatch::instance();
-  sw.enable(0, std::nullopt, false);
-  sw.set_nvtx_ranges(true);
-  clear_events();
-  long ender_tid = 0;
-  const auto end_elsewhere = [&] {
-    std::thread([&] {
-      ender_tid = laptime::detail::current_tid();
-      laptime::Stopwatch::instance().end_meas("batch");
-    }).join();
-  };
-  sw.start_meas("batch");
-  end_elsewhere();  // the first: pushed here, cannot be popped there
-  CHECK(events_of(ender_tid).empty());
-  CHECK_EVENTS(my_events(), {"register global batch", "push global batch"});
-  clear_events();
-  sw.start_meas("batch");  // pops the owed push, then a start/end range
-  end_elsewhere();
-  CHECK_EVENTS(my_events(), {"pop global", "start global batch"});
-  CHECK_EVENTS(events_of(ender_tid), {"end global"});
-  clear_events();
-  sw.start_meas("batch");  // ended on its own thread: still a start/end range
-  sw.end_meas("batch");
-  CHECK_EVENTS(my_events(), {"start global batch", "end global"});
-  CHECK(count_of("batch") == 3);
-#endif
-}
-
-TEST_CASE(
-    "with order tracking, Stopwatch ranges are on the wrapper's stack: range_pop sees them, and "
-    "an end_meas whose range is not the innermost is a usage error after the interval counted" *
-    NEEDS_RECORDER) {
-#if LAPTIME_ENABLED
-  const FreshUnified fresh;
-  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
-  nvtx.enable(false, false, true);
-  auto& sw = laptime::Stopwatch::instance();
-  sw.enable(0, std::nullopt, false);
-  sw.set_nvtx_ranges(true);
-  clear_events();
-  nvtx.range_push("outer");
-  sw.start_meas("fwd");
-  CHECK(usage_error_of([&] { nvtx.range_pop("outer"); }).find("innermost open range is 'fwd'") !=
-        std::string::npos);
-  sw.end_meas("fwd");
-  nvtx.range_pop("outer");
-  CHECK_EVENTS(my_events(), {"register global outer", "push global outer", "register global fwd",
-                             "push global fwd", "pop global", "pop global"});
-  clear_events();
-  sw.start_meas("bwd");
-  nvtx.range_push("inner");
-  const std::string message = usage_error_of([&] { sw.end_meas("bwd"); });
-  CHECK(message.find("end_meas('bwd')") != std::string::npos);
-  CHECK(message.find("innermost open range is 'inner'") != std::string::npos);
-  CHECK(message.find("'bwd' > 'inner'") != std::string::npos);
-  CHECK(count_of("bwd") == 1);  // the measurement itself ended
-  nvtx.range_pop("inner");
-  nvtx.range_pop("bwd");  // nothing was popped: the range is still open, as after range_pop
-  CHECK_EVENTS(my_events(), {"register global bwd", "push global bwd", "register global inner",
-                             "push global inner", "pop global", "pop global"});
-  // Without tracking nothing is checked: the pop closes the innermost range, as range_pop() does.
-#endif
-}
-
-TEST_CASE("an interval dropped by reset() closes its NVTX range when its end_meas comes" *
-          NEEDS_RECORDER) {
-#if LAPTIME_ENABLED
-  const FreshUnified fresh;
-  NVTXRangeWrapper::instance().enable(false, false, true);
-  auto& sw = laptime::Stopwatch::instance();
-  sw.enable(0, std::nullopt, false);
-  sw.set_nvtx_ranges(true);
-  clear_events();
-  sw.start_meas("dropped");
-  sw.reset();
-  sw.end_meas("dropped");  // silently dropped (docs/stopwatch.md), its range closed
-  CHECK_EVENTS(my_events(), {"register global dropped", "push global dropped", "pop global"});
-  CHECK(count_of("dropped") == -1);
-#endif
-}
-
-TEST_CASE(
-    "LAPTIME_NVTX_RANGES and the profiling profile turn the ranges on, and win over the code's "
-    "set_nvtx_ranges" *
-    NEEDS_RECORDER) {
-#if LAPTIME_ENABLED
-  using Env = std::vector<std::pair<std::string, std::string>>;
-  const auto parse = [](const Env& env) {
-    return laptime::settings_from_env([&](const char* name) -> const char* {
-      for (const auto& [k, v] : env) {
-        if (k == name) return v.c_str();
-      }
-      return nullptr;
-    });
-  };
-  CHECK_FALSE(parse({}).nvtx_ranges);
-  CHECK_FALSE(parse({}).from_env.nvtx_ranges);
-  CHECK(parse({{"LAPTIME_NVTX_RANGES", "1"}}).nvtx_ranges);
-  CHECK(parse({{"LAPTIME_PROFILE", "profiling"}}).nvtx_ranges);
-  CHECK(parse({{"LAPTIME_PROFILE", "profiling"}}).from_env.nvtx_ranges);
-  CHECK_FALSE(parse({{"LAPTIME_PROFILE", "debugging"}}).nvtx_ranges);
-  CHECK_FALSE(parse({{"LAPTIME_PROFILE", "evaluation"}}).from_env.nvtx_ranges);
-  CHECK_FALSE(parse({{"LAPTIME_PROFILE", "profiling"}, {"LAPTIME_NVTX_RANGES", "0"}}).nvtx_ranges);
-  const laptime::Settings bad = parse({{"LAPTIME_NVTX_RANGES", "maybe"}});
-  CHECK_FALSE(bad.nvtx_ranges);
-  CHECK_FALSE(bad.from_env.nvtx_ranges);
-  REQUIRE(bad.warnings.size() == 1);
-  CHECK(bad.warnings[0].find("LAPTIME_NVTX_RANGES") != std::string::npos);
-
-  SUBCASE("the profiling profile: Stopwatch, wrapper and ranges from one variable") {
-    const FreshUnified fresh;
-    laptime::apply_settings(parse({{"LAPTIME_PROFILE", "profiling"}, {"LAPTIME_WARMUP", "0"}}), 0);
-    auto& sw = laptime::Stopwatch::instance();
-    sw.set_nvtx_ranges(false);  // the environment's choice wins (docs/configuration.md)
-    clear_events();
-    sw.start_meas("profiled");
-    sw.end_meas("profiled");
-    CHECK_EVENTS(my_events(), {"register global profiled", "push global profiled", "pop global"});
-  }
-  SUBCASE("LAPTIME_NVTX_RANGES=0 wins over the code's set_nvtx_ranges(true)") {
-    const FreshUnified fresh;
-    laptime::apply_settings(parse({{"LAPTIME_NVTX_RANGES", "0"}, {"LAPTIME_NVTX", "1"}}), 0);
-    auto& sw = laptime::Stopwatch::instance();
-    sw.enable(0, std::nullopt, false);
-    sw.set_nvtx_ranges(true);
-    clear_events();
-    sw.start_meas("quiet");
-    sw.end_meas("quiet");
-    CHECK(my_events().empty());
-  }
-#endif
-}
-
 int main(int argc, char** argv) {
-#ifdef LAPTIME_NVTX_RECORDER_PATH
-  // NVTX reads this at its first call, which comes later: every case runs under the recorder
-  // (but in the copy that the no-tool case starts).
-  if (std::getenv("LAPTIME_TEST_NO_NVTX_TOOL") == nullptr) {
-    ::setenv("NVTX_INJECTION64_PATH", LAPTIME_NVTX_RECORDER_PATH, 1);
-  }
-#endif
-  doctest::Context context(argc, argv);
-  return context.run();
+  return run_under_recorder(argc, argv);
 }

@@ -1,5 +1,7 @@
-// laptime::resources: /proc parsers against fixtures, Usage arithmetic on made-up Samples, and
-// the sampler on the real /proc of this machine (busy threads, forked children, file I/O).
+// laptime::resources: the sampler on the real /proc of this machine (busy threads, forked
+// children, file I/O), its thread, its kept descriptors, a forked child's own tree, and what a
+// sample costs. The parsers and the arithmetic on fixtures: procfs-test; the tree CPU's accuracy
+// against every process's own clock: tracking-test.
 #include "laptime/resources.hpp"
 
 #include <dirent.h>
@@ -23,67 +25,20 @@
 #include <thread>
 #include <vector>
 
-#include "laptime/detail/procfs.hpp"  // the parsers, tested on fixtures in both builds
+#include "sampler_support.hpp"
 #include "test_support.hpp"
 
-// The process-tree CPU's accuracy against the processes' own clocks: 1 %. Under a sanitizer the
-// children sampler thread runs several times slower and is often late, so a boundary extrapolates
-// its readings further (1.004 % was seen under TSan beside two builds): 2 % there. The normal
-// build checks the 1 %.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr double kTreeAccuracy = 0.02;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-constexpr double kTreeAccuracy = 0.02;
-#else
-constexpr double kTreeAccuracy = 0.01;
-#endif
-#else
-constexpr double kTreeAccuracy = 0.01;
-#endif
-
-namespace pf = laptime::detail::procfs;
 namespace res = laptime::resources;
 using Clock = std::chrono::steady_clock;
+using sampler_test::fork_busy;
+using sampler_test::fork_spinner;
+using sampler_test::kill_and_reap;
+using sampler_test::process_cpu_s;
+using sampler_test::reaped_children_cpu_s;
+using sampler_test::seconds;
+using sampler_test::spin_for;
 
 namespace {
-
-const std::string kFixtures = std::string(LAPTIME_TEST_FIXTURES) + "/proc";
-
-std::string fixture(const std::string& name) {
-  std::ifstream in(kFixtures + "/parse/" + name, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "missing fixture " << name);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Spins the calling thread for `seconds` of wall time.
-void spin_for(double seconds) {
-  const auto until = Clock::now() + std::chrono::duration<double>(seconds);
-  volatile std::uint64_t sink = 0;
-  while (Clock::now() < until) {
-    for (int i = 0; i < 1000; ++i) sink = sink + static_cast<std::uint64_t>(i);
-  }
-}
-
-// A forked child that spins for `seconds` (capped, so that it never outlives a crashed test)
-// and then _exits: no doctest, no atexit handlers, no stdio in the child.
-pid_t fork_spinner(double seconds) {
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    spin_for(seconds);
-    ::_exit(0);
-  }
-  return child;
-}
-
-void kill_and_reap(pid_t child) {
-  ::kill(child, SIGKILL);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-}
 
 std::uint64_t ns_since(Clock::time_point start) {
   return static_cast<std::uint64_t>(
@@ -110,28 +65,12 @@ Cores cores_during(F&& body) {
   return {*usage.process_cores(), static_cast<double>(wall) * 1e-9};
 }
 
-double seconds(const timespec& ts) {
-  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
-}
-
-// CPU seconds used so far by the calling thread, by a live process, by reaped children: the
-// kernel's own clocks, to check the sampler against.
+// CPU seconds used so far by the calling thread: the kernel's own clock, to check the sampler
+// against.
 double thread_cpu_s() {
   timespec ts{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return seconds(ts);
-}
-double process_cpu_s(pid_t pid) {
-  clockid_t clock{};
-  timespec ts{};
-  if (::clock_getcpuclockid(pid, &clock) != 0 || ::clock_gettime(clock, &ts) != 0) return -1;
-  return seconds(ts);
-}
-double reaped_children_cpu_s() {
-  rusage ru{};
-  ::getrusage(RUSAGE_CHILDREN, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
 // The sampler must agree with the workers' own CPU clocks (within tick rounding: /proc counts in
@@ -175,258 +114,6 @@ std::size_t read_whole(const std::string& path) {
 }
 
 }  // namespace
-
-// ---- parsers ------------------------------------------------------------------------------------
-
-TEST_CASE("the /proc/stat parser counts every field once and treats idle+iowait as idle") {
-  SUBCASE("a real file, with guest time inside user and nice") {
-    const auto t = pf::parse_system_cpu(fixture("proc-stat"));
-    REQUIRE(t);
-    const std::uint64_t total = 10132153 + 290696 + 3084719 + 46828483 + 16683 + 0 + 25195 + 7;
-    CHECK(t->total == total);
-    CHECK(t->busy == total - 46828483 - 16683);
-    CHECK(pf::count_cpu_lines(fixture("proc-stat")) == 2);
-  }
-  SUBCASE("an old kernel's four fields") {
-    const auto t = pf::parse_system_cpu(fixture("proc-stat-four-fields"));
-    REQUIRE(t);
-    CHECK(t->total == 950);
-    CHECK(t->busy == 150);
-  }
-  SUBCASE("malformed files give nullopt") {
-    CHECK_FALSE(pf::parse_system_cpu(fixture("empty")));
-    CHECK_FALSE(pf::parse_system_cpu(fixture("proc-stat-truncated")));
-    CHECK_FALSE(pf::parse_system_cpu(fixture("proc-stat-short")));
-    CHECK_FALSE(pf::parse_system_cpu(fixture("proc-stat-garbage")));
-    CHECK_FALSE(pf::parse_system_cpu(fixture("proc-stat-no-aggregate")));
-    CHECK(pf::count_cpu_lines(fixture("empty")) == 0);
-  }
-}
-
-TEST_CASE("the /proc/<pid>/stat parser finds comm by the last parenthesis") {
-  SUBCASE("a plain line") {
-    const std::string st_text = fixture("stat-plain");  // comm points into it
-    const auto st = pf::parse_process_stat(st_text);
-    REQUIRE(st);
-    CHECK(st->pid == 4242);
-    CHECK(st->comm == "python3");
-    CHECK(st->state == 'S');
-    CHECK(st->ppid == 1);
-    CHECK(st->utime == 250);
-    CHECK(st->stime == 40);
-    CHECK(st->cutime == 30);
-    CHECK(st->cstime == 5);
-    CHECK(st->cpu_ticks() == 325);
-    CHECK(st->cminflt == 27);
-    CHECK(st->cmajflt == 3);
-    CHECK(st->num_threads == 4);
-    CHECK(st->start_time == 14940);
-  }
-  SUBCASE("comm with spaces and parentheses") {
-    const std::string parens_text = fixture("stat-comm-parens");  // comm points into it
-    const auto parens = pf::parse_process_stat(parens_text);
-    REQUIRE(parens);
-    CHECK(parens->comm == "(a) (b)");
-    CHECK(parens->state == 'R');
-    CHECK(parens->ppid == 4242);
-    CHECK(parens->cpu_ticks() == 7 + 3 + 2 + 1);
-
-    const std::string fake_text = fixture("stat-comm-fake-fields");  // comm points into it
-    const auto fake = pf::parse_process_stat(fake_text);
-    REQUIRE(fake);
-    CHECK(fake->comm == "x) R 9 9");
-    CHECK(fake->state == 'S');
-    CHECK(fake->ppid == 4242);
-
-    const std::string spaces_text = fixture("stat-comm-spaces");  // comm points into it
-    const auto spaces = pf::parse_process_stat(spaces_text);
-    REQUIRE(spaces);
-    CHECK(spaces->comm == "a b");
-    CHECK(spaces->num_threads == 1);
-  }
-  SUBCASE("malformed lines give nullopt") {
-    CHECK_FALSE(pf::parse_process_stat(fixture("empty")));
-    CHECK_FALSE(pf::parse_process_stat(fixture("stat-truncated")));
-    CHECK_FALSE(pf::parse_process_stat(fixture("stat-missing-fields")));
-    CHECK_FALSE(pf::parse_process_stat(fixture("stat-negative-time")));
-    CHECK_FALSE(pf::parse_process_stat(fixture("stat-no-parens")));
-    CHECK_FALSE(pf::parse_process_stat("x (a) S 1 "));
-  }
-}
-
-TEST_CASE("the /proc/<pid>/io parser needs all four byte counters, complete") {
-  const auto io = pf::parse_io(fixture("io"));
-  REQUIRE(io);
-  CHECK(io->rchar == 323934931);
-  CHECK(io->wchar == 323929600);
-  CHECK(io->read_bytes == 4096);
-  CHECK(io->write_bytes == 323932160);
-  CHECK_FALSE(pf::parse_io(fixture("empty")));
-  CHECK_FALSE(pf::parse_io(fixture("io-truncated")));
-  CHECK_FALSE(pf::parse_io(fixture("io-missing-field")));
-  CHECK_FALSE(pf::parse_io(fixture("io-garbage")));
-}
-
-TEST_CASE("children lists parse whole ids only, and the ppid fallback finds direct children") {
-  std::vector<pid_t> pids{7};
-  CHECK(pf::parse_pid_list(fixture("children"), pids));
-  CHECK(pids == std::vector<pid_t>{7, 101, 102});
-  CHECK(pf::parse_pid_list(fixture("empty"), pids));
-  CHECK_FALSE(pf::parse_pid_list(fixture("children-truncated"), pids));
-  CHECK_FALSE(pf::parse_pid_list(fixture("children-garbage"), pids));
-  CHECK(pids == std::vector<pid_t>{7, 101, 102});  // failures leave the list as it was
-
-  CHECK(pf::parse_pid("123") == 123);
-  CHECK_FALSE(pf::parse_pid("self"));
-  CHECK_FALSE(pf::parse_pid("0"));
-  CHECK_FALSE(pf::parse_pid("99999999999"));
-
-  const std::vector<std::pair<pid_t, pid_t>> table{{1, 0}, {10, 1}, {11, 10}, {12, 10}, {13, 1}};
-  std::vector<pid_t> kids;
-  pf::children_from_ppids(10, table, kids);
-  CHECK(kids == std::vector<pid_t>{11, 12});
-}
-
-// ---- Usage arithmetic ---------------------------------------------------------------------------
-
-namespace {
-res::Sample made_up(double cpu_s, std::uint64_t busy, std::uint64_t total, std::uint64_t bytes) {
-  res::Sample s;
-  s.tree_cpu_ok = s.system_ok = s.io_ok = true;
-  s.tree_cpu_s = cpu_s;
-  s.system_busy_ticks = busy;
-  s.system_total_ticks = total;
-  s.read_bytes = bytes;
-  s.write_bytes = 2 * bytes;
-  s.rchar = 3 * bytes;
-  s.wchar = 4 * bytes;
-  return s;
-}
-}  // namespace
-
-TEST_CASE("Usage weights intervals by length and counts a group only where valid at both ends" *
-          LAPTIME_NEEDS_ENABLED) {
-  res::Usage u;
-  CHECK(u.intervals() == 0);
-  CHECK_FALSE(u.process_cores());
-  CHECK_FALSE(u.system_percent());
-  CHECK_FALSE(u.read_mb_per_s());
-
-  // 1 s at 2 cores and 3 s at 0 cores: 0.5 cores, not the 1.0 of an unweighted mean.
-  u.add(made_up(10, 0, 0, 0), made_up(12, 50, 100, 1'000'000), 1'000'000'000);
-  u.add(made_up(12, 50, 100, 1'000'000), made_up(12, 80, 400, 1'000'000), 3'000'000'000);
-  CHECK(u.intervals() == 2);
-  CHECK(*u.process_cores() == doctest::Approx(0.5));
-  CHECK(*u.process_percent(4) == doctest::Approx(12.5));  // 0.5 of 4 cores
-  CHECK(*u.process_percent(1) == doctest::Approx(50.0));
-  CHECK_FALSE(u.process_percent(0));  // CPUs unknown: no figure, not a division by zero
-  CHECK(u.process_percent() == u.process_percent(res::online_cpus()));
-  CHECK(*u.system_percent() == doctest::Approx(80.0 / 400 * 100));
-  CHECK(*u.read_mb_per_s() == doctest::Approx(0.25));
-  CHECK(*u.write_mb_per_s() == doctest::Approx(0.5));
-  CHECK(*u.rchar_mb_per_s() == doctest::Approx(0.75));
-  CHECK(*u.wchar_mb_per_s() == doctest::Approx(1.0));
-
-  SUBCASE("an invalid end drops that group only") {
-    res::Sample no_cpu = made_up(100, 1080, 1400, 2'000'000);
-    no_cpu.tree_cpu_ok = false;
-    u.add(made_up(12, 80, 400, 1'000'000), no_cpu, 1'000'000'000);
-    CHECK(u.intervals() == 3);
-    CHECK(*u.process_cores() == doctest::Approx(0.5));  // unchanged
-    CHECK(*u.system_percent() == doctest::Approx(1080.0 / 1400 * 100));
-    CHECK(*u.read_mb_per_s() == doctest::Approx(2.0 / 5));
-  }
-  SUBCASE("counters that went backwards are no interval") {
-    u.add(made_up(12, 80, 400, 5), made_up(11, 80, 400, 4), 1'000'000'000);
-    CHECK(*u.process_cores() == doctest::Approx(0.5));
-    CHECK(*u.read_mb_per_s() == doctest::Approx(0.25));
-  }
-  SUBCASE("merge adds sums, so the weighting survives") {
-    res::Usage other;
-    other.add(made_up(0, 0, 0, 0), made_up(4, 0, 0, 0), 1'000'000'000);  // 4 cores for 1 s
-    u.merge(other);
-    CHECK(u.intervals() == 3);
-    CHECK(*u.process_cores() == doctest::Approx(6.0 / 5));
-  }
-  SUBCASE("no valid group: nullopt, not zero") {
-    res::Usage none;
-    none.add(res::Sample{}, made_up(1, 1, 1, 1), 1'000'000'000);
-    CHECK(none.intervals() == 1);
-    CHECK_FALSE(none.process_cores());
-    CHECK_FALSE(none.process_percent(4));
-    CHECK_FALSE(none.system_percent());
-    CHECK_FALSE(none.wchar_mb_per_s());
-  }
-}
-
-// ---- the sampler on fixture directories ---------------------------------------------------------
-
-TEST_CASE("sample_at walks children files of every thread, recursively" * LAPTIME_NEEDS_ENABLED) {
-  const res::Sample s = res::sample_at(kFixtures + "/tree", 100);
-  const double hz = static_cast<double>(res::clock_ticks());
-  REQUIRE(hz > 0);
-  CHECK(s.system_ok);
-  CHECK(s.system_total_ticks == 6455);
-  CHECK(s.system_busy_ticks == 1355);
-  // 100 (two threads) -> 101 -> 103 (comm "(a) (b)") -> 104 (listed, gone); 100's thread 105 ->
-  // 102.
-  REQUIRE(s.tree_cpu_ok);
-  CHECK(s.processes == 4);
-  CHECK(s.tree_cpu_s == doctest::Approx((130 + 60 + 10 + 4) / hz));
-  REQUIRE(s.io_ok);  // 102 has no io file: left out, the rest counts
-  CHECK(s.rchar == 1011);
-  CHECK(s.wchar == 2022);
-  CHECK(s.read_bytes == 333);
-  CHECK(s.write_bytes == 444);
-}
-
-TEST_CASE("sample_at falls back to ppid fields where children files are missing" *
-          LAPTIME_NEEDS_ENABLED) {
-  const res::Sample s = res::sample_at(kFixtures + "/scan", 300);
-  REQUIRE(s.tree_cpu_ok);
-  CHECK(s.processes == 3);  // 300 -> 301 -> 302; 303 is not ours, 304 is malformed
-  CHECK(s.tree_cpu_s == doctest::Approx(32.0 / static_cast<double>(res::clock_ticks())));
-  REQUIRE(s.io_ok);
-  CHECK(s.rchar == 111);
-  CHECK(s.wchar == 222);
-}
-
-TEST_CASE("unreadable sources make their figures unavailable, never a crash" *
-          LAPTIME_NEEDS_ENABLED) {
-  SUBCASE("a missing proc root") {
-    const res::Sample s = res::sample_at(kFixtures + "/does-not-exist", ::getpid());
-    CHECK_FALSE(s.tree_cpu_ok);
-    CHECK_FALSE(s.system_ok);
-    CHECK_FALSE(s.io_ok);
-    res::Usage u;
-    u.add(s, s, 1'000'000'000);
-    CHECK(u.intervals() == 1);
-    CHECK_FALSE(u.process_cores());
-    CHECK_FALSE(u.process_percent());
-    CHECK_FALSE(u.system_percent());
-    CHECK_FALSE(u.read_mb_per_s());
-    CHECK_FALSE(u.write_mb_per_s());
-    CHECK_FALSE(u.rchar_mb_per_s());
-    CHECK_FALSE(u.wchar_mb_per_s());
-  }
-  SUBCASE("a broken /proc/stat and a missing io file") {
-    const res::Sample s = res::sample_at(kFixtures + "/broken", 400);
-    CHECK_FALSE(s.system_ok);
-    CHECK_FALSE(s.io_ok);
-    REQUIRE(s.tree_cpu_ok);
-    CHECK(s.tree_cpu_s == doctest::Approx(7.0 / static_cast<double>(res::clock_ticks())));
-  }
-  SUBCASE("a process that is gone") {
-    const pid_t child = ::fork();
-    REQUIRE(child >= 0);
-    if (child == 0) ::_exit(0);
-    ::waitpid(child, nullptr, 0);
-    const res::Sample s = res::sample_at("/proc", child);
-    CHECK_FALSE(s.tree_cpu_ok);
-    CHECK_FALSE(s.io_ok);
-    CHECK(s.system_ok);
-  }
-}
 
 // ---- the sampler on this machine's /proc --------------------------------------------------------
 
@@ -586,148 +273,6 @@ TEST_CASE("reads and writes inside an interval show up as rchar and wchar bytes"
   }
 }
 
-// ---- accuracy against the processes' own clocks
-// ----------------------------------------------------
-
-namespace {
-
-// A child that spins until it is killed (an alarm ends it if the test crashes).
-pid_t fork_busy() {
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::alarm(60);
-    volatile std::uint64_t sink = 0;
-    for (;;) sink = sink + 1;
-  }
-  return child;
-}
-
-// The tree's CPU by the kernel's clocks: this process's threads, its reaped children, and each
-// live process in `live`.
-double clocks_cpu_s(const std::vector<pid_t>& live) {
-  timespec own{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &own);
-  double total = seconds(own) + reaped_children_cpu_s();
-  for (const pid_t pid : live) {
-    const double cpu = process_cpu_s(pid);
-    REQUIRE(cpu >= 0);
-    total += cpu;
-  }
-  return total;
-}
-
-// Sleeps until the tree has used `cpu_s` more CPU seconds by the clocks than `from` (at most
-// 20 s): on a loaded machine the children get less than their cores, and 1 % of what they got
-// must stay above the few milliseconds one boundary may be off by.
-void wait_for_cpu(const std::vector<pid_t>& live, double from, double cpu_s) {
-  const auto until = Clock::now() + std::chrono::seconds(20);
-  while (clocks_cpu_s(live) - from < cpu_s && Clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
-}  // namespace
-
-TEST_CASE("with 16 busy children the tree CPU is within 1 % of their own clocks" *
-          LAPTIME_NEEDS_ENABLED) {
-  std::vector<pid_t> children;
-  for (int i = 0; i < 16; ++i) children.push_back(fork_busy());
-  // Samples every few ms, as a training loop's tracked names do: the children sampler runs, and
-  // both boundaries take the descendants from its readings.
-  std::atomic<bool> stop{false};
-  std::thread loop([&stop] {
-    while (!stop.load()) {
-      (void)res::sample();
-      std::this_thread::sleep_for(std::chrono::milliseconds(3));
-    }
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const res::Sample start = res::sample();
-  const double clocks_start = clocks_cpu_s(children);
-  wait_for_cpu(children, clocks_start, 2.0);
-  const res::Sample end = res::sample();
-  const double clocks_end = clocks_cpu_s(children);
-  stop.store(true);
-  loop.join();
-  for (const pid_t child : children) kill_and_reap(child);
-  REQUIRE(start.tree_cpu_ok);
-  REQUIRE(end.tree_cpu_ok);
-  CHECK(end.processes == 17);
-  const double sampled = end.tree_cpu_s - start.tree_cpu_s;
-  const double by_clocks = clocks_end - clocks_start;
-  INFO("sampled " << sampled << " s, by the clocks " << by_clocks << " s");
-  CHECK(by_clocks >= 2.0);
-  CHECK(std::fabs(sampled - by_clocks) <= kTreeAccuracy * by_clocks);
-}
-
-TEST_CASE("a child that exits and is reaped inside the interval counts to 1 %, beside busy ones" *
-          LAPTIME_NEEDS_ENABLED) {
-  std::vector<pid_t> busy;
-  for (int i = 0; i < 4; ++i) busy.push_back(fork_busy());
-  for (int i = 0; i < 20; ++i) (void)res::sample();
-  const res::Sample start = res::sample();
-  const double clocks_start = clocks_cpu_s(busy);
-  const pid_t leaving = fork_spinner(0.3);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const res::Sample middle = res::sample();  // the leaving child is live here
-  REQUIRE(::waitpid(leaving, nullptr, 0) == leaving);
-  wait_for_cpu(busy, clocks_start, 2.0);
-  const res::Sample end = res::sample();
-  const double clocks_end = clocks_cpu_s(busy);  // the leaving child is in RUSAGE_CHILDREN now
-  for (const pid_t child : busy) kill_and_reap(child);
-  CHECK(middle.processes == 6);
-  CHECK(end.processes == 5);
-  const double sampled = end.tree_cpu_s - start.tree_cpu_s;
-  const double by_clocks = clocks_end - clocks_start;
-  INFO("sampled " << sampled << " s, by the clocks " << by_clocks << " s");
-  CHECK(std::fabs(sampled - by_clocks) <= kTreeAccuracy * by_clocks);
-}
-
-TEST_CASE("grandchildren count: a live one by its clock, a reaped one in its parent's ticks" *
-          LAPTIME_NEEDS_ENABLED) {
-  // The child forks a grandchild that stays, and one that spins, exits and is reaped by the
-  // child; it sends both pids and, once it has reaped the second, its RUSAGE_CHILDREN.
-  int to_parent[2];
-  REQUIRE(::pipe(to_parent) == 0);
-  const auto start_clocks = [] { return clocks_cpu_s({}); };
-  for (int i = 0; i < 20; ++i) (void)res::sample();
-  const res::Sample start = res::sample();
-  const double own_start = start_clocks();
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::alarm(60);
-    const pid_t stays = fork_busy();
-    const pid_t leaves = fork_spinner(0.3);
-    ::waitpid(leaves, nullptr, 0);
-    const double reaped = reaped_children_cpu_s();
-    const bool ok = ::write(to_parent[1], &stays, sizeof stays) == sizeof stays &&
-                    ::write(to_parent[1], &reaped, sizeof reaped) == sizeof reaped;
-    if (!ok) ::_exit(1);
-    ::pause();  // killed, with its grandchild, at the end
-    ::_exit(0);
-  }
-  pid_t stays = 0;
-  double reaped_by_child = 0;
-  REQUIRE(::read(to_parent[0], &stays, sizeof stays) == sizeof stays);
-  REQUIRE(::read(to_parent[0], &reaped_by_child, sizeof reaped_by_child) == sizeof reaped_by_child);
-  wait_for_cpu({child, stays}, own_start, 1.0);
-  const res::Sample end = res::sample();
-  const double by_clocks = clocks_cpu_s({child, stays}) - own_start + reaped_by_child;
-  ::kill(stays, SIGKILL);
-  kill_and_reap(child);
-  ::close(to_parent[0]);
-  ::close(to_parent[1]);
-  CHECK(end.processes == 3);
-  const double sampled = end.tree_cpu_s - start.tree_cpu_s;
-  // The reaped grandchild's CPU is in the child's cutime and cstime: whole clock ticks, each
-  // truncated (one tick each at most).
-  const double ticks = 2.0 / static_cast<double>(res::clock_ticks());
-  INFO("sampled " << sampled << " s, by the clocks " << by_clocks << " s");
-  CHECK(std::fabs(sampled - by_clocks) <= kTreeAccuracy * by_clocks + ticks);
-}
-
 // The CPU time (ns) of this process's thread named `name`, from its schedstat; -1 if none.
 long long thread_cpu_ns_named(const std::string& name) {
   DIR* dir = ::opendir("/proc/self/task");
@@ -821,33 +366,6 @@ TEST_CASE("a forked child samples its own tree, not its parent's readings" *
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(res::sample().processes == 1);
-}
-
-// Not a test: how far one boundary's tree CPU is from the clocks, with 16 busy children, for
-// sample() (the children sampler's readings, extrapolated) and for sample_at (a walk of /proc at
-// the boundary, children's CPU in clock ticks, as sample() did before). Run with
-//   build/tests/resources-test --no-skip --test-case='*one boundary*'
-TEST_CASE("how far one boundary is from the clocks, sample() against a walk" * doctest::skip()) {
-  std::vector<pid_t> children;
-  for (int i = 0; i < 16; ++i) children.push_back(fork_busy());
-  std::vector<double> fast, walked;
-  for (int i = 0; i < 320; ++i) {
-    const double a = res::sample().tree_cpu_s - clocks_cpu_s(children);
-    const double b = res::sample_at("/proc", ::getpid(), true).tree_cpu_s - clocks_cpu_s(children);
-    if (i >= 20) fast.push_back(a), walked.push_back(b);
-    std::this_thread::sleep_for(std::chrono::milliseconds(3));
-  }
-  for (const pid_t child : children) kill_and_reap(child);
-  // The offset common to all boundaries cancels in every interval: spread around the mean.
-  for (auto* errors : {&fast, &walked}) {
-    double mean = 0;
-    for (const double e : *errors) mean += e / static_cast<double>(errors->size());
-    for (double& e : *errors) e = std::fabs(e - mean) * 1e3;
-    std::sort(errors->begin(), errors->end());
-    std::printf("%s: |error| median %.2f ms, p90 %.2f ms, max %.2f ms\n",
-                errors == &fast ? "sample()         " : "walk (sample_at) ", (*errors)[150],
-                (*errors)[270], errors->back());
-  }
 }
 
 // ---- cost ---------------------------------------------------------------------------------------

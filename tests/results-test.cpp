@@ -16,9 +16,13 @@
 #include "laptime/impl/format.hpp"          // format_duration, the report's units
 #include "laptime/impl/implementation.hpp"  // with this file's LAPTIME_MAX_NAMES, see above
 #include "laptime/laptime.hpp"
+#include "stopwatch_support.hpp"
 #include "test_support.hpp"
 
 namespace {
+
+using laptime_test::find;
+using laptime_test::Fresh;
 
 // A name that would clear the screen, set the window title and move the cursor if printed raw,
 // with a C1 control (U+009B, CSI) and a byte that is not UTF-8.
@@ -202,6 +206,75 @@ TEST_CASE("quantiles are exported with the digits a histogram has, exact figures
   CHECK(json.find("\"median_s\": 0.0031,") != std::string::npos);
   CHECK(json.find("\"p99_s\": 723,") != std::string::npos);
   CHECK(json.find("\"min_s\": 0.0030965755,") != std::string::npos);
+}
+
+TEST_CASE("the JSON carries the schema 1 keys" * LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(1, std::nullopt, false);
+  sw.track_cpu_usage("training loop");
+  for (int i = 0; i < 3; ++i) {
+    sw.start_meas("training loop");
+    sw.start_meas("quote\"and\\back\nslash");
+    sw.end_meas("quote\"and\\back\nslash");
+    sw.end_meas("training loop");
+    sw.finish_iter();
+  }
+  const std::string j = sw.to_json();
+  for (const char* key : {"\"schema\": 1",
+                          "\"rank\": ",
+                          "\"world_size\": ",
+                          "\"pid\": ",
+                          "\"host\": ",
+                          "\"num_warmup_iters\": 1",
+                          "\"iterations_measured\": 2",
+                          "\"measurements\": [",
+                          "\"name\": \"training loop\"",
+                          "\"count\": 2",
+                          "\"total_s\": ",
+                          "\"mean_per_iter_s\": ",
+                          "\"mean_per_interval_s\": ",
+                          "\"min_s\": ",
+                          "\"median_s\": ",
+                          "\"p90_s\": ",
+                          "\"p99_s\": ",
+                          "\"max_s\": ",
+                          "\"running\": false",
+                          "\"cpu\": {\"process_percent\": ",
+                          "\"process_cores\": ",
+                          "\"system_percent\": ",
+                          "\"io\": {\"read_mb_per_s\": ",
+                          "\"write_mb_per_s\": ",
+                          "\"one_time\": ["}) {
+    CAPTURE(key);
+    CHECK(j.find(key) != std::string::npos);
+  }
+  CHECK(j.find("\"name\": \"quote\\\"and\\\\back\\u000aslash\"") != std::string::npos);
+  // cpu/io only for tracked names: exactly one "cpu" object
+  CHECK(j.find("\"cpu\"") == j.rfind("\"cpu\""));
+  CHECK(j.front() == '{');
+  CHECK(j.back() == '}');
+}
+
+TEST_CASE("names are arbitrary bytes: empty, long, non-UTF-8" * LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  const std::string long_name(10000, 'x');
+  const std::string bad_utf8 = "caf\xe9 \xff";
+  const std::string with_nul("a\0b", 3);
+  for (const std::string& n : {std::string(), long_name, bad_utf8, with_nul}) {
+    sw.start_meas(n);
+    sw.end_meas(n);
+  }
+  sw.finish_iter();
+  const auto r = sw.results();
+  CHECK(r.measurements.size() == 4);
+  CHECK(find(r, with_nul) != nullptr);
+  CHECK(find(r, "a") == nullptr);  // "a\0b" is its own name
+  const std::string j = sw.to_json();
+  CHECK(j.find("caf\xEF\xBF\xBD \xEF\xBF\xBD") != std::string::npos);  // replaced, valid UTF-8
+  CHECK(j.find("a\\u0000b") != std::string::npos);
 }
 
 TEST_CASE(

@@ -1,15 +1,11 @@
 // Configuration from the environment (docs/configuration.md): the seed's four run types and one
-// variable per setting, with malformed values ignored and reported.
-#include <climits>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
+// variable per setting, with malformed values ignored and reported. (That the page's table of
+// variables is the code's is checked in guarantees-test, with the other tables of docs/.)
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "laptime/detail/env_vars.hpp"         // the table of variables
+#include "laptime/detail/env_vars.hpp"       // the table of variables
 #include "laptime/impl/stopwatch_state.hpp"  // what the environment set, read back
 #include "laptime/laptime.hpp"
 #include "test_support.hpp"
@@ -263,131 +259,7 @@ TEST_CASE(
 #endif
 }
 
-namespace {
 namespace lt = laptime::detail;
-
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// The table's type, as docs/configuration.md writes it.
-std::string type_text(const lt::EnvVar& v) {
-  const std::string lo = std::to_string(v.lowest), hi = std::to_string(v.highest);
-  switch (v.type) {
-    case lt::EnvType::Bool:
-      return "bool";
-    case lt::EnvType::Int:
-      return v.highest == INT_MAX ? "int ≥ " + lo : "int " + lo + " … " + hi;
-    case lt::EnvType::Rate:
-      return "number " + lo + " … " + hi;
-    case lt::EnvType::Choice: {
-      std::string out = "`";
-      for (const char* c = v.values; *c != '\0'; ++c)
-        out += *c == '|' ? std::string("`, `") : std::string(1, *c);
-      return out + "`" + (v.any_case ? " (any case)" : "");
-    }
-    case lt::EnvType::Text:
-      return "text";
-    case lt::EnvType::Names:
-      return "names, comma-separated, at most " + hi;
-    case lt::EnvType::BoolOrNames:
-      return "bool, or at most " + hi + " names";
-    case lt::EnvType::Path:
-      return "path";
-    case lt::EnvType::SetByLaptime:
-      return "set by laptime";
-  }
-  return "?";
-}
-
-// The start of the table's row for `v` in docs/configuration.md: name, type, default, when read.
-std::string doc_row(const lt::EnvVar& v) {
-  return "| `" + std::string(v.name) + "` | " + type_text(v) + " | " + v.default_text + " | " +
-         v.read_at + " | ";
-}
-}  // namespace
-
-TEST_CASE("docs/configuration.md's table of variables is the code's table") {
-  const std::string doc = read_text(std::string(LAPTIME_DOCS_DIR) + "/configuration.md");
-  const std::string header = "| variable | type | default | read | meaning |";
-  const auto at = doc.find(header);
-  REQUIRE(at != std::string::npos);
-  // The table's rows: from the header to the first line that is not a row.
-  std::vector<std::string> rows;
-  std::istringstream lines(doc.substr(at));
-  std::string line;
-  std::getline(lines, line);  // the header
-  std::getline(lines, line);  // |---|
-  while (std::getline(lines, line) && line.rfind("| ", 0) == 0) rows.push_back(line);
-  // One row per variable, in the table's order; the meaning column is the page's own.
-  REQUIRE(rows.size() == std::size(lt::kEnvVars));
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const std::string expected = doc_row(lt::kEnvVars[i]);
-    CHECK_MESSAGE(rows[i].rfind(expected, 0) == 0,
-                  "docs/configuration.md's row " << i + 1 << " should start " << expected);
-    CHECK(rows[i].size() > expected.size() + 2);  // with a meaning
-  }
-}
-
-namespace {
-// The string literal at `at` (just after an opening parenthesis), or "" when it is not one.
-std::string literal_at(const std::string& text, std::size_t at) {
-  if (at >= text.size() || text[at] != '"') return "";
-  const auto end = text.find('"', at + 1);
-  return end == std::string::npos ? "" : text.substr(at + 1, end - at - 1);
-}
-}  // namespace
-
-TEST_CASE("no header reads a LAPTIME_* variable but through the table") {
-  const std::filesystem::path include = std::filesystem::path(LAPTIME_DOCS_DIR) / "../include";
-  // detail/env.hpp holds the one getenv; detail/env_vars.hpp the table and the reads through it.
-  // Every other env_raw reads a variable that is not laptime's, named by a literal.
-  std::size_t files = 0;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(include)) {
-    if (entry.path().extension() != ".hpp") continue;
-    ++files;
-    const std::string name = entry.path().filename().string();
-    if (name == "env.hpp" || name == "env_vars.hpp") continue;
-    const std::string text = read_text(entry.path());
-    CAPTURE(name);
-    CHECK(text.find("getenv(") == std::string::npos);
-    for (const char* call : {"env_raw(", "setenv("}) {
-      for (auto p = text.find(call); p != std::string::npos; p = text.find(call, p + 1)) {
-        const std::string arg = literal_at(text, p + std::strlen(call));
-        CAPTURE(text.substr(p, 60));
-        if (std::string(call) != "setenv(") CHECK_FALSE(arg.empty());
-        CHECK(arg.rfind("LAPTIME_", 0) == std::string::npos);
-      }
-    }
-  }
-  CHECK(files > 30);
-  // The Python package reads no variable of its own: those it looks at are in the table.
-  const std::filesystem::path python =
-      std::filesystem::path(LAPTIME_DOCS_DIR) / "../python/laptime";
-  std::size_t looked_at = 0;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(python)) {
-    if (entry.path().extension() != ".py") continue;
-    std::istringstream lines(read_text(entry.path()));
-    std::string line;
-    while (std::getline(lines, line)) {
-      if (line.find("environ") == std::string::npos && line.find("_env_set(") == std::string::npos)
-        continue;
-      for (auto p = line.find("\"LAPTIME_"); p != std::string::npos;
-           p = line.find("\"LAPTIME_", p + 1)) {
-        const std::string var = line.substr(p + 1, line.find('"', p + 1) - p - 1);
-        CAPTURE(var);
-        bool known = false;
-        for (const lt::EnvVar& v : lt::kEnvVars) known = known || var == v.name;
-        CHECK(known);
-        ++looked_at;
-      }
-    }
-  }
-  CHECK(looked_at >= 3);
-}
 
 TEST_CASE("each type of variable has one warning per kind of bad value, the table's" *
           LAPTIME_NEEDS_ENABLED) {
@@ -413,6 +285,59 @@ TEST_CASE("each type of variable has one warning per kind of bad value, the tabl
   REQUIRE(s.warnings.size() == 1);
   CHECK(s.warnings[0] == std::string("LAPTIME_RECORD=1000001 is above 1000000, ") +
                              lt::env_var(lt::Env::record).bound_is + "; 1000000 is used");
+}
+
+TEST_CASE("LAPTIME_NVTX_COUNTERS and LAPTIME_NVTX_COUNTERS_HZ, and the profiling profile" *
+          LAPTIME_NEEDS_ENABLED) {
+  auto settings = [](std::map<std::string, std::string> env) {
+    return laptime::settings_from_env([env](const char* name) -> const char* {
+      const auto it = env.find(name);
+      return it != env.end() ? it->second.c_str() : nullptr;
+    });
+  };
+  const laptime::Settings none = settings({});
+  CHECK_FALSE(none.nvtx_counters);
+  CHECK(none.nvtx_counters_hz == 0);
+  const laptime::Settings on = settings({{"LAPTIME_NVTX_COUNTERS", "1"}});
+  CHECK(on.nvtx_counters);
+  CHECK(on.nvtx_counters_hz == 0);
+  const laptime::Settings rate = settings({{"LAPTIME_NVTX_COUNTERS_HZ", "20"}});
+  CHECK(rate.nvtx_counters);  // a rate turns them on
+  CHECK(rate.nvtx_counters_hz == 20);
+  const laptime::Settings profiling = settings({{"LAPTIME_PROFILE", "profiling"}});
+  CHECK(profiling.nvtx_counters);
+  CHECK(profiling.nvtx_counters_hz == 10);
+  const laptime::Settings debugging = settings({{"LAPTIME_PROFILE", "debugging"}});
+  CHECK_FALSE(debugging.nvtx_counters);
+  const laptime::Settings vetoed =
+      settings({{"LAPTIME_PROFILE", "profiling"}, {"LAPTIME_NVTX_COUNTERS", "0"}});
+  CHECK_FALSE(vetoed.nvtx_counters);
+  const laptime::Settings slow =
+      settings({{"LAPTIME_PROFILE", "profiling"}, {"LAPTIME_NVTX_COUNTERS_HZ", "0"}});
+  CHECK(slow.nvtx_counters);
+  CHECK(slow.nvtx_counters_hz == 0);
+  for (const char* bad : {"fast", "-1", "1001", "nan", "10x"}) {
+    const laptime::Settings s = settings({{"LAPTIME_NVTX_COUNTERS_HZ", bad}});
+    CHECK_FALSE(s.nvtx_counters);
+    REQUIRE(s.warnings.size() == 1);
+    CHECK(s.warnings[0].find("LAPTIME_NVTX_COUNTERS_HZ=") == 0);
+  }
+}
+
+TEST_CASE(
+    "error-policy names have one parser, shared by LAPTIME_ON_ERROR and the Python extension: "
+    "exact lower-case names only, and each policy's name reads back as itself") {
+  using laptime::ErrorPolicy;
+  CHECK(laptime::parse_error_policy("throw") == ErrorPolicy::Throw);
+  CHECK(laptime::parse_error_policy("warn") == ErrorPolicy::Warn);
+  CHECK(laptime::parse_error_policy("abort") == ErrorPolicy::Abort);
+  for (const char* bad : {"", "Warn", "WARN", " warn", "warn ", "warning", "ignore", "thro"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(laptime::parse_error_policy(bad).has_value());
+  }
+  for (const ErrorPolicy p : {ErrorPolicy::Throw, ErrorPolicy::Warn, ErrorPolicy::Abort}) {
+    CHECK(laptime::parse_error_policy(laptime::error_policy_name(p)) == p);
+  }
 }
 
 // Last in this file: it fills the process's name table.

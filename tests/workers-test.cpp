@@ -21,26 +21,16 @@
 #include "laptime/laptime.hpp"
 #include "reliability_support.hpp"
 #include "test_support.hpp"
+#include "workers_helpers.hpp"  // find, measure, and the programs the cases start
 
 #if LAPTIME_ENABLED
 namespace {
 
 using laptime::Stopwatch;
-
-const laptime::MeasurementResult* find(const laptime::Results& r, std::string_view name) {
-  for (const auto& m : r.measurements) {
-    if (m.name == name) return &m;
-  }
-  return nullptr;
-}
-
-void measure(std::string_view name, int times, int sleep_us = 200) {
-  for (int i = 0; i < times; ++i) {
-    Stopwatch::instance().start_meas(name);
-    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-    Stopwatch::instance().end_meas(name);
-  }
-}
+using workers_test::find;
+using workers_test::kManyPairs;
+using workers_test::kPairsAtLeast;
+using workers_test::measure;
 
 /// A one-byte signal between the two processes.
 struct Pipe {
@@ -75,10 +65,6 @@ int wait_exit(pid_t pid) {
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
-
-// More pairs than a worker's region holds, and the fewest it must hold (docs/workers.md).
-constexpr int kManyPairs = 800;
-constexpr int kPairsAtLeast = 700;
 
 struct Fresh {
   explicit Fresh(int warmup = 0) {
@@ -411,102 +397,12 @@ TEST_CASE("LAPTIME_WORKERS=0: workers keep their own copy, as before") {
   CHECK_MESSAGE(run.ok(), run.describe());
 }
 
-namespace {
-
-// Helpers run as separate programs (this binary again, through exec).
-int worker_main(std::string_view mode) {
-  Stopwatch& sw = Stopwatch::instance();
-  if (mode == "measure") {
-    if (!sw.is_worker()) return 10;
-    sw.set_worker_label("spawned");
-    measure("spawned decode", 3);
-    return 0;
-  }
-  if (mode == "own-enable") {
-    sw.enable(0, std::nullopt, false);
-    if (sw.is_worker()) return 11;
-    measure("own program", 2);
-    const auto r = sw.results();
-    return find(r, "own program") != nullptr && find(r, "own program")->count == 2 ? 0 : 12;
-  }
-  if (mode == "many-pairs") {
-    sw.enable(0, std::nullopt, false);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      for (int i = 0; i < kManyPairs; ++i) measure("pair " + std::to_string(i), 1, 1);
-      ::_exit(0);
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 27;
-    (void)sw.results();  // a second report warns no more
-    const auto r = sw.results();
-    int present = 0, whole = 0;
-    for (const auto& m : r.measurements) {
-      present += m.name.rfind("pair ", 0) == 0;
-      whole += m.name.rfind("pair ", 0) == 0 && m.median_ns > 0 && m.p99_ns > 0;
-    }
-    std::printf("present %d whole %d\n%s\n%s\n", present, whole, r.to_text().c_str(),
-                r.to_json().c_str());
-    sw.disable();
-    return 0;
-  }
-  if (mode == "truncate") {
-    sw.enable(0, std::nullopt, false);
-    measure("parent", 1, 10);
-    // One worker measured before it truncates, one measured nothing.
-    for (const bool measures : {true, false}) {
-      const pid_t pid = ::fork();
-      if (pid == 0) {
-        if (measures) measure("decode", 2, 10);
-        const char* share = std::getenv("LAPTIME_WORKER_SHARE");
-        long owner = 0;
-        int fd = -1;
-        if (share == nullptr || std::sscanf(share, "%ld:%d", &owner, &fd) != 2) ::_exit(21);
-        (void)::ftruncate(fd, measures ? 4096 : 0);
-        ::_exit(0);
-      }
-      int status = 0;
-      ::waitpid(pid, &status, 0);
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 22;
-    }
-    measure("parent", 2, 10);
-    const auto r = sw.results();
-    if (find(r, "parent") == nullptr || find(r, "parent")->count != 3) return 23;
-    return find(r, "decode") != nullptr && find(r, "decode")->count == 2 ? 0 : 24;
-  }
-  if (mode == "stale") {
-    measure("before enable", 1, 10);  // the first call reads LAPTIME_WORKER_SHARE
-    if (sw.is_worker()) return 25;
-    sw.enable(0, std::nullopt, false);
-    measure("own", 2, 10);
-    const auto r = sw.results();
-    sw.disable();
-    return find(r, "own") != nullptr && find(r, "own")->count == 2 ? 0 : 26;
-  }
-  if (mode == "off-scenario") {
-    sw.enable(0, std::nullopt, false);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      measure("decode", 2);
-      ::_exit(sw.is_worker() ? 13 : 0);
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 14;
-    const auto r = sw.results();
-    sw.disable();
-    return find(r, "decode") == nullptr && r.worker_processes == 0 ? 0 : 15;
-  }
-  return 2;
-}
-
-}  // namespace
 #endif  // LAPTIME_ENABLED
 
 int main(int argc, char** argv) {
 #if LAPTIME_ENABLED
-  if (argc >= 3 && std::string_view(argv[1]) == "--worker") return worker_main(argv[2]);
+  if (argc >= 3 && std::string_view(argv[1]) == "--worker")
+    return workers_test::worker_main(argv[2]);
 #endif
   doctest::Context context;
   context.applyCommandLine(argc, argv);

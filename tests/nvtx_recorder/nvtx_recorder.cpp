@@ -23,19 +23,9 @@
 //
 // <domain> is "global" for NVTX's global domain (the CORE slots, or a NULL domain handle) and the
 // domain's name otherwise; registered strings are resolved to their text. The query API at the end
-// is extern "C" for the test to find with dlopen/dlsym.
-#define NVTX_NO_IMPL  // a tool needs NVTX's types, not its implementation
-#include <nvtx3/nvToolsExt.h>
-#if __has_include(<nvtx3/nvToolsExtCounters.h>)
-#include <nvtx3/nvToolsExtCounters.h>
-#include <nvtx3/nvToolsExtSemanticsCounters.h>
-#define NVTX_RECORDER_COUNTERS 1
-#else
-#define NVTX_RECORDER_COUNTERS 0
-#endif
-
-#include <sys/syscall.h>
-#include <unistd.h>
+// is extern "C" for the test to find with dlopen/dlsym. The counters extension is in
+// nvtx_recorder_counters.cpp, the state both share in recorder_state.hpp.
+#include "recorder_state.hpp"
 
 #include <cinttypes>
 #include <cstdint>
@@ -44,49 +34,16 @@
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <unordered_map>
-#include <vector>
 
-#define NVTX_RECORDER_EXPORT extern "C" __attribute__((visibility("default")))
+using nvtx_recorder::domain_text;
+using nvtx_recorder::log;
+using nvtx_recorder::log_locked;
+using nvtx_recorder::Recorder;
+using nvtx_recorder::recorder;
 
 namespace {
 
-struct Recorder {
-  std::mutex mutex;
-  std::vector<std::string> events;
-  std::unordered_map<const void*, std::string> domains;  // handle -> name
-  std::unordered_map<const void*, std::string> strings;  // registered string handle -> text
-  // Registered-string handles count from 0, as Nsight Compute's do: a NULL handle is a valid one.
-  std::uintptr_t next_string_handle = 0;
-  std::uintptr_t next_domain_handle = 0x1000;  // never NULL: a NULL domain is the global domain
-  std::uint64_t next_range_id = 1;
-  long attached = 0;
-  long counters_attached = 0;
-  std::unordered_map<std::uint64_t, std::string> counters;  // counter id -> name
-  std::uint64_t next_counter_id = 0;
-  long initialize_calls = 0;
-  long registered_messages = 0;
-  long ascii_messages = 0;
-  long unknown_handles = 0;
-};
-
-Recorder& recorder() {
-  static Recorder* r = new Recorder();  // never destroyed: NVTX calls may come during exit
-  return *r;
-}
-
-long tid() {
-  return static_cast<long>(::syscall(SYS_gettid));
-}
-
 thread_local int t_depth = 0;  // NVTX returns nesting levels from push/pop
-
-// Callers hold the recorder mutex.
-std::string domain_text(Recorder& r, nvtxDomainHandle_t domain) {
-  if (domain == nullptr) return "global";
-  const auto it = r.domains.find(domain);
-  return it != r.domains.end() ? it->second : std::string("<unknown-domain>");
-}
 
 std::string narrow(const wchar_t* w) {
   std::string out;
@@ -131,17 +88,6 @@ std::string message_text(Recorder& r, const nvtxEventAttributes_t* a) {
     text += buf;
   }
   return text;
-}
-
-void log_locked(Recorder& r, std::string line) {
-  line += " tid=" + std::to_string(tid());
-  r.events.push_back(std::move(line));
-}
-
-void log(const std::string& line) {
-  Recorder& r = recorder();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  log_locked(r, line);
 }
 
 // ---- CORE: the C API without a domain (always the global domain) ----
@@ -289,96 +235,6 @@ void NVTX_API Initialize(const void*) {
   ++r.initialize_calls;  // counted, not logged: it carries no event a user would see
 }
 
-// ---- The counters extension ----
-
-#if NVTX_RECORDER_COUNTERS
-// Callers hold the recorder mutex.
-std::string counter_text(Recorder& r, nvtxDomainHandle_t domain, std::uint64_t id) {
-  const auto it = r.counters.find(id);
-  return domain_text(r, domain) + " \"" +
-         (it != r.counters.end() ? it->second : std::string("<unknown-counter>")) + "\"";
-}
-
-std::string limit_text(std::int64_t type, nvtxCounterLimit_t v) {
-  char buf[40];
-  if (type == NVTX_COUNTER_LIMIT_F64) {
-    std::snprintf(buf, sizeof buf, "%g", v.f64);
-  } else if (type == NVTX_COUNTER_LIMIT_U64) {
-    std::snprintf(buf, sizeof buf, "%" PRIu64, v.u64);
-  } else {
-    std::snprintf(buf, sizeof buf, "%" PRId64, v.i64);
-  }
-  return buf;
-}
-
-uint64_t NVTX_API CounterRegister(nvtxDomainHandle_t domain, const nvtxCounterAttr_t* a) {
-  if (a == nullptr || a->name == nullptr) return NVTX_COUNTER_ID_NONE;
-  Recorder& r = recorder();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  // A static id is the caller's; others are numbered as a tool does, from the dynamic range.
-  const std::uint64_t id =
-      a->counterId >= NVTX_COUNTER_ID_STATIC_START && a->counterId < NVTX_COUNTER_ID_DYNAMIC_START
-          ? a->counterId
-          : NVTX_COUNTER_ID_DYNAMIC_START + r.next_counter_id++;
-  r.counters[id] = a->name;
-  std::string line = "counter-register " + domain_text(r, domain) + " \"" + a->name + "\"";
-  const nvtxSemanticsCounter_t* sem = nullptr;
-  for (const nvtxSemanticsHeader_t* h = a->semantics; h != nullptr; h = h->next) {
-    if (h->semanticId == NVTX_SEMANTIC_ID_COUNTERS_V1) {
-      sem = reinterpret_cast<const nvtxSemanticsCounter_t*>(h);
-    }
-  }
-  char buf[96];
-  line += " unit=";
-  line += sem != nullptr && sem->unit != nullptr ? sem->unit : "<none>";
-  std::snprintf(buf, sizeof buf, " schema=%" PRIu64 " flags=0x%" PRIx64, a->schemaId,
-                sem != nullptr ? sem->flags : 0);
-  line += buf;
-  if (sem != nullptr && (sem->flags & NVTX_COUNTER_FLAG_LIMITS) == NVTX_COUNTER_FLAG_LIMITS) {
-    line += " limits=" + limit_text(sem->limitType, sem->min) + ".." +
-            limit_text(sem->limitType, sem->max);
-  }
-  line += " scope=" + std::to_string(a->scopeId);
-  log_locked(r, std::move(line));
-  return id;
-}
-
-void NVTX_API CounterSampleFloat64(nvtxDomainHandle_t domain, uint64_t id, double value) {
-  Recorder& r = recorder();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  char buf[40];
-  std::snprintf(buf, sizeof buf, " %.9g", value);
-  log_locked(r, "counter " + counter_text(r, domain, id) + buf);
-}
-
-void NVTX_API CounterSampleInt64(nvtxDomainHandle_t domain, uint64_t id, int64_t value) {
-  Recorder& r = recorder();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  log_locked(r, "counter " + counter_text(r, domain, id) + " " + std::to_string(value));
-}
-
-void NVTX_API CounterSample(nvtxDomainHandle_t domain, uint64_t id, const void*, size_t size) {
-  Recorder& r = recorder();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  log_locked(r, "counter-bytes " + counter_text(r, domain, id) + " size=" + std::to_string(size));
-}
-
-void NVTX_API CounterSampleNoValue(nvtxDomainHandle_t domain, uint64_t id, uint8_t reason) {
-  Recorder& r = recorder();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  log_locked(r, "counter-novalue " + counter_text(r, domain, id) +
-                    " reason=" + std::to_string(static_cast<int>(reason)));
-}
-
-void NVTX_API CounterBatchSubmit(nvtxDomainHandle_t domain, const nvtxCounterBatch_t* b) {
-  if (b == nullptr) return;
-  Recorder& r = recorder();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  log_locked(r, "counter-batch " + counter_text(r, domain, b->counterId) +
-                    " size=" + std::to_string(b->countersSize));
-}
-#endif  // NVTX_RECORDER_COUNTERS
-
 template <class F>
 bool fill(NvtxFunctionTable table, unsigned int size, unsigned int id, F* fn) {
   if (id >= size || table[id] == nullptr) return false;
@@ -432,37 +288,6 @@ NVTX_RECORDER_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_e
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lock(r.mutex);
   ++r.attached;  // once per copy of NVTX in the process (each shared object has its own)
-  return 1;
-}
-
-/// The entry point of NVTX's extension modules (counters, payloads, memory): called once per
-/// module and copy of NVTX, at the module's first call. Only the counters module gets callbacks;
-/// the others stay no-ops.
-NVTX_RECORDER_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t* info) {
-  if (info == nullptr) return 0;
-#if NVTX_RECORDER_COUNTERS
-  // NVTX_RECORDER_NO_COUNTERS=1: a tool without the counters module (as Nsight Systems 2025.3.1
-  // behaves: it records no counter), whose registrations then return 0.
-  const char* no_counters = std::getenv("NVTX_RECORDER_NO_COUNTERS");
-  if (no_counters != nullptr && no_counters[0] == '1') return 1;
-  if (info->moduleId == NVTX_EXT_COUNTERS_MODULEID &&
-      info->compatId == NVTX_EXT_COUNTERS_COMPATID && info->segmentsCount >= 1 &&
-      info->segments != nullptr) {
-    const nvtxExtModuleSegment_t& seg = info->segments[0];
-    auto put = [&seg](std::size_t cbid, auto* fn) {
-      if (cbid < seg.slotCount) seg.functionSlots[cbid] = reinterpret_cast<intptr_t>(fn);
-    };
-    put(NVTX3EXT_CBID_nvtxCounterRegister, &CounterRegister);
-    put(NVTX3EXT_CBID_nvtxCounterSampleInt64, &CounterSampleInt64);
-    put(NVTX3EXT_CBID_nvtxCounterSampleFloat64, &CounterSampleFloat64);
-    put(NVTX3EXT_CBID_nvtxCounterSample, &CounterSample);
-    put(NVTX3EXT_CBID_nvtxCounterSampleNoValue, &CounterSampleNoValue);
-    put(NVTX3EXT_CBID_nvtxCounterBatchSubmit, &CounterBatchSubmit);
-    Recorder& r = recorder();
-    std::lock_guard<std::mutex> lock(r.mutex);
-    ++r.counters_attached;
-  }
-#endif
   return 1;
 }
 
