@@ -36,6 +36,9 @@ SIZES = {  # typical width, length, height in metres
 }
 SAMPLES_PER_SCENE = 8
 NOISE_SIGMA = 2.5  # grey levels; sets the JPEG size (~NuScenes' 100-250 KB at quality 90)
+# The thirteen tables the devkit loads (NuScenes.table_names), one <name>.json each.
+TABLES = ("category", "attribute", "visibility", "instance", "sensor", "calibrated_sensor",
+          "ego_pose", "log", "scene", "sample", "sample_data", "sample_annotation", "map")
 
 
 def token(*parts):
@@ -93,17 +96,39 @@ def quaternion(yaw):
 
 def generate(out, samples=16, seed=0, version="v1.0-mini", annotations_per_sample=6, quality=90,
              jobs=1):
-    """Writes the dataset under ``out`` and returns the number of JPEG files written."""
+    """Writes the dataset under ``out`` and returns the number of JPEG files written.
+
+    The random draws come in a fixed order (camera intrinsics, then per scene its objects'
+    categories and per sample their annotations), so the tables depend on the arguments only."""
     rng = np.random.default_rng(seed)
     table_dir = os.path.join(out, version)
+    _make_dirs(out, table_dir)
+    t = {name: [] for name in TABLES}
+    _add_fixed_tables(t)
+    log_token = _add_log_and_map(t, out, seed)
+    calib = _add_calibrated_sensors(t, rng, seed)
+    sample_tokens = [token("sample", seed, i) for i in range(samples)]
+    scenes = [list(range(s, min(s + SAMPLES_PER_SCENE, samples)))
+              for s in range(0, samples, SAMPLES_PER_SCENE)]
+    images = []  # (path, seed, sample, camera, quality), written at the end, in parallel
+    for scene_idx, members in enumerate(scenes):
+        _add_scene(t, rng, out, seed, quality, scene_idx, members, sample_tokens, log_token,
+                   calib, annotations_per_sample, images)
+    _write_tables(table_dir, t)
+    _write_images(images, jobs)
+    return len(images)
+
+
+def _make_dirs(out, table_dir):
+    """The table folder, one folder per camera under ``samples/`` and ``maps/``."""
     os.makedirs(table_dir, exist_ok=True)
     for cam in CAMERAS:
         os.makedirs(os.path.join(out, "samples", cam), exist_ok=True)
     os.makedirs(os.path.join(out, "maps"), exist_ok=True)
 
-    t = {name: [] for name in ("category", "attribute", "visibility", "instance", "sensor",
-                               "calibrated_sensor", "ego_pose", "log", "scene", "sample",
-                               "sample_data", "sample_annotation", "map")}
+
+def _add_fixed_tables(t):
+    """The tables that do not depend on the seed: categories, attributes, visibility, sensors."""
     for i, name in enumerate(CATEGORIES):
         t["category"].append({"token": token("category", name), "name": name,
                               "description": name.replace(".", " "), "index": i})
@@ -114,6 +139,9 @@ def generate(out, samples=16, seed=0, version="v1.0-mini", annotations_per_sampl
     for cam in CAMERAS:
         t["sensor"].append({"token": token("sensor", cam), "channel": cam, "modality": "camera"})
 
+
+def _add_log_and_map(t, out, seed):
+    """The one log and its map, whose PNG mask is written under ``maps/``; returns the log's token."""
     log_token = token("log", seed)
     t["log"].append({"token": log_token, "logfile": f"synthetic-seed{seed}", "vehicle": "synth",
                      "date_captured": "2026-12-03", "location": "singapore-onenorth"})
@@ -121,7 +149,11 @@ def generate(out, samples=16, seed=0, version="v1.0-mini", annotations_per_sampl
     Image.fromarray(np.full((64, 64), 255, np.uint8)).save(os.path.join(out, mask_file))
     t["map"].append({"token": token("map", seed), "log_tokens": [log_token],
                      "category": "semantic_prior", "filename": mask_file})
+    return log_token
 
+
+def _add_calibrated_sensors(t, rng, seed):
+    """One calibration per camera (yaw k * 60 degrees); returns them by camera name."""
     calib = {}
     for k, cam in enumerate(CAMERAS):
         c = {"token": token("calibrated_sensor", seed, cam), "sensor_token": token("sensor", cam),
@@ -129,70 +161,112 @@ def generate(out, samples=16, seed=0, version="v1.0-mini", annotations_per_sampl
              "camera_intrinsic": intrinsic(rng)}
         t["calibrated_sensor"].append(c)
         calib[cam] = c
+    return calib
 
-    sample_tokens = [token("sample", seed, i) for i in range(samples)]
-    scenes = [list(range(s, min(s + SAMPLES_PER_SCENE, samples)))
-              for s in range(0, samples, SAMPLES_PER_SCENE)]
-    images = []  # (path, seed, sample, camera, quality), written at the end, in parallel
-    base_time = 1_533_000_000_000_000  # microseconds, like NuScenes timestamps
-    for scene_idx, members in enumerate(scenes):
-        scene_token = token("scene", seed, scene_idx)
-        t["scene"].append({"token": scene_token, "log_token": log_token,
-                           "nbr_samples": len(members), "first_sample_token": sample_tokens[members[0]],
-                           "last_sample_token": sample_tokens[members[-1]],
-                           "name": f"scene-{scene_idx:04d}", "description": "synthetic"})
-        instances = []
-        for j in range(annotations_per_sample):  # the same objects throughout a scene
-            category = CATEGORIES[int(rng.integers(len(CATEGORIES)))]
-            instances.append({"token": token("instance", seed, scene_idx, j),
-                              "category_token": token("category", category), "category": category,
-                              "ann_tokens": []})
-        for pos, i in enumerate(members):
-            ts = base_time + i * 500_000
-            t["sample"].append({"token": sample_tokens[i], "timestamp": ts,
-                                "prev": sample_tokens[i - 1] if pos > 0 else "",
-                                "next": sample_tokens[i + 1] if pos + 1 < len(members) else "",
-                                "scene_token": scene_token})
-            ego = token("ego_pose", seed, i)
-            t["ego_pose"].append({"token": ego, "timestamp": ts, "rotation": quaternion(0.01 * i),
-                                  "translation": [400.0 + 5.0 * i, 1100.0, 0.0]})
-            for k, cam in enumerate(CAMERAS):
-                filename = f"samples/{cam}/synth-seed{seed}__{cam}__{ts}.jpg"
-                images.append((os.path.join(out, filename), seed, i, k, quality))
-                sd = token("sample_data", seed, i, cam)
-                t["sample_data"].append({
-                    "token": sd, "sample_token": sample_tokens[i], "ego_pose_token": ego,
-                    "calibrated_sensor_token": calib[cam]["token"], "timestamp": ts,
-                    "fileformat": "jpg", "is_key_frame": True, "height": HEIGHT, "width": WIDTH,
-                    "filename": filename,
-                    "prev": token("sample_data", seed, i - 1, cam) if pos > 0 else "",
-                    "next": token("sample_data", seed, i + 1, cam) if pos + 1 < len(members) else ""})
-            for j, inst in enumerate(instances):
-                category = inst["category"]
-                w, l, h = SIZES[category]
-                ann_token = token("sample_annotation", seed, i, j)
-                inst["ann_tokens"].append(ann_token)
-                t["sample_annotation"].append({
-                    "token": ann_token, "sample_token": sample_tokens[i],
-                    "instance_token": inst["token"], "attribute_tokens": [],
-                    "visibility_token": "4",
-                    "translation": [float(x) for x in (400.0 + 5.0 * i + rng.uniform(-40, 40),
-                                                        1100.0 + rng.uniform(-40, 40), h / 2)],
-                    "size": [w, l, h], "rotation": quaternion(rng.uniform(-np.pi, np.pi)),
-                    "prev": "", "next": "", "num_lidar_pts": int(rng.integers(1, 500)),
-                    "num_radar_pts": int(rng.integers(0, 10))})
-        for inst in instances:  # link each instance's annotations like the real tables do
-            anns = inst.pop("ann_tokens")
-            by_token = {a["token"]: a for a in t["sample_annotation"] if a["token"] in anns}
-            for a, b in zip(anns, anns[1:]):
-                by_token[a]["next"], by_token[b]["prev"] = b, a
-            inst.pop("category")
-            t["instance"].append({**inst, "nbr_annotations": len(anns),
-                                  "first_annotation_token": anns[0],
-                                  "last_annotation_token": anns[-1]})
+
+def _add_scene(t, rng, out, seed, quality, scene_idx, members, sample_tokens, log_token, calib,
+               annotations_per_sample, images):
+    """One scene: its row, its objects, and for each of its samples (indices ``members``) the
+    sample, ego pose, camera images (appended to ``images``) and annotations."""
+    scene_token = token("scene", seed, scene_idx)
+    t["scene"].append({"token": scene_token, "log_token": log_token,
+                       "nbr_samples": len(members), "first_sample_token": sample_tokens[members[0]],
+                       "last_sample_token": sample_tokens[members[-1]],
+                       "name": f"scene-{scene_idx:04d}", "description": "synthetic"})
+    instances = _scene_instances(rng, seed, scene_idx, annotations_per_sample)
+    for pos, i in enumerate(members):
+        first, last = pos == 0, pos + 1 == len(members)
+        ego = _add_sample(t, seed, i, first, last, sample_tokens, scene_token)
+        _add_sample_data(t, out, seed, quality, i, first, last, sample_tokens[i], ego, calib, images)
+        _add_annotations(t, rng, seed, i, sample_tokens[i], instances)
+    _add_instances(t, instances)
+
+
+def _scene_instances(rng, seed, scene_idx, count):
+    """The objects of a scene (the same throughout it), each with a random category."""
+    instances = []
+    for j in range(count):
+        category = CATEGORIES[int(rng.integers(len(CATEGORIES)))]
+        instances.append({"token": token("instance", seed, scene_idx, j),
+                          "category_token": token("category", category), "category": category,
+                          "ann_tokens": []})
+    return instances
+
+
+def _sample_time(i):
+    """Sample ``i``'s timestamp: microseconds like NuScenes', two samples a second."""
+    return 1_533_000_000_000_000 + i * 500_000
+
+
+def _add_sample(t, seed, i, first, last, sample_tokens, scene_token):
+    """Sample ``i`` (linked to its neighbours within the scene) and its ego pose; returns the
+    ego pose's token."""
+    ts = _sample_time(i)
+    t["sample"].append({"token": sample_tokens[i], "timestamp": ts,
+                        "prev": sample_tokens[i - 1] if not first else "",
+                        "next": sample_tokens[i + 1] if not last else "",
+                        "scene_token": scene_token})
+    ego = token("ego_pose", seed, i)
+    t["ego_pose"].append({"token": ego, "timestamp": ts, "rotation": quaternion(0.01 * i),
+                          "translation": [400.0 + 5.0 * i, 1100.0, 0.0]})
+    return ego
+
+
+def _add_sample_data(t, out, seed, quality, i, first, last, sample_token, ego, calib, images):
+    """One key-frame camera image per camera for sample ``i``: its row, and its JPEG's job
+    appended to ``images``."""
+    ts = _sample_time(i)
+    for k, cam in enumerate(CAMERAS):
+        filename = f"samples/{cam}/synth-seed{seed}__{cam}__{ts}.jpg"
+        images.append((os.path.join(out, filename), seed, i, k, quality))
+        t["sample_data"].append({
+            "token": token("sample_data", seed, i, cam), "sample_token": sample_token,
+            "ego_pose_token": ego, "calibrated_sensor_token": calib[cam]["token"],
+            "timestamp": ts, "fileformat": "jpg", "is_key_frame": True, "height": HEIGHT,
+            "width": WIDTH, "filename": filename,
+            "prev": token("sample_data", seed, i - 1, cam) if not first else "",
+            "next": token("sample_data", seed, i + 1, cam) if not last else ""})
+
+
+def _add_annotations(t, rng, seed, i, sample_token, instances):
+    """One box per object in sample ``i``, near the ego pose, at a random heading; its token is
+    kept on the object for linking."""
+    for j, inst in enumerate(instances):
+        w, l, h = SIZES[inst["category"]]
+        ann_token = token("sample_annotation", seed, i, j)
+        inst["ann_tokens"].append(ann_token)
+        t["sample_annotation"].append({
+            "token": ann_token, "sample_token": sample_token,
+            "instance_token": inst["token"], "attribute_tokens": [],
+            "visibility_token": "4",
+            "translation": [float(x) for x in (400.0 + 5.0 * i + rng.uniform(-40, 40),
+                                                1100.0 + rng.uniform(-40, 40), h / 2)],
+            "size": [w, l, h], "rotation": quaternion(rng.uniform(-np.pi, np.pi)),
+            "prev": "", "next": "", "num_lidar_pts": int(rng.integers(1, 500)),
+            "num_radar_pts": int(rng.integers(0, 10))})
+
+
+def _add_instances(t, instances):
+    """The scene's instance rows, with each instance's annotations linked like the real tables."""
+    for inst in instances:
+        anns = inst.pop("ann_tokens")
+        by_token = {a["token"]: a for a in t["sample_annotation"] if a["token"] in anns}
+        for a, b in zip(anns, anns[1:]):
+            by_token[a]["next"], by_token[b]["prev"] = b, a
+        inst.pop("category")
+        t["instance"].append({**inst, "nbr_annotations": len(anns),
+                              "first_annotation_token": anns[0],
+                              "last_annotation_token": anns[-1]})
+
+
+def _write_tables(table_dir, t):
     for name, rows in t.items():
         with open(os.path.join(table_dir, name + ".json"), "w") as f:
             json.dump(rows, f, indent=0)
+
+
+def _write_images(images, jobs):
+    """The JPEGs, in ``jobs`` forked processes when more than one (the bytes do not depend on it)."""
     if jobs > 1:
         import multiprocessing
 
@@ -201,7 +275,6 @@ def generate(out, samples=16, seed=0, version="v1.0-mini", annotations_per_sampl
     else:
         for image in images:
             _write_image(image)
-    return len(images)
 
 
 _NOISE = {}

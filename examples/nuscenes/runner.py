@@ -105,12 +105,25 @@ def run(args):
                          num_threads=args.dali_threads)
     stopwatch.end_one_time_measurement(CREATE)
 
-    stages, cpu_start, epochs = {}, None, 1
+    stages, epochs, cpu_check = _fetch_batches(args, loader, stopwatch)
+    results = stopwatch.results()
+    _print_summary(args, loader, results, stages, epochs)
+    stopwatch.print_eval_times()
+    _print_worker_parts(args.loader, results)
+    _write_results(args, stopwatch, loader, epochs, stages, cpu_check)
+    return 0
+
+
+def _fetch_batches(args, loader, stopwatch):
+    """Fetches ``args.batches`` batches (a new epoch whenever the loader runs out), timing each
+    fetch and each iteration. Returns the workers' reported seconds per stage summed over the
+    measured batches, the number of epochs started, and the /proc CPU check over the measured
+    iterations (None when there were none)."""
+    stages, cpu_start, wall_start, epochs = {}, None, None, 1
     it = iter(loader)
     for i in range(args.batches):
         if i == args.warmup:  # first measured iteration: the /proc cross-check starts here
-            pids = _child_pids()
-            cpu_start = {pid: proc_cpu_seconds(pid) for pid in [os.getpid()] + pids}
+            cpu_start = _proc_cpu_now([os.getpid()] + _child_pids())
             wall_start = time.perf_counter()
         stopwatch.start_meas(LOOP)
         stopwatch.start_meas(FETCH)
@@ -128,16 +141,28 @@ def run(args):
                 if k.endswith("_s"):
                     stages[k] = stages.get(k, 0.0) + v
         del batch
-    cpu_check = None
-    if cpu_start is not None:
-        wall = time.perf_counter() - wall_start
-        cpu_end = {pid: proc_cpu_seconds(pid) for pid in cpu_start}
-        per_pid = {pid: cpu_end[pid] - cpu_start[pid] for pid in cpu_start
-                   if cpu_start[pid] is not None and cpu_end[pid] is not None}
-        cpu_check = {"wall_s": wall, "main_cpu_s": per_pid.pop(os.getpid(), None),
-                     "workers_cpu_s": sum(per_pid.values()), "workers": len(per_pid)}
+    cpu_check = _proc_cpu_check(cpu_start, wall_start) if cpu_start is not None else None
+    return stages, epochs, cpu_check
 
-    results = stopwatch.results()
+
+def _proc_cpu_now(pids):
+    """CPU seconds so far of each of ``pids`` (None for one gone or unreadable)."""
+    return {pid: proc_cpu_seconds(pid) for pid in pids}
+
+
+def _proc_cpu_check(cpu_start, wall_start):
+    """Wall seconds since ``wall_start`` and the CPU seconds the main process and the workers
+    (the pids in ``cpu_start`` that are still readable) used since ``cpu_start``."""
+    wall = time.perf_counter() - wall_start
+    cpu_end = _proc_cpu_now(cpu_start)
+    per_pid = {pid: cpu_end[pid] - cpu_start[pid] for pid in cpu_start
+               if cpu_start[pid] is not None and cpu_end[pid] is not None}
+    return {"wall_s": wall, "main_cpu_s": per_pid.pop(os.getpid(), None),
+            "workers_cpu_s": sum(per_pid.values()), "workers": len(per_pid)}
+
+
+def _print_summary(args, loader, results, stages, epochs):
+    """The seed's "Average runtime" line, the epochs, and the workers' stages per batch."""
     loop = next(m for m in results["measurements"] if m["name"] == LOOP)
     measured = results["iterations_measured"]
     print(f"{args.loader}: Average runtime: {loop['mean_per_iter_s']:.4f} s/batch "
@@ -149,16 +174,22 @@ def run(args):
         per_batch = ", ".join(f"{k[:-2]} {v / measured * 1e3:.1f} ms" for k, v in stages.items())
         print(f"{args.loader}: worker processes report per batch (wall time in the workers, summed "
               f"over a batch's samples): {per_batch}")
-    stopwatch.print_eval_times()
-    # laptime merges what the loader's worker processes measured (decode, augment, collate) into
-    # this report; the JSON keeps each worker's part: printed here per worker.
+
+
+def _print_worker_parts(kind, results):
+    """laptime merges what the loader's worker processes measured (decode, augment, collate) into
+    its report; the JSON keeps each worker's part: printed here per worker."""
     for m in results["measurements"]:
         for w in sorted(m.get("workers", []), key=lambda w: w["label"]):
             median = w["median_s"] * 1e3 if w["median_s"] is not None else float("nan")
-            print(f"{args.loader}: {m['name']:<8} {w['label']:<10} {w['count']:>6} intervals, "
+            print(f"{kind}: {m['name']:<8} {w['label']:<10} {w['count']:>6} intervals, "
                   f"median {median:.2f} ms, total {w['total_s']:.3f} s"
                   + ("" if w["alive"] else " (ended)"))
 
+
+def _write_results(args, stopwatch, loader, epochs, stages, cpu_check):
+    """laptime's JSON at ``args.json`` and the run's settings and checks beside it, in
+    ``<json>.loader.json``."""
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     _write(args.json, stopwatch.to_json())
     side = {"loader": args.loader, "settings": vars(args), "epochs": epochs,
@@ -167,7 +198,6 @@ def run(args):
             "decoder": getattr(loader, "decoder", None)}
     _write(args.json[:-5] + ".loader.json" if args.json.endswith(".json") else args.json + ".loader.json",
            json.dumps(side, indent=1))
-    return 0
 
 
 def _write(path, text):
