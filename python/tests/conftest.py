@@ -50,16 +50,18 @@ def cuda_flags():
     return []
 
 
-def compile_shared(source: Path, output: Path, extra=()):
+def compile_shared(source, output: Path, extra=()):
+    """Compiles `source` (a path, or a list of the library's source files) into `output`."""
+    sources = [source] if isinstance(source, Path) else list(source)
     cmd = [compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", "-fvisibility=hidden",
            "-fvisibility-inlines-hidden", "-DFMT_HEADER_ONLY", f"-I{INCLUDE}", *extra,
-           str(source), "-o", str(output), "-pthread", "-ldl",
+           *map(str, sources), "-o", str(output), "-pthread", "-ldl",
            # Where the toolchain links libstdc++ statically, keep its symbols (STB_GNU_UNIQUE ones
            # bind process-wide) out of the exports, as laptime's own extension does.
            "-Wl,--exclude-libs,ALL"]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
-        pytest.fail(f"compiling {source.name} failed:\n{' '.join(cmd)}\n{result.stderr[-4000:]}")
+        pytest.fail(f"compiling {sources[0].name} failed:\n{' '.join(cmd)}\n{result.stderr[-4000:]}")
     return output
 
 
@@ -95,4 +97,6 @@ def nvtx_recorder(tmp_path_factory):
     if not _laptime.HAVE_NVTX:
         pytest.skip("laptime's extension was built without the NVTX headers")
     out = tmp_path_factory.mktemp("nvtx_recorder") / "libnvtx_recorder.so"
-    return compile_shared(source, out, ["-isystem", str(CUDA_INCLUDE)])
+    # Every source of the folder, as its CMakeLists.txt builds it (ranges, and counters apart).
+    sources = sorted(source.parent.glob("*.cpp"))
+    return compile_shared(sources, out, ["-isystem", str(CUDA_INCLUDE)])
