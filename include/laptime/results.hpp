@@ -28,6 +28,8 @@ struct ResourceFigures {
   /// The process's own part of process_cores (its threads, no child process); the rest is what
   /// its child processes (loader workers) used.
   std::optional<double> main_cores;
+  /// The live descendant processes (loader workers) during the intervals, on average.
+  std::optional<double> child_processes;
 };
 
 /// GPU time of a name's intervals, from CUDA events (Stopwatch::enable_gpu_timing).
