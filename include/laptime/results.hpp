@@ -144,6 +144,10 @@ struct Verdict {
   std::optional<double> main_cores;    ///< the main process's own CPU during it
   int cpus = 0;                        ///< CPUs online (0: unknown)
   std::optional<bool> workers_saturated;
+  /// The worker processes the saturation rule divides the workers' CPU by: those measuring with
+  /// laptime (docs/workers.md), else the live descendant processes during the tracked name (their
+  /// mean, rounded). Absent with worker_cores, or where neither is known.
+  std::optional<int> workers;
 };
 
 /// Everything the Stopwatch knows, at one moment.
