@@ -204,6 +204,19 @@ TEST_CASE("Usage weights intervals by length and counts a group only where valid
     CHECK(u.intervals() == 3);
     CHECK(*u.process_cores() == doctest::Approx(6.0 / 5));
   }
+  SUBCASE("the live descendants: the mean of both ends, weighted like the CPU") {
+    CHECK_FALSE(u.child_processes());  // Samples that did not count them
+    res::Usage w;
+    res::Sample a = made_up(0, 0, 0, 0), b = made_up(1, 0, 0, 0), c = made_up(2, 0, 0, 0);
+    a.processes = 9;  // the process and 8 workers
+    b.processes = 9;
+    c.processes = 7;  // two workers ended in the second interval
+    w.add(a, b, 1'000'000'000);
+    w.add(b, c, 3'000'000'000);
+    CHECK(*w.child_processes() == doctest::Approx((8.0 * 1 + 7.0 * 3) / 4));
+    w.merge(u);  // intervals without a count leave the mean alone
+    CHECK(*w.child_processes() == doctest::Approx((8.0 * 1 + 7.0 * 3) / 4));
+  }
   SUBCASE("no valid group: nullopt, not zero") {
     res::Usage none;
     none.add(res::Sample{}, made_up(1, 1, 1, 1), 1'000'000'000);

@@ -1,6 +1,6 @@
 // Shared by the suites that check the resource sampler on this machine (resources-test,
-// tracking-test): child processes that spin, and the kernel's own CPU clocks of a process, of its
-// reaped children and of a live process, to check the sampler against.
+// tracking-test, saturation-test): child processes that spin, and the kernel's own CPU clocks of a
+// process, of its reaped children and of a live process, to check the sampler against.
 #pragma once
 
 #include <signal.h>
@@ -46,6 +46,17 @@ inline pid_t fork_busy() {
     ::alarm(60);
     volatile std::uint64_t sink = 0;
     for (;;) sink = sink + 1;
+  }
+  return child;
+}
+
+// A child that sleeps until it is killed (an alarm ends it if the test crashes).
+inline pid_t fork_idle() {
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::alarm(60);
+    for (;;) ::pause();
   }
   return child;
 }

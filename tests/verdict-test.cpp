@@ -167,9 +167,31 @@ TEST_CASE(
   CHECK(contains(v.text, "8 workers each busy 50 % of the time (not saturated)"));
   f.workers = 0;
 
+  // Workers that do not measure with laptime are counted as the live child processes: 8
+  // DataLoader workers using 7.4 of 16 cores are each busy 93 % of the time.
+  f.tree_cores = 7.84;
+  f.main_cores = 0.4;
+  f.child_processes = 7.9;  // a mean over the tracked intervals
+  v = laptime::detail::verdict(f);
+  CHECK(v.workers == 8);
+  CHECK(v.workers_saturated == true);
+  CHECK(contains(v.text,
+                 "use 7.4 of 16 cores, 8 workers each busy 93 % of the time (saturated: "
+                 "every worker is busy; free cores: more workers would help)"));
+  f.workers = 16;  // those that measure with laptime are the count where known
+  v = laptime::detail::verdict(f);
+  CHECK(v.workers == 16);
+  CHECK(contains(v.text, "16 workers each busy 46 % of the time (not saturated)"));
+  f.workers = 0;
+  f.child_processes = 0.0;  // counted, none alive: no per-worker claim
+  v = laptime::detail::verdict(f);
+  CHECK(v.workers == 0);
+  CHECK(contains(v.text, "use 7.4 of 16 cores (not saturated)"));
+
   f = figures(20.0, 12.0);  // no tracked name: nothing about workers
   v = laptime::detail::verdict(f);
   CHECK_FALSE(v.worker_cores);
+  CHECK_FALSE(v.workers);
   CHECK_FALSE(contains(v.text, "workers"));
 }
 
@@ -248,7 +270,7 @@ TEST_CASE("the verdict's GPU figure leaves out the data wait and the names that 
   CHECK(contains(json,
                  "\"data_name\": \"data\", \"data_share\": 0.6, \"gpu_share\": 0.15, "
                  "\"worker_cores\": 3.3, \"main_cores\": 0.5, \"cpus\": 4, "
-                 "\"workers_saturated\": true}"));
+                 "\"workers_saturated\": true, \"workers\": null}"));
   CHECK(contains(json, "\"loop\": {\"count\": 10, "));
   CHECK(contains(json, "\"main_cores\": 0.5"));  // the tracked name's cpu object
 }
@@ -443,9 +465,13 @@ TEST_CASE(
   CHECK(*busy.worker_cores > 3 * *idle.worker_cores);
   CHECK(*busy.main_cores < 0.2);  // the loop's thread sleeps
   CHECK(idle.workers_saturated == false);
-  // Saturation follows the documented rule from the figures the verdict shows.
+  // The two children are the workers (the live child processes), and saturation follows the
+  // documented rule from the figures the verdict shows.
+  CHECK(idle.workers == 2);
+  CHECK(busy.workers == 2);
   REQUIRE(busy.workers_saturated);
-  CHECK(*busy.workers_saturated == (*busy.worker_cores >= 0.9 * (busy.cpus - *busy.main_cores)));
+  CHECK(*busy.workers_saturated == (*busy.worker_cores >= 0.9 * (busy.cpus - *busy.main_cores) ||
+                                    *busy.worker_cores >= 0.9 * 2));
 
   // A busy thread of the main process is the main process's CPU, not a worker's.
   laptime_test::Fresh fresh;

@@ -164,7 +164,16 @@ class Usage {
       self_cpu_s_ += end.self_cpu_s >= start.self_cpu_s ? end.self_cpu_s - start.self_cpu_s : 0.0;
       // The CPU counters were read taken_ns apart: that, not the interval, is their window.
       const bool timed = start.taken_ns > 0 && end.taken_ns > start.taken_ns;
-      cpu_wall_ns_ += timed ? static_cast<std::uint64_t>(end.taken_ns - start.taken_ns) : wall_ns;
+      const std::uint64_t window =
+          timed ? static_cast<std::uint64_t>(end.taken_ns - start.taken_ns) : wall_ns;
+      cpu_wall_ns_ += window;
+      // The live descendants at both ends (the process itself is one of `processes`; 0: a
+      // Sample that did not count them).
+      if (start.processes > 0 && end.processes > 0) {
+        children_s_ += 0.5 * static_cast<double>(start.processes + end.processes - 2) *
+                       static_cast<double>(window) * 1e-9;
+        children_wall_ns_ += window;
+      }
     }
     if (start.system_ok && end.system_ok && end.system_busy_ticks >= start.system_busy_ticks &&
         end.system_total_ticks >= start.system_total_ticks) {
@@ -198,6 +207,8 @@ class Usage {
     cpu_s_ += other.cpu_s_;
     self_cpu_s_ += other.self_cpu_s_;
     cpu_wall_ns_ += other.cpu_wall_ns_;
+    children_s_ += other.children_s_;
+    children_wall_ns_ += other.children_wall_ns_;
     busy_ticks_ += other.busy_ticks_;
     total_ticks_ += other.total_ticks_;
     read_bytes_ += other.read_bytes_;
@@ -221,6 +232,15 @@ class Usage {
   std::optional<double> main_cores() const {
     if (cpu_wall_ns_ == 0) return std::nullopt;
     return self_cpu_s_ / (static_cast<double>(cpu_wall_ns_) * 1e-9);
+  }
+  /// The live descendant processes (children, their children...) during the intervals, on
+  /// average over both ends of each, weighted like process_cores(): the loader workers whose CPU
+  /// is process_cores() - main_cores(). nullopt without an interval whose Samples counted them.
+  ///
+  ///   u.child_processes();  // 8 DataLoader workers alive throughout: 8.0
+  std::optional<double> child_processes() const {
+    if (children_wall_ns_ == 0) return std::nullopt;
+    return children_s_ / (static_cast<double>(children_wall_ns_) * 1e-9);
   }
   /// process_cores() as a percentage of `cpus` CPUs: 100 is all of them. nullopt without a
   /// valid interval or with `cpus` <= 0 (unknown).
@@ -276,6 +296,8 @@ class Usage {
   double cpu_s_ = 0;
   double self_cpu_s_ = 0;  // the process's own part of cpu_s_
   std::uint64_t cpu_wall_ns_ = 0;
+  double children_s_ = 0;  // live descendants times seconds
+  std::uint64_t children_wall_ns_ = 0;
   std::uint64_t busy_ticks_ = 0, total_ticks_ = 0;
   std::uint64_t read_bytes_ = 0, write_bytes_ = 0, rchar_ = 0, wchar_ = 0;
   std::uint64_t io_wall_ns_ = 0;

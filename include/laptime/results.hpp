@@ -28,6 +28,8 @@ struct ResourceFigures {
   /// The process's own part of process_cores (its threads, no child process); the rest is what
   /// its child processes (loader workers) used.
   std::optional<double> main_cores;
+  /// The live descendant processes (loader workers) during the intervals, on average.
+  std::optional<double> child_processes;
 };
 
 /// GPU time of a name's intervals, from CUDA events (Stopwatch::enable_gpu_timing).
@@ -142,6 +144,10 @@ struct Verdict {
   std::optional<double> main_cores;    ///< the main process's own CPU during it
   int cpus = 0;                        ///< CPUs online (0: unknown)
   std::optional<bool> workers_saturated;
+  /// The worker processes the saturation rule divides the workers' CPU by: those measuring with
+  /// laptime (docs/workers.md), else the live descendant processes during the tracked name (their
+  /// mean, rounded). Absent with worker_cores, or where neither is known.
+  std::optional<int> workers;
 };
 
 /// Everything the Stopwatch knows, at one moment.

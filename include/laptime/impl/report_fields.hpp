@@ -123,6 +123,7 @@ using RF = ResourceFigures;
 inline constexpr OptionalFigure<RF> kCpuFigures[] = {{"process_percent", &RF::process_percent},
                                                      {"process_cores", &RF::process_cores},
                                                      {"main_cores", &RF::main_cores},
+                                                     {"child_processes", &RF::child_processes},
                                                      {"system_percent", &RF::system_percent}};
 inline constexpr OptionalFigure<RF> kIoFigures[] = {{"read_mb_per_s", &RF::read_mb_per_s},
                                                     {"write_mb_per_s", &RF::write_mb_per_s},

@@ -350,6 +350,12 @@ inline void json_loop_and_verdict(std::string& o, const Results& r) {
   append_int(o, v.cpus);
   json_key(o, "workers_saturated");
   o += !v.workers_saturated ? "null" : *v.workers_saturated ? "true" : "false";
+  json_key(o, "workers");
+  if (v.workers) {
+    append_int(o, *v.workers);
+  } else {
+    o += "null";
+  }
   o += "}";
 }
 

@@ -58,6 +58,7 @@ inline ResourceFigures resource_figures(const resources::Usage* u) {
     f.process_percent = u->process_percent();
     f.process_cores = u->process_cores();
     f.main_cores = u->main_cores();
+    f.child_processes = u->child_processes();
     f.system_percent = u->system_percent();
     f.read_mb_per_s = u->read_mb_per_s();
     f.write_mb_per_s = u->write_mb_per_s();

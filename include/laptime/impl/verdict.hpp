@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,7 +24,8 @@ namespace detail {
 inline constexpr double kDataBoundShare = 0.5;
 /// GPU-bound: the GPU is busy at least this share of the step (the iteration less the data wait).
 inline constexpr double kGpuBoundShare = 0.8;
-/// Workers saturated: their CPU is at least this share of the cores the main process leaves.
+/// Workers saturated: their CPU is at least this share of the cores the main process leaves, or
+/// each worker is busy at least this share of the time.
 inline constexpr double kSaturatedShare = 0.9;
 
 /// The default data-wait names, normalised (normalized_name): the names users of the seed tool
@@ -82,7 +84,18 @@ struct VerdictFigures {
   int cpus = 0;                      ///< CPUs online; 0: unknown
   /// Worker processes measuring for this one now (docs/workers.md); 0: none known.
   int workers = 0;
+  /// The live descendant processes during `cpu_name` (their mean); absent: not counted.
+  std::optional<double> child_processes;
 };
+
+/// The worker processes the workers' CPU is shared by: those measuring with laptime, else the
+/// live descendant processes during the tracked name (their mean, rounded: DataLoader workers
+/// that do not measure are child processes all the same); nullopt where neither is known.
+inline std::optional<int> worker_count(const VerdictFigures& f) {
+  if (f.workers > 0) return f.workers;
+  if (!f.child_processes) return std::nullopt;
+  return static_cast<int>(std::lround(std::max(0.0, *f.child_processes)));
+}
 
 /// "61 %": a share as a whole percentage.
 inline std::string percent(double share) {
@@ -92,50 +105,50 @@ inline std::string percent(double share) {
   return s;
 }
 
-/// The loader workers' part of the verdict ("; loader workers (child processes) use 7.6 of 16
-/// cores ..."), where the CPU of a tracked name is known; sets `v`'s worker figures. Empty
-/// otherwise.
+/// The loader workers' part of the verdict ("; loader workers (child processes) use 7.4 of 16
+/// cores, 8 workers each busy 93 % of the time (saturated: ...)"), where the CPU of a tracked name
+/// is known; sets `v`'s worker figures. Empty otherwise.
 inline std::string workers_clause(const VerdictFigures& f, Verdict& v) {
-  std::string workers;
-  if (f.tree_cores && f.main_cores) {
-    const double w = std::max(0.0, *f.tree_cores - *f.main_cores);
-    v.worker_cores = w;
-    v.main_cores = *f.main_cores;
-    workers = "; loader workers (child processes) use ";
-    append_fixed(workers, w, 1);
-    // The cores the main process leaves; workers that fill them cannot be helped by more.
-    const double room = static_cast<double>(f.cpus) - *f.main_cores;
-    // Known workers (their measurements reach this process) each busy nearly all the time are
-    // saturated too, however many cores are free: more workers would help.
-    const bool busy_workers = f.workers > 0 && w >= kSaturatedShare * f.workers;
-    if (f.cpus > 0) {
-      workers += " of ";
-      append_int(workers, f.cpus);
-      v.workers_saturated = w > 0.05 && (w >= kSaturatedShare * room || busy_workers);
-    } else if (busy_workers) {
-      v.workers_saturated = true;
-    }
-    workers += " cores";
-    if (f.workers > 0) {
-      workers += ", ";
-      append_int(workers, f.workers);
-      workers += f.workers == 1 ? " worker busy " : " workers each busy ";
-      workers += percent(w / f.workers);
-      workers += " of the time";
-    }
-    if (v.workers_saturated) {
-      if (!*v.workers_saturated) {
-        workers += " (not saturated)";
-      } else if (f.cpus > 0 && w >= kSaturatedShare * room) {
-        workers += " (saturated: no core left for more)";
-      } else {
-        workers += " (saturated: every worker is busy; free cores: more workers would help)";
-      }
-    }
-    workers += ", main process ";
-    append_fixed(workers, *f.main_cores, 1);
-    workers += " (CPU of " + detail::quoted(f.cpu_name) + ")";
+  if (!f.tree_cores || !f.main_cores) return {};
+  const double w = std::max(0.0, *f.tree_cores - *f.main_cores);
+  const std::optional<int> n = worker_count(f);
+  v.worker_cores = w;
+  v.main_cores = *f.main_cores;
+  v.workers = n;
+  std::string workers = "; loader workers (child processes) use ";
+  append_fixed(workers, w, 1);
+  // The cores the main process leaves; workers that fill them cannot be helped by more.
+  const bool full = f.cpus > 0 && w >= kSaturatedShare * (f.cpus - *f.main_cores);
+  // Workers each busy nearly all the time are saturated too, however many cores are free: more
+  // workers would help.
+  const bool busy_workers = n && *n > 0 && w >= kSaturatedShare * *n;
+  if (f.cpus > 0) {
+    workers += " of ";
+    append_int(workers, f.cpus);
+    v.workers_saturated = w > 0.05 && (full || busy_workers);
+  } else if (busy_workers) {
+    v.workers_saturated = true;  // the machine's size unknown: only the per-worker claim
   }
+  workers += " cores";
+  if (n && *n > 0) {
+    workers += ", ";
+    append_int(workers, *n);
+    workers += *n == 1 ? " worker busy " : " workers each busy ";
+    workers += percent(w / *n);
+    workers += " of the time";
+  }
+  if (v.workers_saturated) {
+    if (!*v.workers_saturated) {
+      workers += " (not saturated)";
+    } else if (full) {
+      workers += " (saturated: no core left for more)";
+    } else {
+      workers += " (saturated: every worker is busy; free cores: more workers would help)";
+    }
+  }
+  workers += ", main process ";
+  append_fixed(workers, *f.main_cores, 1);
+  workers += " (CPU of " + detail::quoted(f.cpu_name) + ")";
   return workers;
 }
 
@@ -147,8 +160,8 @@ inline std::string workers_clause(const VerdictFigures& f, Verdict& v) {
 ///    ran, with "GPU time not measured" where it did not).
 /// Where the CPU of a tracked name is known, the loader workers (the process tree less the main
 /// process) are added, saturated when they use >= kSaturatedShare of the cores the main process
-/// leaves, or, where the worker processes are known (their measurements reach this process),
-/// when each is busy >= kSaturatedShare of the time.
+/// leaves, or when each worker (worker_count: those measuring with laptime, else the live
+/// descendant processes) is busy >= kSaturatedShare of the time.
 inline Verdict verdict(const VerdictFigures& f) {
   Verdict v;
   v.cpus = f.cpus;
@@ -225,6 +238,7 @@ inline VerdictFigures verdict_figures(const Results& r) {
       best_total = m.total_ns;
       f.tree_cores = m.resources->process_cores;
       f.main_cores = m.resources->main_cores;
+      f.child_processes = m.resources->child_processes;
       f.cpu_name = m.name;
     }
     if (m.name == f.data_name || !m.gpu || m.gpu->count == 0) continue;
