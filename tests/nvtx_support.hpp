@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "laptime/detail/thread.hpp"  // current_tid
 #include "laptime/error.hpp"
 #include "laptime/nvtx.hpp"
 #include "laptime/results.hpp"
