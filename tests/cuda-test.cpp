@@ -72,6 +72,41 @@ TEST_CASE(
   CHECK(&timer == &laptime::cuda::GpuEventTimer::instance());
 }
 
+TEST_CASE("compiled out, CUDA reads as unavailable: nothing syncs, times or loads a driver" *
+          doctest::skip(LAPTIME_ENABLED)) {
+  CHECK_FALSE(laptime::cuda::driver_available());
+  CHECK(laptime::cuda::status() == "unavailable: laptime is compiled out (LAPTIME_DISABLE)");
+  CHECK(laptime::cuda::gpu_timing_off_reason() ==
+        "laptime was built without the CUDA headers (cuda.h)");
+  CHECK(laptime::cuda::driver_version() == 0);
+  CHECK(laptime::cuda::current_context() == nullptr);
+  int calls = 0;
+  laptime::cuda::set_sync_function([](void* n) { ++*static_cast<int*>(n); }, &calls);
+  CHECK_FALSE(laptime::cuda::synchronize());
+  CHECK(calls == 0);  // the sync function is not even kept
+  laptime::cuda::set_sync_function(nullptr, nullptr);
+  CHECK_FALSE(laptime::cuda::profiler_start());
+  CHECK_FALSE(laptime::cuda::profiler_stop());
+  auto& timer = laptime::cuda::GpuEventTimer::instance();
+  CHECK(&timer == &laptime::cuda::GpuEventTimer::instance());
+  CHECK_FALSE(timer.available());
+  const std::uint32_t token = timer.start(nullptr);
+  CHECK(token == laptime::cuda::GpuEventTimer::kInvalid);
+  timer.stop(token, nullptr, 7);
+  timer.cancel(token);
+  int results = 0;
+  CHECK(timer.poll([&](std::uint64_t, std::uint64_t) { ++results; }) == 0);
+  timer.drain([&](std::uint64_t, std::uint64_t) { ++results; });
+  timer.for_each_pending([&](std::uint64_t) { ++results; });
+  CHECK(results == 0);
+  CHECK(timer.reserve(8) == 0);
+  timer.reset();
+  const laptime::cuda::GpuEventTimer::Stats stats = timer.stats();
+  CHECK(stats.events_created + stats.contexts + stats.in_flight + stats.pending + stats.resolved +
+            stats.dropped + stats.grown_in_start ==
+        0);
+}
+
 TEST_CASE("with a GPU, the driver is found and a thread with no current context gets no sync" *
           LAPTIME_NEEDS_GPU) {
   CHECK(laptime::cuda::status().rfind("CUDA driver ", 0) == 0);

@@ -49,6 +49,7 @@ ROWS=(
   "recipe|+ the same; plain compiler recipe (-I only, src/laptime.cpp once)|1.5|add"
   "disabled|+ the same, LAPTIME_DISABLE|0.2|add"
   "single|+ the same, single include <laptime/laptime.hpp> (reference)||add"
+  "single-disabled|+ the same, single include, LAPTIME_DISABLE|0.2|add"
   "impl|src/laptime.cpp alone, once per program (reference)||add"
   "wrapper|+ laptime NVTX wrapper alone (LAPTIME_RANGE)|1.2|add"
 )
@@ -62,6 +63,7 @@ compile_row() {  # compile_row NAME: compiles the row's file once
     recipe) "$CXX" "${BASE[@]}" "${PLAIN_FLAGS[@]}" -DVARIANT=2 -c $src -o "$OUT/o" ;;
     disabled) "$CXX" "${BASE[@]}" "${PLAIN_FLAGS[@]}" -DLAPTIME_DISABLE -DVARIANT=2 -c $src -o "$OUT/o" ;;
     single) "$CXX" "${BASE[@]}" "${CMAKE_FLAGS[@]}" -DVARIANT=3 -c $src -o "$OUT/o" ;;
+    single-disabled) "$CXX" "${BASE[@]}" "${CMAKE_FLAGS[@]}" -DLAPTIME_DISABLE -DVARIANT=3 -c $src -o "$OUT/o" ;;
     impl) "$CXX" "${BASE[@]}" "${CMAKE_FLAGS[@]}" -c src/laptime.cpp -o "$OUT/o" ;;
     wrapper) "$CXX" "${BASE[@]}" "${CMAKE_FLAGS[@]}" -DVARIANT=4 -c $src -o "$OUT/o" ;;
     *) echo "bench/compile: no command for row $1" >&2 && return 2 ;;

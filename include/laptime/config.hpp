@@ -38,6 +38,21 @@
 #define LAPTIME_HAVE_CUDA_HEADERS 0
 #endif
 
+// LAPTIME_HAVE_NVTX: whether the NVTX3 headers are used. Detected with __has_include (the CMake
+// target puts the toolkit's include directory on the path where it finds one; a plain `nvcc`
+// build has it); the caller's definition wins. Without them the wrapper still tracks and checks
+// ranges but sends nothing to a profiler, and enable() warns once. Cost: none either way.
+#ifndef LAPTIME_HAVE_NVTX
+#if LAPTIME_ENABLED && defined(__has_include)
+#if __has_include(<nvtx3/nvToolsExt.h>)
+#define LAPTIME_HAVE_NVTX 1
+#endif
+#endif
+#endif
+#ifndef LAPTIME_HAVE_NVTX
+#define LAPTIME_HAVE_NVTX 0
+#endif
+
 #define LAPTIME_BEGIN_NAMESPACE \
   namespace laptime {           \
   inline namespace LAPTIME_ABI_NAMESPACE {
@@ -49,6 +64,16 @@
 // storage never moves while a report reads it). Cost: 16 bytes of pointers per name and thread.
 #ifndef LAPTIME_MAX_NAMES
 #define LAPTIME_MAX_NAMES 4096
+#endif
+
+// LAPTIME_NVTX_MAX_NAMES: the most distinct range names registered with NVTX per process. Names
+// beyond it still work, passed as text (an allocation per push) with a one-time warning, so that a
+// program generating names ("batch 17", "batch 18", ...) cannot grow memory without bound.
+// Cost: about 100 bytes per name, plus a per-thread table entry for each name the thread used.
+// It takes effect where the implementation part is compiled (src/laptime.cpp, or a file that
+// includes <laptime/laptime.hpp>).
+#ifndef LAPTIME_NVTX_MAX_NAMES
+#define LAPTIME_NVTX_MAX_NAMES LAPTIME_MAX_NAMES
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)

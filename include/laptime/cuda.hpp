@@ -16,13 +16,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <utility>
 
 #include "laptime/config.hpp"
+// Compiled out (LAPTIME_DISABLE) CUDA reads as unavailable: the bodies below return what they
+// return without a driver, warn about nothing and need none of the machinery.
+#if LAPTIME_ENABLED
+#include <utility>
+
 #include "laptime/detail/cuda_driver.hpp"
 #include "laptime/detail/cuda_events.hpp"
 #include "laptime/detail/cuda_sync.hpp"
 #include "laptime/detail/process_singleton.hpp"
+#elif !defined(LAPTIME_CUDA_DRIVER_API)
+#define LAPTIME_CUDA_DRIVER_API 0  // as detail/cuda_driver.hpp has it compiled out
+#endif
 #include "laptime/error.hpp"  // the error policy (set_error_policy), as this header always gave
 
 LAPTIME_BEGIN_NAMESPACE
@@ -41,7 +48,11 @@ inline bool driver_available() noexcept {
 /// One line saying what was loaded ("CUDA driver 13.0 (libcuda.so.1), 1 device") or why CUDA is
 /// unavailable ("unavailable: cannot load the CUDA driver libcuda.so.1 (...)").
 inline std::string status() {
+#if LAPTIME_ENABLED
   return laptime::detail::cuda_driver().status;
+#else
+  return "unavailable: laptime is compiled out (LAPTIME_DISABLE)";
+#endif
 }
 
 /// Why GPU event timing cannot run here, for reports: "CUDA unavailable: cannot load ..." or
@@ -81,29 +92,49 @@ inline void* current_context() noexcept {
 ///   laptime::cuda::set_sync_function(
 ///       [](void* s) { cudaStreamSynchronize(static_cast<cudaStream_t>(s)); }, stream);
 /// It must not throw. Pass nullptr to go back to cuCtxSynchronize.
+#if LAPTIME_ENABLED
 using SyncFunction = laptime::detail::CudaSyncFunction;
+#else
+using SyncFunction = void (*)(void* user_data);
+#endif
 
 /// Installs `fn(user_data)` as the sync used by synchronize() (the Stopwatch's do_cuda_sync and the
 /// NVTX wrapper's sync_on_push / sync_on_pop), for the whole process.
 inline void set_sync_function(SyncFunction fn, void* user_data) noexcept {
+#if LAPTIME_ENABLED
   laptime::detail::cuda_set_sync_function(fn, user_data);
+#else
+  (void)fn, (void)user_data;
+#endif
 }
 
 /// Synchronises the calling thread's current CUDA context (the device the framework made
 /// current), or calls the installed SyncFunction. Without a driver, device or current context it
 /// warns once and returns false; timing goes on. Cost: a full device drain (that is the point).
 inline bool synchronize() noexcept {
+#if LAPTIME_ENABLED
   return laptime::detail::cuda_synchronize();
+#else
+  return false;  // compiled out: no sync, and no warning
+#endif
 }
 
 /// cuProfilerStart / cuProfilerStop on the current context, for
 /// `nsys profile --capture-range=cudaProfilerApi` and `ncu --profile-from-start off`.
 /// False (and one warning) if CUDA is unavailable.
 inline bool profiler_start() noexcept {
+#if LAPTIME_ENABLED
   return laptime::detail::cuda_profiler_call(true);
+#else
+  return false;
+#endif
 }
 inline bool profiler_stop() noexcept {
+#if LAPTIME_ENABLED
   return laptime::detail::cuda_profiler_call(false);
+#else
+  return false;
+#endif
 }
 
 /// Times intervals on the GPU with pairs of CUDA events, resolved later without blocking.
@@ -122,14 +153,27 @@ inline bool profiler_stop() noexcept {
 /// except drain() and, where asked, reserve() creating events. (detail/cuda_events.hpp)
 class GpuEventTimer {
  public:
-  static constexpr std::uint32_t kInvalid = laptime::detail::GpuEventPool::kInvalid;
+  static constexpr std::uint32_t kInvalid = 0xffffffffu;
+#if LAPTIME_ENABLED
+  static_assert(kInvalid == laptime::detail::GpuEventPool::kInvalid);
   /// Counters for tests and reports: events_created, contexts, in_flight, pending, resolved,
   /// dropped, grown_in_start (pool batches created inside start(), not ahead of time).
   using Stats = laptime::detail::GpuEventStats;
+#else
+  struct Stats {  // the fields of detail::GpuEventStats, all 0 compiled out
+    std::size_t events_created = 0, contexts = 0, in_flight = 0, pending = 0, resolved = 0,
+                dropped = 0, grown_in_start = 0;
+  };
+#endif
 
   /// The process-wide timer (shared by every copy of the header, like the Stopwatch).
   static GpuEventTimer& instance() {
+#if LAPTIME_ENABLED
     return laptime::detail::process_singleton<GpuEventTimer>("cuda_event_timer");
+#else
+    static GpuEventTimer timer;  // holds nothing compiled out: one per copy of the code will do
+    return timer;
+#endif
   }
 
 #if LAPTIME_CUDA_DRIVER_API
@@ -142,7 +186,11 @@ class GpuEventTimer {
 
   /// Whether start() can succeed at all (a driver and a device).
   bool available() const noexcept {
+#if LAPTIME_ENABLED
     return pool_.available();
+#else
+    return false;
+#endif
   }
 
   /// Records a start event on `stream` (nullptr: the legacy default stream of the current
@@ -150,61 +198,100 @@ class GpuEventTimer {
   /// stop(), or kInvalid if unavailable, if no context is current, or if `stream` is capturing a
   /// CUDA graph (timing events would become graph nodes). Costs one cuEventRecord; no sync.
   std::uint32_t start(void* stream) noexcept {
+#if LAPTIME_ENABLED
     return pool_.start(stream);
+#else
+    (void)stream;
+    return kInvalid;
+#endif
   }
 
   /// Records the end event of `token`'s pair on `stream`; `tag` is the caller's, handed back to
   /// on_done when the pair is resolved. kInvalid is ignored.
   void stop(std::uint32_t token, void* stream, std::uint64_t tag) noexcept {
+#if LAPTIME_ENABLED
     pool_.stop(token, stream, tag);
+#else
+    (void)token, (void)stream, (void)tag;
+#endif
   }
 
   /// Returns `token`'s pair to the pool without timing it (an interval abandoned after start()).
   void cancel(std::uint32_t token) noexcept {
+#if LAPTIME_ENABLED
     pool_.cancel(token);
+#else
+    (void)token;
+#endif
   }
 
   /// Non-blocking: calls on_done(tag, gpu_ns) for each stopped pair whose events completed, in
   /// no particular order, outside the timer's lock. Returns how many stopped pairs still pend.
   template <class F>
   std::size_t poll(F&& on_done) {
+#if LAPTIME_ENABLED
     return pool_.poll(std::forward<F>(on_done));
+#else
+    (void)on_done;
+    return 0;
+#endif
   }
 
   /// Blocking: waits for every stopped pair (cuEventSynchronize), then reports them like poll().
   /// For report time, never inside the loop. Pairs started but not stopped are left alone.
   template <class F>
   void drain(F&& on_done) {
+#if LAPTIME_ENABLED
     pool_.drain(std::forward<F>(on_done));
+#else
+    (void)on_done;
+#endif
   }
 
   /// Calls f(tag) for every stopped pair not resolved yet, under the timer's lock (f must not
   /// call the timer). Lets a report say which names still wait for the GPU.
   template <class F>
   void for_each_pending(F&& f) const {
+#if LAPTIME_ENABLED
     pool_.for_each_pending(std::forward<F>(f));
+#else
+    (void)f;
+#endif
   }
 
   /// Creates events ahead of time so that at least `pairs` pairs are free in the context current
   /// on the calling thread (call at setup, e.g. after enabling GPU timing). Returns the free count.
   std::size_t reserve(std::size_t pairs) noexcept {
+#if LAPTIME_ENABLED
     return pool_.reserve(pairs);
+#else
+    (void)pairs;
+    return 0;
+#endif
   }
 
   /// Forgets stopped pairs that were not resolved yet (their results are dropped) and returns
   /// them to the pool. Pairs in flight stay valid.
   void reset() noexcept {
+#if LAPTIME_ENABLED
     pool_.reset();
+#endif
   }
 
   Stats stats() const {
+#if LAPTIME_ENABLED
     return pool_.stats();
+#else
+    return Stats{};
+#endif
   }
 
  private:
-  friend struct laptime::detail::SingletonHolder<GpuEventTimer>;
   GpuEventTimer() noexcept = default;
+#if LAPTIME_ENABLED
+  friend struct laptime::detail::SingletonHolder<GpuEventTimer>;
   laptime::detail::GpuEventPool pool_;
+#endif
 };
 
 }  // namespace cuda

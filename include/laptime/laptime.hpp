@@ -28,6 +28,7 @@
 // The implementation part, unless it is linked: LAPTIME_IMPL_LINKED says that the program links
 // it compiled once (the CMake target laptime::laptime defines it for its users, or a build adds
 // src/laptime.cpp and defines it), so this include then costs what the light headers cost.
-#ifndef LAPTIME_IMPL_LINKED
+// Compiled out (LAPTIME_DISABLE) there is no implementation part: every body is inline and empty.
+#if LAPTIME_ENABLED && !defined(LAPTIME_IMPL_LINKED)
 #include "laptime/impl/implementation.hpp"
 #endif

@@ -40,7 +40,6 @@
 // out-of-line functions declared here, enable, the name tables, messages, fork).
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -48,7 +47,11 @@
 #include <vector>
 
 #include "laptime/config.hpp"
-#include "laptime/detail/nvtx_core.hpp"  // LAPTIME_HAVE_NVTX, NvtxCore, the out-of-line declarations
+#if LAPTIME_ENABLED
+#include <atomic>
+
+#include "laptime/detail/nvtx_core.hpp"  // NvtxCore, the out-of-line declarations
+#endif
 
 LAPTIME_BEGIN_NAMESPACE
 

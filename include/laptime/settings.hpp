@@ -14,13 +14,15 @@
 #pragma once
 
 #include <cstddef>
-#include <memory>
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "laptime/config.hpp"
+#if LAPTIME_ENABLED
+#include <memory>  // std::addressof
+#include <type_traits>
+#endif
 
 // Enabled, the functions below are out of line (weak, LAPTIME_IMPL) in the implementation part
 // (impl/settings.hpp, which laptime.hpp and src/laptime.cpp carry). Compiled out
@@ -83,10 +85,15 @@ inline Settings settings_from_reader(EnvReader, void*) {
 /// of them, testable). Compiled out: reads nothing, returns the defaults.
 template <class Getenv>
 Settings settings_from_env(Getenv&& getenv_fn) {
+#if LAPTIME_ENABLED
   using F = std::remove_reference_t<Getenv>;
   void* ctx = const_cast<void*>(static_cast<const void*>(std::addressof(getenv_fn)));
   return detail::settings_from_reader(
       [](void* c, const char* name) -> const char* { return (*static_cast<F*>(c))(name); }, ctx);
+#else
+  (void)getenv_fn;
+  return Settings{};
+#endif
 }
 
 #if LAPTIME_ENABLED

@@ -1,9 +1,11 @@
 # A compiler command as a user types it, with no build system in between.
 #   cmake "-DCOMMAND=c++|-std=c++17|..." [-DRUN=path] [-DEXPECT=regex] [-DFORBID=regex]
-#         -P compile_check.cmake
+#         [-DALLOW=regex] -P compile_check.cmake
 # Runs COMMAND if given (its arguments separated by '|'; fails on a non-zero exit), then RUN
-# if given; EXPECT must match and FORBID must not match what they printed.
+# if given; EXPECT must match and FORBID must not match what they printed, once what ALLOW
+# matches (the exceptions to FORBID) is taken out.
 set(all "")
+set(shown "${RUN}")
 if(DEFINED COMMAND)
   string(REPLACE "|" ";" COMMAND "${COMMAND}")
   string(REPLACE ";" " " shown "${COMMAND}")
@@ -30,6 +32,9 @@ if(RUN)
 endif()
 if(DEFINED EXPECT AND NOT all MATCHES "${EXPECT}")
   message(FATAL_ERROR "output does not match '${EXPECT}':\n${all}")
+endif()
+if(DEFINED ALLOW)
+  string(REGEX REPLACE "${ALLOW}" "" all "${all}")
 endif()
 if(DEFINED FORBID AND all MATCHES "${FORBID}")
   message(FATAL_ERROR "output matches '${FORBID}' (${CMAKE_MATCH_0}):\n${all}")
