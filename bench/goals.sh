@@ -118,7 +118,7 @@ echo
 echo "$(bench_machine), $RUNS run(s) of $REPS repetitions, commit $(git rev-parse --short HEAD)$(
   git diff --quiet HEAD 2>/dev/null || echo ' with local changes')${BEFORE:+, before: $BEFORE}"
 echo
-TABLE=(python3 bench/table.py --filter "$(bench_filter_of "${FLAGS[@]}")")
+TABLE=(python3 bench/table.py "--filter=$(bench_filter_of "${FLAGS[@]}")")
 if [[ ${#AFTER_RUNS[@]} -eq 0 || (-n $BEFORE && ${#BEFORE_RUNS[@]} -eq 0) ]]; then
   echo "goals: no run succeeded" && note 2
 elif [[ -n $BEFORE ]]; then

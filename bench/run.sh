@@ -25,4 +25,4 @@ bench_run "$BUILD" "$RESULTS" "$REPS" "$@"
 echo
 echo "$(bench_machine), $REPS repetitions"
 echo
-python3 bench/table.py --filter "$(bench_filter_of "$@")" "$RESULTS"
+python3 bench/table.py "--filter=$(bench_filter_of "$@")" "$RESULTS"

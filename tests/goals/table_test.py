@@ -115,6 +115,11 @@ class OneBuild(unittest.TestCase):
         rc, out = table("--filter", FILTER, path)  # the filter left them out: counted, not shown
         self.assertNotIn("Stopwatch pair, recording intervals", out)
         self.assertRegex(out, r"row\(s\) left out by --benchmark_filter")
+        # A negative filter (a leading "-", as Google Benchmark reads it) leaves out what it names.
+        rc, out = table("--filter=-StopwatchPair_Recording", path)
+        self.assertNotIn("Stopwatch pair, recording intervals", out)
+        self.assertEqual(row(out, "Stopwatch pair, in a shared object")[-1],
+                         "ABSENT (not in the results)")
 
 
 class TwoBuilds(unittest.TestCase):
