@@ -26,7 +26,8 @@ No tool is attached to NVTX here, so a push or pop reaches NVTX's no-op stub.
 
 The last table holds the Python ratios beside their goals (docs/performance.md, goals 5a-5e): in
 each repetition a case and its baseline ran side by side, so each repetition gives a ratio; the
-row shows their median and quartiles (the spread). The script exits 1 when a median misses its
+row shows their median and quartiles (the spread), and each case's median ns with the
+interquartile range of its repetitions over that median. The script exits 1 when a median misses its
 goal (bench/goals.sh runs it).
 """
 
@@ -264,21 +265,31 @@ def ratio_spread(values: list, bases: list) -> tuple:
     return q2, q1, q3
 
 
+def with_spread(values: list) -> str:
+    """A case's median ns with its spread over the repetitions, the interquartile range over the
+    median: "52.7 (4%)"."""
+    median = statistics.median(values)
+    if len(values) < 2 or median <= 0:
+        return f"{median:.1f}"
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return f"{median:.1f} ({(q3 - q1) / median * 100:.0f}%)"
+
+
 def print_goals(samples: dict) -> int:
     """Prints the Python ratios beside their goals, each the median of the repetitions' ratios with
     its spread (quartiles); 1 when a median misses its goal."""
     off, on, tracking = (medians(samples[p]) for p in ("off", "on", "tracking"))
     print()
-    print("| Python ratio (goals 5a-5e) | ns | baseline ns | ratio, median | spread (quartiles) "
-          "| goal | |")
+    print("| Python ratio (goals 5a-5e) | ns (spread) | baseline ns (spread) | ratio, median "
+          "| spread (quartiles) | goal | |")
     print("|---|---:|---:|---:|---|---|---|")
     missed = 0
     for label, phase, case, base, limit in GOALS:
         r, q1, q3 = ratio_spread(samples[phase][case], samples[phase][base])
         ok = r <= limit
         missed += 0 if ok else 1
-        value, base_ns = medians(samples[phase])[case], medians(samples[phase])[base]
-        print(f"| {label} | {value:.1f} | {base_ns:.1f} | {r:.2f}× | {q1:.2f}–{q3:.2f} "
+        value, base_ns = with_spread(samples[phase][case]), with_spread(samples[phase][base])
+        print(f"| {label} | {value} | {base_ns} | {r:.2f}× | {q1:.2f}–{q3:.2f} "
               f"| ≤ {limit:g}× | {'PASS' if ok else 'MISS'} |")
     r, q1, q3 = ratio_spread(samples["on"]["with measure(), reused"], samples["on"]["start/end"])
     print("| (info) `with` on a reused scope object / explicit start/end, enabled | "
@@ -290,7 +301,9 @@ def print_goals(samples: dict) -> int:
         print("| (info) start/end not enabled / `_noop` + `_noop2` (two functions, as start/end) "
               f"| {off['start/end']:.1f} | {off['C no-op pair, two functions']:.1f} | {r:.2f}× | "
               f"{q1:.2f}–{q3:.2f} | | |")
-    print(f"\nlaptime python bench: "
+    print("\nns: median over the repetitions, (x%) their interquartile range over the median; "
+          "ratio: the median of the repetitions' ratios, each case beside its baseline.")
+    print(f"laptime python bench: "
           f"{'all goals met' if missed == 0 else f'{missed} goal(s) missed'}")
     return 1 if missed else 0
 
