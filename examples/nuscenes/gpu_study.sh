@@ -23,9 +23,8 @@
 #            forkserver, DataLoader), and scripts/nsys-counters.sh (CPU/IO counters and unified
 #            Stopwatch/NVTX ranges read back from an nsys report)
 #   goals    the performance goals (docs/performance.md): bench/gpu (event timing and do_cuda_sync
-#            against raw CUDA calls), laptime_bench's rows that differ between machines (the clock,
-#            names, NVTX over raw, worker pair, unified ranges), bench/python_bench.py: one build,
-#            one run
+#            against raw CUDA calls), every row of laptime_bench (bench/table.py),
+#            bench/python_bench.py: one build, one run
 #   compile  bench/compile/trainer/run.sh: the trainer-sized CUDA file built plain, with laptime and
 #            with LAPTIME_DISABLE (nvcc -O3 -arch=sm_90, best of 3), then each build trained 300 steps;
 #            and the Makefile consumer's program built with README's nvcc line
@@ -147,11 +146,10 @@ stage_goals() {
     --benchmark_report_aggregates_only=true --benchmark_out="$OUT/gpu-bench.json" \
     --benchmark_out_format=json | grep -E "median|Run on|Load" &&
     python3 bench/gpu/ratios.py "$OUT/gpu-bench.json" || rc=1
-  echo "=== laptime_bench, the clock, names, NVTX, worker and unified-range rows, medians of 5"
+  echo "=== laptime_bench, every row of bench/table.py, medians of 5"
   env -u NVTX_INJECTION64_PATH "$b/bench/laptime_bench" --benchmark_repetitions=5 \
     --benchmark_report_aggregates_only=true --benchmark_out="$OUT/bench-results.json" \
-    --benchmark_out_format=json --benchmark_filter='SteadyClockPair/threads:1$|StopwatchPair_Enabled/threads:1$|StopwatchPair_(DenseLiterals|ReusedBuffer|RoundRobin1000|WorkerBatch|ParentBatch)|Nvtx(Raw|Wrapper)PushPop|UnifiedRange|ByHandRange' |
-    grep median
+    --benchmark_out_format=json | grep median
   echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $NPROC cores"
   python3 bench/table.py "$OUT/bench-results.json" || true
   echo "=== bench/python_bench.py --n 2000 --reps 21"

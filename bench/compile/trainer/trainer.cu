@@ -1,10 +1,11 @@
 // trainer.cu: a small GPT-style language model trained on the GPU, in one CUDA file, the way
 // single-file CUDA trainers are written (kernels, templates, cuBLAS, a data-loader thread). It is
 // the "trainer-sized CUDA file" of bench/compile/trainer/run.sh (docs/build.md): the compile
-// time of this file built three ways, from the same source:
+// time of this file built four ways, from the same source:
 //
 //   plain      nvcc -O3 -arch=sm_90 -std=c++17 trainer.cu -lcublas                 no laptime
-//   laptime    ... -DTRAINER_LAPTIME -I<laptime>/include                            instrumented
+//   laptime    ... -DTRAINER_LAPTIME -I<laptime>/include  (+ laptime.o)            instrumented
+//   single     ... -DTRAINER_LAPTIME -DTRAINER_SINGLE_INCLUDE -I<laptime>/include  header-only
 //   disabled   ... -DTRAINER_LAPTIME -DLAPTIME_DISABLE -I<laptime>/include          compiled out
 //
 // Instrumented, every step is timed under five names (step, data fetch, forward, backward,
@@ -46,12 +47,17 @@
 #include <thread>
 #include <vector>
 
-#ifdef TRAINER_LAPTIME
+#if defined(TRAINER_LAPTIME) && defined(TRAINER_SINGLE_INCLUDE)
+// The header-only way (docs/build.md): one include, laptime's implementation compiled here.
+#include <laptime/laptime.hpp>
+#elif defined(TRAINER_LAPTIME)
 // The fast recipe (docs/build.md): the light headers here, laptime's implementation compiled
 // once beside this file (src/laptime.cpp, the Makefile's laptime.o).
 #include <laptime/nvtx.hpp>
 #include <laptime/settings.hpp>
 #include <laptime/stopwatch.hpp>
+#endif
+#ifdef TRAINER_LAPTIME
 // One name, three calls: the Stopwatch interval (host time, and GPU time from events on the
 // trainer's stream) and an NVTX range for Nsight Systems.
 #define TRAINER_BEGIN(name)                                 \
