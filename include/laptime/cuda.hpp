@@ -237,8 +237,8 @@ class GpuEventTimer {
 #endif
   }
 
-  /// Blocking: waits for every stopped pair (cuEventSynchronize), then reports them like poll().
-  /// For report time, never inside the loop. Pairs started but not stopped are left alone.
+  /// Blocking: poll() once every stopped pair has completed (pairs started but not stopped are
+  /// left alone). For report time, never inside the loop.
   template <class F>
   void drain(F&& on_done) {
 #if LAPTIME_ENABLED
