@@ -15,6 +15,9 @@ judged on the median of those. With two builds, each row shows both builds' medi
 after / before (the i-th after run over the i-th before run: bench/goals.sh runs them in turn),
 and the after build's verdict.
 
+Below the goals' table, the features table (bench/features.py): the pair built up step by step
+from two cycle-counter reads, each step's cost, for the runs of one build (the after build).
+
 --filter REGEX names the --benchmark_filter the runs used: the rows it leaves out are counted in
 the last line instead of showing as ABSENT. A benchmark that reported an error says the error.
 Exits 1 when a goal is missed, 2 when a selected row is absent or reported an error (of the after
@@ -26,6 +29,8 @@ import re
 import statistics
 import subprocess
 import sys
+
+import features
 
 # Google Benchmark's own fields of a result; any other number is a user counter.
 STANDARD_KEYS = {"family_index", "per_family_instance_index", "repetitions", "repetition_index",
@@ -402,7 +407,7 @@ def check_rows(binary):
     listed = subprocess.run([binary, "--benchmark_list_tests"], capture_output=True, text=True,
                             check=True).stdout.split()
     wanted = {n for _, name, base, _, _ in ROWS for key in (name, base) if key
-              for n in benchmarks_of(key)}
+              for n in benchmarks_of(key)} | features.benchmarks()
     missing = sorted(wanted - set(listed))
     for name in missing:
         print(f"bench/table.py: row benchmark {name} is not registered in {binary}")
@@ -434,7 +439,7 @@ def main(argv):
         _, before, _ = load_runs(args.before)
         contexts, runs, errors = load_runs(args.after)
         lines, counts = two_builds_table(before, runs, errors, selected)
-    print("\n".join(lines))
+    print("\n".join(lines + features.lines(runs, fmt_figure, short)))
     print(f"\n{footer(contexts, len(runs))}")
     print(summary(counts))
     return exit_status(counts)

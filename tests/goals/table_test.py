@@ -122,6 +122,25 @@ class OneBuild(unittest.TestCase):
                          "ABSENT (not in the results)")
 
 
+class Features(unittest.TestCase):
+    def test_each_step_shows_what_it_adds_and_its_ratio_to_the_clock_pair(self):
+        # Run 1: 18 - 16 = +2 ns, 18 / 40 = 0.45; run 2: 24.4 - 20 = +4.4 ns, 24.4 / 40 = 0.61.
+        with tempfile.TemporaryDirectory() as d:
+            runs = [run_file(d, f"r{i}", pair=30, clock=40,
+                             extra=[median_entry("BM_Floor_Tsc", tsc),
+                                    median_entry("BM_Floor_Clock", clock)])
+                    for i, (tsc, clock) in enumerate([(16, 18), (20, 24.4)])]
+            _, out = table("--filter", FILTER, *runs)
+        self.assertIn("Where the pair's time goes", out)
+        self.assertEqual(row(out, "+ laptime's clock (the counter scaled to ns)")[1:],
+                         ["Floor_Clock", "21.2 ns (30.2%)", "+3.20 ns [+2.00, +4.40]",
+                          "0.53× [0.45, 0.61]"])
+        # A step whose previous step did not run shows no difference.
+        self.assertEqual(row(out, "= the Stopwatch pair, a literal")[3:],
+                         ["", "0.75× [0.75, 0.75]"])
+        self.assertNotIn("+ recording intervals", out)
+
+
 class TwoBuilds(unittest.TestCase):
     def test_before_and_after_side_by_side(self):
         with tempfile.TemporaryDirectory() as d:
