@@ -183,10 +183,11 @@ inline std::string quoted(std::string_view name) {
 /// clock pair instead of 0.9-1.0x, bench row BM_StopwatchPair_RoundRobin1000): the set is a
 /// multiplicative hash of the pointer with its bits above 7 folded in, so that names side by side
 /// in memory (string literals, 64 one-word names in a row, at any stride) spread over the sets
-/// instead of colliding as they did in the direct-mapped table of 64 entries this replaces (issue
-/// 16). A hit is verified against the interned text: a caller's buffer may hold another name later.
-/// A set may hold several entries of one pointer and length with different texts, so that a buffer
-/// that takes turns between a few names hits for each. One owner thread; no locks.
+/// instead of colliding as they did in the direct-mapped table of 64 entries this replaces
+/// (docs/performance.md). A hit is verified against the interned text: a caller's buffer may hold
+/// another name later. A set may hold several entries of one pointer and length with different
+/// texts, so that a buffer that takes turns between a few names hits for each. One owner thread; no
+/// locks.
 template <class Value>
 class NameCache {
  public:
