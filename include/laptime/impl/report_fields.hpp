@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "laptime/config.hpp"
 #include "laptime/impl/format.hpp"
@@ -156,6 +157,19 @@ inline void json_key(std::string& o, const char* key, bool first = false) {
   o += first ? "\"" : ", \"";
   o += key;
   o += "\": ";
+}
+
+/// `, "key": 12`: an integer field.
+template <class Int>
+void json_int(std::string& o, const char* key, Int v) {
+  json_key(o, key);
+  append_int(o, v);
+}
+
+/// `, "key": "text"`: a string field, escaped.
+inline void json_text(std::string& o, const char* key, std::string_view text) {
+  json_key(o, key);
+  json_string(o, text);
 }
 
 /// Appends the figures of `t` in the order of `table`, each `, "key": value` (the first without

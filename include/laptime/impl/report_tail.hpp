@@ -93,8 +93,7 @@ inline void append_tail_json(std::string& o, const SlowTail& t) {
   append_int(o, t.iterations);
   json_seconds(o, "median_s", t.median_ns);
   json_seconds(o, "p99_s", t.p99_ns);
-  json_key(o, "over_3x_median");
-  append_int(o, t.over_3x_median);
+  json_int(o, "over_3x_median", t.over_3x_median);
   json_key(o, "tail_bound");
   o += t.tail_bound ? "true" : "false";
   o += ", \"slowest\": [";
@@ -111,12 +110,9 @@ inline void append_tail_json(std::string& o, const SlowTail& t) {
       json_seconds(o, "time_s", c.ns);
       json_seconds(o, "median_s", c.median_ns);
       json_seconds(o, "over_median_s", c.ns - c.median_ns);
-      json_key(o, "tid");
-      append_int(o, c.tid);
-      json_key(o, "thread");
-      json_string(o, c.thread);
-      json_key(o, "threads");
-      append_int(o, c.threads);
+      json_int(o, "tid", c.tid);
+      json_text(o, "thread", c.thread);
+      json_int(o, "threads", c.threads);
       o += '}';
     }
     o += "]}";

@@ -227,37 +227,24 @@ inline void text_footer(std::string& out, const Results& r) {
 inline void json_header(std::string& o, const Results& r) {
   o += "\"schema\": ";
   append_int(o, r.schema);
-  json_key(o, "rank");
-  append_int(o, r.rank);
-  json_key(o, "world_size");
-  append_int(o, r.world_size);
-  json_key(o, "pid");
-  append_int(o, r.pid);
-  json_key(o, "host");
-  json_string(o, r.host);
+  json_int(o, "rank", r.rank);
+  json_int(o, "world_size", r.world_size);
+  json_int(o, "pid", r.pid);
+  json_text(o, "host", r.host);
   if (!r.clock.empty()) {
-    json_key(o, "clock");
-    json_string(o, r.clock);
+    json_text(o, "clock", r.clock);
   }
-  json_key(o, "num_warmup_iters");
-  append_int(o, r.num_warmup_iters);
-  json_key(o, "iterations_measured");
-  append_int(o, r.iterations_measured);
-  json_key(o, "iterations_finished");
-  append_int(o, r.iterations_finished);
+  json_int(o, "num_warmup_iters", r.num_warmup_iters);
+  json_int(o, "iterations_measured", r.iterations_measured);
+  json_int(o, "iterations_finished", r.iterations_finished);
   if (!r.gpu_timing_off.empty()) {
-    json_key(o, "gpu_timing_off");
-    json_string(o, r.gpu_timing_off);
+    json_text(o, "gpu_timing_off", r.gpu_timing_off);
   }
   if (r.worker_processes > 0 || r.workers_unrecorded > 0 || r.workers_pairs_dropped > 0) {
-    json_key(o, "worker_processes");
-    append_int(o, r.worker_processes);
-    json_key(o, "workers_alive");
-    append_int(o, r.workers_alive);
-    json_key(o, "workers_unrecorded");
-    append_int(o, r.workers_unrecorded);
-    json_key(o, "workers_pairs_dropped");
-    append_int(o, r.workers_pairs_dropped);
+    json_int(o, "worker_processes", r.worker_processes);
+    json_int(o, "workers_alive", r.workers_alive);
+    json_int(o, "workers_unrecorded", r.workers_unrecorded);
+    json_int(o, "workers_pairs_dropped", r.workers_pairs_dropped);
   }
 }
 
@@ -285,8 +272,7 @@ inline void json_measurement(std::string& o, const MeasurementResult& m, bool it
       const WorkerResult& wr = m.workers[w];
       o += w == 0 ? "{\"pid\": " : ", {\"pid\": ";
       append_int(o, wr.pid);
-      json_key(o, "label");
-      json_string(o, wr.label);
+      json_text(o, "label", wr.label);
       json_bool(o, "alive", wr.alive);
       append_figures_json(o, kWorkerFigures, wr, {wr.count > 0, true});
       o += "}";
@@ -337,8 +323,7 @@ inline void json_loop_and_verdict(std::string& o, const Results& r) {
   const Verdict& v = *r.verdict;
   o += ", \"verdict\": {\"kind\": ";
   json_string(o, v.kind);
-  json_key(o, "text");
-  json_string(o, v.text);
+  json_text(o, "text", v.text);
   json_key(o, "data_name");
   if (r.data_name.empty()) {
     o += "null";
@@ -346,8 +331,7 @@ inline void json_loop_and_verdict(std::string& o, const Results& r) {
     json_string(o, r.data_name);
   }
   append_figures_json(o, kVerdictFigures, v);
-  json_key(o, "cpus");
-  append_int(o, v.cpus);
+  json_int(o, "cpus", v.cpus);
   json_key(o, "workers_saturated");
   o += !v.workers_saturated ? "null" : *v.workers_saturated ? "true" : "false";
   json_key(o, "workers");
