@@ -172,6 +172,21 @@ inline void json_text(std::string& o, const char* key, std::string_view text) {
   json_string(o, text);
 }
 
+/// `, "key": true`: a boolean field.
+inline void json_bool(std::string& o, const char* key, bool v) {
+  json_key(o, key);
+  o += v ? "true" : "false";
+}
+
+/// `[1, 2, 3]`: integers as one JSON array.
+template <class... Int>
+void json_int_array(std::string& o, Int... v) {
+  o += '[';
+  const char* sep = "";
+  ((o += sep, append_int(o, v), sep = ", "), ...);
+  o += ']';
+}
+
 /// Appends the figures of `t` in the order of `table`, each `, "key": value` (the first without
 /// its comma where `first`).
 template <class T, std::size_t N>

@@ -94,8 +94,7 @@ inline void append_tail_json(std::string& o, const SlowTail& t) {
   json_seconds(o, "median_s", t.median_ns);
   json_seconds(o, "p99_s", t.p99_ns);
   json_int(o, "over_3x_median", t.over_3x_median);
-  json_key(o, "tail_bound");
-  o += t.tail_bound ? "true" : "false";
+  json_bool(o, "tail_bound", t.tail_bound);
   o += ", \"slowest\": [";
   for (std::size_t i = 0; i < t.slowest.size(); ++i) {
     const SlowIteration& s = t.slowest[i];

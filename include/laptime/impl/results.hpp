@@ -248,11 +248,6 @@ inline void json_header(std::string& o, const Results& r) {
   }
 }
 
-inline void json_bool(std::string& o, const char* key, bool v) {
-  json_key(o, key);
-  o += v ? "true" : "false";
-}
-
 /// A name's object in "measurements": its figures, CPU and I/O, workers and GPU time.
 inline void json_measurement(std::string& o, const MeasurementResult& m, bool iterations) {
   o += "{\"name\": ";
@@ -357,11 +352,8 @@ inline void append_samples_json(std::string& o, const Samples& s) {
   }
   o += "], \"iterations\": [";
   for (std::size_t i = 0; i < s.iteration_ends.size(); ++i) {
-    o += i > 0 ? ", [" : "[";
-    append_int(o, s.iteration_ends[i].first);
-    o += ", ";
-    append_int(o, s.iteration_ends[i].second);
-    o += ']';
+    if (i > 0) o += ", ";
+    json_int_array(o, s.iteration_ends[i].first, s.iteration_ends[i].second);
   }
   o += "], \"threads\": [";
   for (std::size_t t = 0; t < s.threads.size(); ++t) {
@@ -373,15 +365,8 @@ inline void append_samples_json(std::string& o, const Samples& s) {
     o += ", \"intervals\": [";
     for (std::size_t i = 0; i < th.intervals.size(); ++i) {
       const RecordedInterval& r = th.intervals[i];
-      o += i > 0 ? ", [" : "[";
-      append_int(o, r.name);
-      o += ", ";
-      append_int(o, r.start_ns);
-      o += ", ";
-      append_int(o, r.duration_ns);
-      o += ", ";
-      append_int(o, r.iteration);
-      o += ']';
+      if (i > 0) o += ", ";
+      json_int_array(o, r.name, r.start_ns, r.duration_ns, r.iteration);
     }
     o += "]}";
   }
