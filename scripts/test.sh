@@ -272,10 +272,10 @@ if want gate; then
   # Gate 2. Python: laptime installed as users install it (`pip install .`), then pytest.
   if [ "$QUICK" -eq 0 ] && [ -d python/tests ]; then
     python_tests() {
-      wait_installs
       installed python-install && install_laptime build/venv &&
         (cd python/tests && "$ROOT/build/venv/bin/python" -m pytest -q -p no:cacheprovider .)
     }
+    wait_installs  # here, not inside the stage: a stage runs in a subshell, which cannot wait
     stage python pytest python_tests
   fi
 
@@ -289,10 +289,10 @@ fi
 # it. One pytest call, so that count_pytest reads one summary line.
 if [ "$QUICK" -eq 0 ] && want studies && [ ${#STUDY_TESTS[@]} -gt 0 ]; then
   studies_tests() {
-    wait_installs
     installed studies-install && install_laptime "$STUDY_VENV" &&
       "$STUDY_VENV/bin/python" -m pytest -q -p no:cacheprovider "${STUDY_TESTS[@]}"
   }
+  wait_installs  # here, not inside the stage: a stage runs in a subshell, which cannot wait
   stage studies pytest studies_tests
   # In CI the venv (about 6 GB with torch's CUDA wheels) goes before the sanitizer builds need
   # the disk; a developer keeps it, and the next run reuses it.

@@ -4,8 +4,8 @@
 # `import laptime` fails, generates the NuScenes-layout data (324 samples) into
 # /tmp/nuscenes-synth, runs the stages named, and prints a short table last.
 #
-#   examples/nuscenes/gpu-sweep.sh [--device cpu] [--tiny] [--seed-cells DIR] [STAGE ...] \
-#       [sweep.py options ...]
+#   examples/nuscenes/gpu-sweep.sh [--device cpu] [--tiny] [--seed-cells DIR [--seed-skip L,...]] \
+#       [STAGE ...] [sweep.py options ...]
 #
 # Stages, in the order given (none named: sweep):
 #   equivalence  equivalence.py on the first 18 samples (108 images): DALI's decoders (mixed, cpu)
@@ -23,7 +23,8 @@
 # --seed-cells DIR copies DIR/cells/* into /tmp/laptime-sweep/cells (cells already there are
 # kept) and DIR/machine.txt beside them; the sweep stage then refuses to run when this GPU is not
 # the one of DIR/machine.txt (SWEEP_MIXED_OK=1 runs anyway): a cell's spread over two machines is
-# no run-to-run spread. --device cpu --tiny: the same stages in seconds on a CPU (small data, a
+# no run-to-run spread. --seed-skip LOADERS (e.g. gpu) leaves those loaders' cells out of the copy,
+# so they run again (cells whose loader changed since). --device cpu --tiny: the same stages in seconds on a CPU (small data, a
 # tiny backbone, a few iterations), to check the driver.
 #
 # One device call is 10 minutes at most: CALL_S (default 540; SWEEP_CALL_S is read too) is this
@@ -45,13 +46,14 @@ WORK=${STUDY_WORK:-/tmp/laptime-gpu-study}  # every stage's output
 SWEEP=${SWEEP_DIR:-/tmp/laptime-sweep}  # sweep.py --out
 CALL_S=${CALL_S:-${SWEEP_CALL_S:-540}}
 NPROC=$(nproc)
-DEVICE=cuda TINY=0 SEED_CELLS="" STAGES=() SWEEP_ARGS=()
+DEVICE=cuda TINY=0 SEED_CELLS="" SEED_SKIP="" STAGES=() SWEEP_ARGS=()
 while [ $# -gt 0 ]; do
   case $1 in
     equivalence|losscurves|nancheck|sweep) STAGES+=("$1") ;;
     --device) DEVICE=$2; shift ;;
     --tiny) TINY=1 ;;
     --seed-cells) SEED_CELLS=$2; shift ;;
+    --seed-skip) SEED_SKIP=$2; shift ;;
     *) SWEEP_ARGS+=("$1") ;;
   esac
   shift
@@ -174,7 +176,10 @@ stage_sweep() {
 if [ -n "$SEED_CELLS" ]; then
   mkdir -p "$SWEEP/cells" && cp "$SEED_CELLS/machine.txt" "$SWEEP/seeded-machine.txt" || exit 2
   for cell in "$SEED_CELLS"/cells/*/; do  # a cell already there (run here) is kept
-    [ -e "$SWEEP/cells/$(basename "$cell")" ] || cp -r "$cell" "$SWEEP/cells/" || exit 2
+    name=$(basename "$cell")  # BACKBONE-xSCALE-LOADER-runN
+    loader=${name%-run*}
+    [[ ",$SEED_SKIP," == *",${loader##*-},"* ]] && continue
+    [ -e "$SWEEP/cells/$name" ] || cp -r "$cell" "$SWEEP/cells/" || exit 2
   done
 fi
 ROWS=()

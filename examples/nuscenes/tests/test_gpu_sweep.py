@@ -19,12 +19,19 @@ SCRIPT = Path(__file__).resolve().parents[1] / "gpu-sweep.sh"
 
 
 def test_every_stage_runs_and_the_results_come_back_in_eight_files(tmp_path):
+    # Seeded cells count as done, but those of a --seed-skip loader run again.
+    seed = tmp_path / "seed"
+    for cell in ("resnet18-x0.125-dl1-run1", "resnet18-x0.125-dl2-run1"):
+        (seed / "cells" / cell).mkdir(parents=True)
+        (seed / "cells" / cell / "rank0.json").write_text("{}")
+    (seed / "machine.txt").write_text("a CPU\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAPTIME_")}
     env.update(OMP_NUM_THREADS="1", PYTHON=sys.executable, OUT=str(tmp_path / "out"),
                STUDY_WORK=str(tmp_path / "work"), CALL_S="500")
     # sweep with --dry-run: the stage lists its cells and runs none (test_sweep.py runs them)
-    proc = subprocess.run(["bash", str(SCRIPT), "--device", "cpu", "--tiny", "equivalence",
-                           "losscurves", "nancheck", "sweep", "--dry-run"],
+    proc = subprocess.run(["bash", str(SCRIPT), "--device", "cpu", "--tiny", "--seed-cells",
+                           str(seed), "--seed-skip", "dl1", "equivalence", "losscurves",
+                           "nancheck", "sweep", "--dry-run"],
                           env=env, capture_output=True, text=True, timeout=550)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     last = proc.stdout.strip().splitlines()[-6:]
@@ -45,4 +52,5 @@ def test_every_stage_runs_and_the_results_come_back_in_eight_files(tmp_path):
     for wait in ("no-wait", "wait"):
         assert any(n.endswith(f"nan/{wait}.csv") for n in names), wait
     assert any(n.endswith("loss/reference.log") for n in names)
-    assert "cells to run: resnet18-x0.125-dl1-run1" in proc.stdout
+    to_run = next(line for line in proc.stdout.splitlines() if line.startswith("cells to run:"))
+    assert "resnet18-x0.125-dl1-run1" in to_run and "resnet18-x0.125-dl2-run1" not in to_run
