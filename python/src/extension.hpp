@@ -199,9 +199,10 @@ PyObject* mod_uninstall_print_function(PyObject*, PyObject*);
 
 /// The _Scope types, made and added to `module`; false with an exception set (scope.cpp).
 bool add_scope_types(PyObject* module);
-/// `stopwatch.measure(name)` / `nvtx.range(name)`: the calling thread's scope for `name`.
-PyObject* measure_scope(PyObject* name);
-PyObject* range_scope(PyObject* name);
+/// `stopwatch.measure(name)` / `nvtx.range(name)` (the METH_O methods themselves, so that the call
+/// reaches the scope cache without another call): the calling thread's scope for `name`.
+PyObject* measure_scope(PyObject* self, PyObject* name);
+PyObject* range_scope(PyObject* self, PyObject* name);
 /// Empties the scope cache (tests: _testing_reset).
 void clear_scope_cache();
 
