@@ -141,23 +141,28 @@ PyObject* string_result(F&& f) {
   return text_to_str(text);
 }
 
+/// with_name for a name that is not a compact ASCII str: through other_name and its identity
+/// cache, out of the caller's way.
+template <class F>
+[[gnu::cold]] LAPTIME_NOINLINE PyObject* with_other_name(const char* call, PyObject* arg, F f) {
+  std::string_view name;
+  PyObject* holder = other_name(call, arg, name);  // keeps the bytes alive
+  if (holder == nullptr) return nullptr;
+  PyObject* r = call_none([&] { f(name); });
+  Py_DECREF(holder);
+  return r;
+}
+
 /// `f(name)` for the name `arg` of `call`: a compact ASCII str is read in place (its bytes are
-/// its UTF-8); anything else through other_name and its identity cache. One call of `f`, so that
-/// the compiler inlines laptime's call.
+/// its UTF-8), its view kept in registers and `f` inlined; anything else is with_other_name's.
 template <class F>
 LAPTIME_ALWAYS_INLINE PyObject* with_name(const char* call, PyObject* arg, F&& f) {
-  std::string_view name;
-  PyObject* holder = nullptr;  // keeps the bytes of a name that is not a str alive
   if (LAPTIME_LIKELY(PyUnicode_Check(arg) && PyUnicode_IS_COMPACT_ASCII(arg))) {
-    name = std::string_view(static_cast<const char*>(PyUnicode_DATA(arg)),
-                            static_cast<std::size_t>(PyUnicode_GET_LENGTH(arg)));
-  } else {
-    holder = other_name(call, arg, name);
-    if (holder == nullptr) return nullptr;
+    const std::string_view name(static_cast<const char*>(PyUnicode_DATA(arg)),
+                                static_cast<std::size_t>(PyUnicode_GET_LENGTH(arg)));
+    return call_none([&] { f(name); });
   }
-  PyObject* r = call_none([&] { f(name); });
-  Py_XDECREF(holder);
-  return r;
+  return with_other_name(call, arg, f);
 }
 
 /// The one argument of `call(keyword)` (`required`) or `call(keyword=None)` from a vectorcall,
@@ -199,9 +204,10 @@ PyObject* mod_uninstall_print_function(PyObject*, PyObject*);
 
 /// The _Scope types, made and added to `module`; false with an exception set (scope.cpp).
 bool add_scope_types(PyObject* module);
-/// `stopwatch.measure(name)` / `nvtx.range(name)`: the calling thread's scope for `name`.
-PyObject* measure_scope(PyObject* name);
-PyObject* range_scope(PyObject* name);
+/// `stopwatch.measure(name)` / `nvtx.range(name)` (the METH_O methods themselves, so that the call
+/// reaches the scope cache without another call): the calling thread's scope for `name`.
+PyObject* measure_scope(PyObject* self, PyObject* name);
+PyObject* range_scope(PyObject* self, PyObject* name);
 /// Empties the scope cache (tests: _testing_reset).
 void clear_scope_cache();
 

@@ -131,10 +131,6 @@ PyObject* nvtx_profiler_stop(PyObject*, PyObject*) {
   return PyBool_FromLong(nvtx().profiler_stop());
 }
 
-PyObject* nvtx_range(PyObject*, PyObject* name) {
-  return range_scope(name);
-}
-
 PyObject* nvtx_repr(PyObject*) {
   return PyUnicode_FromFormat("<laptime.NVTXRangeWrapper (%s)>",
                               nvtx().is_enabled() ? "enabled" : "not enabled");
@@ -156,7 +152,7 @@ PyMethodDef g_nvtx_methods[] = {
      "profiler_start($self)\n--\n\ncuProfilerStart, when enabled and CUDA is available."},
     {"profiler_stop", nvtx_profiler_stop, METH_NOARGS,
      "profiler_stop($self)\n--\n\ncuProfilerStop, when enabled and CUDA is available."},
-    {"range", nvtx_range, METH_O,
+    {"range", range_scope, METH_O,
      "range($self, name, /)\n--\n\nA context manager and decorator: an NVTX range around the "
      "block."},
     {nullptr, nullptr, 0, nullptr}};

@@ -118,10 +118,6 @@ PyObject* sw_is_worker(PyObject*, void*) {
   return PyBool_FromLong(stopwatch().is_worker());
 }
 
-PyObject* sw_measure(PyObject*, PyObject* name) {
-  return measure_scope(name);
-}
-
 // Does nothing: the floor of a METH_O call taking a str, for bench/python_bench.py.
 PyObject* sw_noop(PyObject*, PyObject*) {
   Py_RETURN_NONE;
@@ -211,7 +207,7 @@ PyMethodDef g_stopwatch_methods[] = {
      "disable_gpu_timing($self)\n--\n\nStops recording CUDA events."},
     {"wait_for_gpu_timings", sw_wait_for_gpu_timings, METH_NOARGS,
      "wait_for_gpu_timings($self)\n--\n\nWaits for every pending GPU timing (at report time)."},
-    {"measure", sw_measure, METH_O,
+    {"measure", measure_scope, METH_O,
      "measure($self, name, /)\n--\n\nA context manager and decorator timing `name`."},
     {"set_worker_label", sw_set_worker_label, METH_O,
      "set_worker_label($self, label, /)\n--\n\nIn a worker process, the label its figures carry "
