@@ -285,7 +285,7 @@ fi
 
 # Studies: the tests under examples/nuscenes/tests (the loader and training studies) and
 # examples/integrations/tests (Lightning, transformers, MMEngine), with laptime as users install
-# it. One pytest call, so that count_pytest reads one summary line.
+# it. One pytest call per stage, so that count_pytest reads one summary line.
 if [ "$QUICK" -eq 0 ] && want studies && [ ${#STUDY_TESTS[@]} -gt 0 ]; then
   studies_tests() {
     installed studies-install && install_laptime "$STUDY_VENV" &&
@@ -293,6 +293,14 @@ if [ "$QUICK" -eq 0 ] && want studies && [ ${#STUDY_TESTS[@]} -gt 0 ]; then
   }
   wait_installs  # here, not inside the stage: a stage runs in a subshell, which cannot wait
   stage studies pytest studies_tests
+  # python/tests' cases that need PyTorch (DataLoader workers by fork, spawn and forkserver,
+  # torch tensors as arguments) skip in the gate's venv, which has no torch: here they run.
+  torch_tests() {
+    installed studies-install &&
+      (cd python/tests && "$ROOT/$STUDY_VENV/bin/python" -m pytest -q -p no:cacheprovider \
+        test_workers.py test_api.py test_merge.py test_gpu.py)
+  }
+  stage python-torch pytest torch_tests
   # In CI the venv (about 6 GB with torch's CUDA wheels) goes before the sanitizer builds need
   # the disk; a developer keeps it, and the next run reuses it.
   if [ "${CI:-}" = true ]; then rm -rf "$STUDY_VENV"; fi
