@@ -8,7 +8,8 @@
 #                                docs' code, the Python tests against the built extension
 #   scripts/test.sh deep         the sanitizer builds (ASan+UBSan, TSan) and the API fuzzer (60 s)
 #   scripts/test.sh studies      the examples' tests with torch, torchvision, DALI, Lightning,
-#                                transformers and MMEngine (examples/nuscenes, examples/integrations)
+#                                transformers and MMEngine (examples/nuscenes, examples/integrations),
+#                                and python/tests' PyTorch cases
 #   scripts/test.sh gate deep    several tiers, in this order
 #   scripts/test.sh --quick      the gate's C++ part only
 #
