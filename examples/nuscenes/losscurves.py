@@ -30,6 +30,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import step_log  # noqa: E402
+import svg_axes  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -171,15 +172,7 @@ def svg(curves, result, title):
            f'<text x="16" y="{top + ph / 2:.0f}" transform="rotate(-90 16 {top + ph / 2:.0f})" '
            'text-anchor="middle">loss (log scale)</text>',
            f'<text x="{left + pw / 2:.0f}" y="{h - 12}" text-anchor="middle">iteration</text>']
-    decade = lo
-    while decade <= hi * 1.001:
-        for k in (1, 2, 5):
-            v = decade * k
-            if lo <= v <= hi * 1.001:
-                out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
-                           f'stroke="#ddd"/><text x="{left - 6}" y="{y(v) + 4:.1f}" '
-                           f'text-anchor="end">{v:g}</text>')
-        decade *= 10
+    out += svg_axes.log_grid(lo, hi, left, pw, y)
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>')
     for j, (label, values) in enumerate(curves.items()):
         color = COLORS[j % len(COLORS)]

@@ -37,6 +37,10 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+import svg_axes  # noqa: E402
+
 TRAIN = os.path.join(HERE, "train.py")
 
 # Loader cells: name -> (train.py --loader, --workers). dlN: the PyTorch DataLoader with N workers
@@ -348,15 +352,7 @@ def svg_chart(rows_, loaders, title):
            f'{title}</text>',
            f'<text x="16" y="{top + ph / 2:.0f}" transform="rotate(-90 16 {top + ph / 2:.0f})" '
            'text-anchor="middle">ms per iteration (log scale)</text>']
-    decade = lo
-    while decade <= hi * 1.001:
-        for k in (1, 2, 5):
-            v = decade * k
-            if lo <= v <= hi * 1.001:
-                out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
-                           f'stroke="#ddd"/><text x="{left - 6}" y="{y(v) + 4:.1f}" '
-                           f'text-anchor="end">{v:g}</text>')
-        decade *= 10
+    out += svg_axes.log_grid(lo, hi, left, pw, y)
     for i, ld in enumerate(loaders):
         out.append(f'<text x="{x(i):.1f}" y="{top + ph + 18}" text-anchor="middle">'
                    f'{ld}</text>')
