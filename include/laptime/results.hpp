@@ -195,8 +195,12 @@ struct Results {
 #else
   // Compiled out (LAPTIME_DISABLE) the renderer is emptied like every other body: whatever the
   // figures, these return what empty results render to, and nothing of the renderer is compiled.
-  std::string to_text() const { return detail::kEmptyResultsText; }
-  std::string to_json() const { return detail::kEmptyResultsJson; }
+  std::string to_text() const {
+    return detail::kEmptyResultsText;
+  }
+  std::string to_json() const {
+    return detail::kEmptyResultsJson;
+  }
 #endif
 };
 
