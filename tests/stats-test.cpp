@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "laptime/detail/env.hpp"
-#include "laptime/impl/format.hpp"
 #include "laptime/detail/histogram.hpp"
+#include "laptime/impl/format.hpp"
 #include "laptime/impl/stopwatch_figures.hpp"
 #include "test_support.hpp"
 
