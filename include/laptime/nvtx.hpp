@@ -218,7 +218,7 @@ class NVTXRangeWrapper {
   void range_pop(std::string_view expected_name) {
 #if LAPTIME_ENABLED
     if (LAPTIME_LIKELY(!detail::nvtx_busy())) return;
-    detail::nvtx_pop_expected(expected_name);
+    detail::nvtx_pop(expected_name, nullptr, true);
 #else
     (void)expected_name;
 #endif

@@ -19,19 +19,15 @@
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
-/// The longest text that same_text compares inline; a longer one goes to memcmp.
-inline constexpr std::size_t kInlineTextMax = 64;
-
 /// a == b, inlined for the short texts names are: libc's memcmp is a call through the PLT, which
 /// costs as much as the rest of a cache hit. Overlapping word loads, no byte loop above 3 bytes.
-/// A caller that knows a.size() <= kInlineTextMax gets no call at all.
 LAPTIME_ALWAYS_INLINE bool same_text(std::string_view a, std::string_view b) noexcept {
   const std::size_t n = a.size();
   if (n != b.size()) return false;
   const char* x = a.data();
   const char* y = b.data();
   if (n >= 8) {
-    if (n > kInlineTextMax) return std::memcmp(x, y, n) == 0;
+    if (n > 64) return std::memcmp(x, y, n) == 0;
     std::uint64_t u = 0;
     std::uint64_t v = 0;
     std::uint64_t diff = 0;
@@ -213,7 +209,7 @@ class NameCache {
     for (std::size_t w = 0; w < kWays; ++w) {
       const Entry& e = set[w];
       if (e.ptr == name.data() && e.len == name.size() &&
-          LAPTIME_LIKELY(same_text(name, std::string_view(e.interned, e.len)))) {
+          LAPTIME_LIKELY(same_text(std::string_view(e.interned, e.len), name))) {
         return &e;
       }
     }

@@ -72,8 +72,6 @@ std::uint32_t nvtx_push(std::string_view text, std::atomic<const NvtxName*>* res
                         const NvtxName** pushed);
 /// range_pop() (check false) / range_pop(expected).
 void nvtx_pop(std::string_view expected, const std::atomic<const NvtxName*>* resolved, bool check);
-/// range_pop(expected): nvtx_pop(expected, nullptr, true), compiled for those arguments.
-void nvtx_pop_expected(std::string_view expected);
 /// The end of an NVTXScopedRange. Never throws.
 void nvtx_pop_scoped(std::uint32_t pushed_state, const NvtxName* pushed) noexcept;
 void nvtx_mark(std::string_view message);

@@ -25,7 +25,7 @@ LAPTIME_IMPL NvtxCore& nvtx_core_slow() {
 }
 
 LAPTIME_IMPL void nvtx_push_text(std::string_view text) {
-  nvtx_push_text_fast(text);  // impl/nvtx_state.hpp
+  nvtx_push_text(nvtx_state(), text);
 }
 
 LAPTIME_IMPL std::uint32_t nvtx_push(std::string_view text, std::atomic<const NvtxName*>* resolved,
@@ -35,11 +35,7 @@ LAPTIME_IMPL std::uint32_t nvtx_push(std::string_view text, std::atomic<const Nv
 
 LAPTIME_IMPL void nvtx_pop(std::string_view expected, const std::atomic<const NvtxName*>* resolved,
                            bool check) {
-  nvtx_pop_fast(expected, resolved, check);  // impl/nvtx_state.hpp
-}
-
-LAPTIME_IMPL void nvtx_pop_expected(std::string_view expected) {
-  nvtx_pop_fast(expected, nullptr, true);
+  nvtx_pop(nvtx_state(), expected, resolved, check);
 }
 
 LAPTIME_IMPL void nvtx_pop_scoped(std::uint32_t pushed_state, const NvtxName* pushed) noexcept {

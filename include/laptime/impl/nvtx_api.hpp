@@ -59,14 +59,10 @@ namespace nvtx_api {
 inline const nvtxEventAttributes_t* native(const NvtxEventAttributes* a) noexcept {
   return reinterpret_cast<const nvtxEventAttributes_t*>(a);
 }
-// Not noexcept, unlike the rest: the wrapper's push and pop end with these calls, and a call that
-// a noexcept function makes to NVTX's (not noexcept) function pointer cannot be a tail call, which
-// the fast paths need to save no register (impl/nvtx_state.hpp). NVTX's tools are C callbacks and
-// do not throw.
-inline void push(void* domain, const NvtxEventAttributes* a) {
+inline void push(void* domain, const NvtxEventAttributes* a) noexcept {
   nvtxDomainRangePushEx(static_cast<nvtxDomainHandle_t>(domain), native(a));
 }
-inline void pop(void* domain) {
+inline void pop(void* domain) noexcept {
   nvtxDomainRangePop(static_cast<nvtxDomainHandle_t>(domain));
 }
 // Start/end ranges: not bound to a thread's stack (Stopwatch intervals that end on another thread).

@@ -195,11 +195,8 @@ LAPTIME_ALWAYS_INLINE void nvtx_push_name(NvtxState& w, NvtxThread& t, std::uint
   nvtx_api::push(t.domain, &name->attributes);
 }
 
-/// range_push(text), every case: the thread's cache by the text's pointer. Out of line: the fast
-/// path below comes here for anything but a cache hit. It finds the state itself, so that the fast
-/// path need not keep it.
-LAPTIME_NOINLINE inline void nvtx_push_text_full(std::string_view text) {
-  NvtxState& w = nvtx_state();
+/// range_push(text), inlined where it is called: the thread's cache by the text's pointer.
+LAPTIME_ALWAYS_INLINE void nvtx_push_text(NvtxState& w, std::string_view text) {
   // Acquire (a plain load on x86) only on the enabled path: pairs with enable()'s release store.
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   if ((s & NvtxState::kEnabled) == 0) return;
@@ -238,12 +235,9 @@ LAPTIME_ALWAYS_INLINE std::uint32_t nvtx_push(NvtxState& w, std::string_view tex
 }
 
 /// Pops the innermost range; with order tracking and `check`, only if it is `expected` (or the
-/// call site's name in `resolved`). Every case; out of line: the fast path below comes here for
-/// anything unusual (a sync, a thread's first pop, a stale cache, a mismatch, an empty stack).
-LAPTIME_NOINLINE inline void nvtx_pop_full(std::string_view expected,
-                                           const std::atomic<const NvtxName*>* resolved,
-                                           bool check) {
-  NvtxState& w = nvtx_state();
+/// call site's name in `resolved`).
+LAPTIME_ALWAYS_INLINE void nvtx_pop(NvtxState& w, std::string_view expected,
+                                    const std::atomic<const NvtxName*>* resolved, bool check) {
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   if ((s & NvtxState::kEnabled) == 0) return;
   if ((s & NvtxState::kTrack) == 0) {
@@ -272,60 +266,6 @@ LAPTIME_NOINLINE inline void nvtx_pop_full(std::string_view expected,
   if (LAPTIME_UNLIKELY(top == nullptr)) t.unregistered.pop_back();
   t.stack.pop_back();
   nvtx_api::pop(t.domain);
-}
-
-// The fast paths of range_push(text) and range_pop(): a cache hit on a thread that has pushed
-// before, no sync. Their only calls are tail calls (NVTX's, or the full path's), so they save few
-// registers: none where the thread_local access is a load, a few in -fPIC code, where it is
-// compiled as a call (__tls_get_addr) even when the linker makes it a load. Anything unusual goes
-// to the full path, which starts over: the fast path changes nothing before it knows it can finish.
-
-/// range_push(text): nvtx_push_text_full's common case.
-LAPTIME_ALWAYS_INLINE void nvtx_push_text_fast(std::string_view text) {
-  NvtxCore* core = nvtx_core_pointer().load(std::memory_order_acquire);
-  if (LAPTIME_UNLIKELY(core == nullptr)) return nvtx_push_text_full(text);
-  NvtxState& w = static_cast<NvtxState&>(*core);
-  const std::uint32_t s = w.state.load(std::memory_order_acquire);
-  NvtxThread* t = w.threads.find_local();
-  if (LAPTIME_UNLIKELY((s & (NvtxState::kEnabled | NvtxState::kSyncPush)) != NvtxState::kEnabled ||
-                       t == nullptr || t->generation != (s >> NvtxState::kGenerationShift) ||
-                       text.size() > kInlineTextMax)) {
-    return nvtx_push_text_full(text);  // (a long text: its comparison would call memcmp)
-  }
-  const auto* e = t->cache.find(text);
-  if (LAPTIME_UNLIKELY(e == nullptr || e->value == nullptr)) return nvtx_push_text_full(text);
-  const NvtxName* name = e->value;
-  if ((s & NvtxState::kTrack) != 0) {
-    if (LAPTIME_UNLIKELY(t->stack.size == t->stack.capacity)) return nvtx_push_text_full(text);
-    t->stack.data[t->stack.size++] = name;
-  }
-  nvtx_api::push(t->domain, &name->attributes);
-}
-
-/// range_pop() / range_pop(expected): nvtx_pop_full's common case. A tracked pop checks the name
-/// here as there; on a mismatch the full path checks again and reports it.
-LAPTIME_ALWAYS_INLINE void nvtx_pop_fast(std::string_view expected,
-                                         const std::atomic<const NvtxName*>* resolved, bool check) {
-  NvtxCore* core = nvtx_core_pointer().load(std::memory_order_acquire);
-  if (LAPTIME_UNLIKELY(core == nullptr)) return nvtx_pop_full(expected, resolved, check);
-  NvtxState& w = static_cast<NvtxState&>(*core);
-  const std::uint32_t s = w.state.load(std::memory_order_acquire);
-  if (LAPTIME_UNLIKELY((s & (NvtxState::kEnabled | NvtxState::kSyncPop)) != NvtxState::kEnabled)) {
-    return nvtx_pop_full(expected, resolved, check);
-  }
-  if ((s & NvtxState::kTrack) == 0) return nvtx_api::pop(w.domain.load(std::memory_order_relaxed));
-  NvtxThread* t = w.threads.find_local();
-  if (LAPTIME_UNLIKELY(t == nullptr || t->generation != (s >> NvtxState::kGenerationShift) ||
-                       t->stack.empty() || t->stack.back() == nullptr)) {
-    return nvtx_pop_full(expected, resolved, check);
-  }
-  const NvtxName* top = t->stack.back();
-  if (check && !(resolved != nullptr && resolved->load(std::memory_order_relaxed) == top) &&
-      LAPTIME_UNLIKELY(expected.size() > kInlineTextMax || !same_text(expected, top->text))) {
-    return nvtx_pop_full(expected, resolved, check);
-  }
-  t->stack.pop_back();
-  nvtx_api::pop(t->domain);
 }
 
 /// The end of a scoped range pushed under `pushed_state` with `pushed`. Never throws.
