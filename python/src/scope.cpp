@@ -4,17 +4,13 @@
 // 5): CPython looks __enter__ and __exit__ up on the type and binds each, which for methods in a
 // PyMethodDef allocates two bound-method objects per block, then calls them. Here:
 //   - __enter__ and __exit__ are descriptors of our own (_ScopeMethodDescr) whose binding returns
-//     the callable the scope made once: no allocation. __enter__'s is called through its own
-//     vectorcall slot (_ScopeEnter); __exit__'s is a METH_FASTCALL builtin method, whose call at
-//     the block's end CPython specialises;
+//     the builtin method the scope bound once: no allocation, and the call of __exit__ at the
+//     block's end is one that CPython specialises (a METH_FASTCALL builtin);
 //   - measure(name) / range(name) return the calling thread's scope for that name object, kept
 //     in a small table (the scope cache): no allocation either once the name was used.
 // A scope and its bound methods refer to each other, so _Scope is a garbage-collected type.
 #include "extension.hpp"
 
-#include <structmember.h>  // T_PYSSIZET, READONLY
-
-#include <cstddef>
 #include <cstdint>
 #include <new>
 #include <string_view>
@@ -114,90 +110,10 @@ PyObject* scope_exit(PyObject* obj, PyObject* const*, Py_ssize_t) {
   Py_RETURN_FALSE;
 }
 
-// What each scope binds once (PyCFunction_New), as `scope.__enter__` (before Python 3.9) and
-// `scope.__exit__`.
+// What each scope binds once (PyCFunction_New), as `scope.__enter__` and `scope.__exit__`.
 PyMethodDef g_scope_method_defs[] = {
     {"__enter__", scope_enter, METH_NOARGS, nullptr},
     {"__exit__", as_cfunction(scope_exit), METH_FASTCALL, nullptr}};
-
-#if PY_VERSION_HEX >= 0x03090000
-// scope.__enter__ from Python 3.9 on (heap types get a vectorcall slot then): a callable of our
-// own, which the `with` statement calls through that slot straight into scope_enter. A builtin
-// method would go through CPython's METH_NOARGS trampoline and its recursion check first, about
-// a nanosecond of a block that costs forty. __exit__ stays a builtin method: the block's end calls
-// it with an instruction CPython specialises for METH_FASTCALL builtins only.
-struct ScopeEnter {
-  PyObject_HEAD vectorcallfunc vectorcall;
-  PyObject* scope;  // strong: the scope holds this object too (a cycle, hence GC)
-};
-
-PyTypeObject* g_scope_enter_type = nullptr;
-
-PyObject* scope_enter_vectorcall(PyObject* callable, PyObject* const*, std::size_t nargsf,
-                                 PyObject* kwnames) {
-  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (LAPTIME_UNLIKELY(nargs != 0 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0))) {
-    if (nargs != 0) {
-      PyErr_Format(PyExc_TypeError, "_Scope.__enter__() takes no arguments (%zd given)", nargs);
-    } else {
-      PyErr_SetString(PyExc_TypeError, "_Scope.__enter__() takes no keyword arguments");
-    }
-    return nullptr;
-  }
-  return scope_enter(reinterpret_cast<ScopeEnter*>(callable)->scope, nullptr);
-}
-
-PyObject* scope_enter_new(PyObject* scope) {
-  ScopeEnter* self = PyObject_GC_New(ScopeEnter, g_scope_enter_type);
-  if (self == nullptr) return nullptr;
-  self->vectorcall = scope_enter_vectorcall;
-  self->scope = Py_NewRef(scope);
-  PyObject_GC_Track(self);
-  return reinterpret_cast<PyObject*>(self);
-}
-
-int scope_enter_traverse(PyObject* obj, visitproc visit, void* arg) {
-  Py_VISIT(reinterpret_cast<ScopeEnter*>(obj)->scope);
-  Py_VISIT(Py_TYPE(obj));
-  return 0;
-}
-
-int scope_enter_clear(PyObject* obj) {
-  Py_CLEAR(reinterpret_cast<ScopeEnter*>(obj)->scope);
-  return 0;
-}
-
-void scope_enter_dealloc(PyObject* obj) {
-  PyTypeObject* type = Py_TYPE(obj);
-  PyObject_GC_UnTrack(obj);
-  scope_enter_clear(obj);
-  PyObject_GC_Del(obj);
-  Py_DECREF(type);
-}
-
-PyObject* scope_enter_repr(PyObject* obj) {
-  PyObject* scope = reinterpret_cast<ScopeEnter*>(obj)->scope;
-  if (scope == nullptr) return PyUnicode_FromString("<_Scope.__enter__ of a collected scope>");
-  return PyUnicode_FromFormat("<_Scope.__enter__ of %R>", scope);
-}
-
-PyMemberDef g_scope_enter_members[] = {
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(ScopeEnter, vectorcall), READONLY, nullptr},
-    {nullptr, 0, 0, 0, nullptr}};
-
-PyType_Slot g_scope_enter_slots[] = {
-    {Py_tp_dealloc, reinterpret_cast<void*>(scope_enter_dealloc)},
-    {Py_tp_traverse, reinterpret_cast<void*>(scope_enter_traverse)},
-    {Py_tp_clear, reinterpret_cast<void*>(scope_enter_clear)},
-    {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
-    {Py_tp_repr, reinterpret_cast<void*>(scope_enter_repr)},
-    {Py_tp_members, g_scope_enter_members},
-    {0, nullptr}};
-
-PyType_Spec g_scope_enter_spec = {
-    "laptime._ScopeEnter", sizeof(ScopeEnter), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, g_scope_enter_slots};
-#endif
 
 // Binding: scope.__enter__ is the scope's own callable; _Scope.__enter__ is the descriptor.
 PyObject* scope_descr_get(PyObject* descr, PyObject* obj, PyObject*) {
@@ -271,12 +187,7 @@ PyObject* scope_new(PyObject* name, ScopeKind kind) {
   PyObject_GC_Track(self);
   PyObject* obj = reinterpret_cast<PyObject*>(self);
   for (const ScopeOp op : {kEnter, kExit}) {
-#if PY_VERSION_HEX >= 0x03090000
-    self->bound[op] =
-        op == kEnter ? scope_enter_new(obj) : PyCFunction_New(&g_scope_method_defs[op], obj);
-#else
     self->bound[op] = PyCFunction_New(&g_scope_method_defs[op], obj);
-#endif
     if (self->bound[op] == nullptr) {
       Py_DECREF(obj);
       return nullptr;
@@ -421,11 +332,11 @@ PyType_Spec g_scope_spec = {"laptime._Scope", sizeof(Scope), 0,
 
 }  // namespace
 
-PyObject* measure_scope(PyObject*, PyObject* name) {
+PyObject* measure_scope(PyObject* name) {
   return cached_scope(name, ScopeKind::Measure);
 }
 
-PyObject* range_scope(PyObject*, PyObject* name) {
+PyObject* range_scope(PyObject* name) {
   return cached_scope(name, ScopeKind::Range);
 }
 
@@ -443,10 +354,6 @@ void clear_scope_cache() {
 bool add_scope_types(PyObject* module) {
   g_scope_type = add_type(module, &g_scope_spec, "_Scope");
   g_scope_descr_type = add_type(module, &g_scope_descr_spec, "_ScopeMethodDescr");
-#if PY_VERSION_HEX >= 0x03090000
-  g_scope_enter_type = add_type(module, &g_scope_enter_spec, "_ScopeEnter");
-  if (g_scope_enter_type == nullptr) return false;
-#endif
   return g_scope_type != nullptr && g_scope_descr_type != nullptr &&
          add_scope_methods(g_scope_type);
 }
