@@ -332,11 +332,11 @@ PyType_Spec g_scope_spec = {"laptime._Scope", sizeof(Scope), 0,
 
 }  // namespace
 
-PyObject* measure_scope(PyObject* name) {
+PyObject* measure_scope(PyObject*, PyObject* name) {
   return cached_scope(name, ScopeKind::Measure);
 }
 
-PyObject* range_scope(PyObject* name) {
+PyObject* range_scope(PyObject*, PyObject* name) {
   return cached_scope(name, ScopeKind::Range);
 }
 
