@@ -30,6 +30,7 @@
 #elif !defined(LAPTIME_CUDA_DRIVER_API)
 #define LAPTIME_CUDA_DRIVER_API 0  // as detail/cuda_driver.hpp has it compiled out
 #endif
+#include "laptime/detail/cuda_event_stats.hpp"  // GpuEventTimer::Stats, both ways
 #include "laptime/error.hpp"  // the error policy (set_error_policy), as this header always gave
 
 LAPTIME_BEGIN_NAMESPACE
@@ -156,15 +157,11 @@ class GpuEventTimer {
   static constexpr std::uint32_t kInvalid = 0xffffffffu;
 #if LAPTIME_ENABLED
   static_assert(kInvalid == laptime::detail::GpuEventPool::kInvalid);
-  /// Counters for tests and reports: events_created, contexts, in_flight, pending, resolved,
-  /// dropped, grown_in_start (pool batches created inside start(), not ahead of time).
-  using Stats = laptime::detail::GpuEventStats;
-#else
-  struct Stats {  // the fields of detail::GpuEventStats, all 0 compiled out
-    std::size_t events_created = 0, contexts = 0, in_flight = 0, pending = 0, resolved = 0,
-                dropped = 0, grown_in_start = 0;
-  };
 #endif
+  /// Counters for tests and reports: events_created, contexts, in_flight, pending, resolved,
+  /// dropped, grown_in_start (pool batches created inside start(), not ahead of time); all 0
+  /// compiled out.
+  using Stats = laptime::detail::GpuEventStats;
 
   /// The process-wide timer (shared by every copy of the header, like the Stopwatch).
   static GpuEventTimer& instance() {

@@ -17,21 +17,11 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/cuda_driver.hpp"
+#include "laptime/detail/cuda_event_stats.hpp"
 #include "laptime/detail/cuda_sync.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
-
-/// GpuEventTimer::Stats: counters for tests and reports.
-struct GpuEventStats {
-  std::size_t events_created = 0;  // total cuEventCreate calls, all contexts
-  std::size_t contexts = 0;        // pools, one per context seen at start()
-  std::size_t in_flight = 0;       // started, not yet stopped
-  std::size_t pending = 0;         // stopped, not yet resolved
-  std::size_t resolved = 0;        // handed to on_done so far
-  std::size_t dropped = 0;         // could not be resolved (driver error, destroyed context)
-  std::size_t grown_in_start = 0;  // pool batches created inside start() (not ahead of time)
-};
 
 /// The event pool and its bookkeeping; GpuEventTimer forwards to it.
 class GpuEventPool {
