@@ -148,30 +148,21 @@ def svg(curves, result, title):
     finite = [v for vals in curves.values() for v in vals[:steps] if math.isfinite(v) and v > 0]
     if not finite:
         return ""
-    lo = 10 ** math.floor(math.log10(min(finite)))
-    hi = 10 ** math.ceil(math.log10(max(finite)))
+    lo, hi = svg_axes.decades(finite)
     w, h, left, right, top, bottom = 760, 420, 70, 170, 40, 50
     pw, ph = w - left - right, h - top - bottom
+    y = svg_axes.log_scale(lo, hi, top, ph)
 
     def x(i):
         return left + pw * i / max(1, steps - 1)
-
-    def y(v):
-        return top + ph * (1 - (math.log10(v) - math.log10(lo)) / math.log10(hi / lo))
 
     def line(points, color, width, opacity, kind):
         pts = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in points if math.isfinite(v) and v > 0)
         return (f'<polyline class="{kind}" fill="none" stroke="{color}" stroke-width="{width}" '
                 f'stroke-opacity="{opacity}" points="{pts}"/>')
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-           'font-family="sans-serif" font-size="12">',
-           f'<rect width="{w}" height="{h}" fill="white"/>',
-           f'<text x="{left + pw / 2:.0f}" y="22" text-anchor="middle" font-size="14">'
-           f'{title}</text>',
-           f'<text x="16" y="{top + ph / 2:.0f}" transform="rotate(-90 16 {top + ph / 2:.0f})" '
-           'text-anchor="middle">loss (log scale)</text>',
-           f'<text x="{left + pw / 2:.0f}" y="{h - 12}" text-anchor="middle">iteration</text>']
+    out = svg_axes.head(w, h, left + pw / 2, title, "loss (log scale)", top, ph)
+    out.append(f'<text x="{left + pw / 2:.0f}" y="{h - 12}" text-anchor="middle">iteration</text>')
     out += svg_axes.log_grid(lo, hi, left, pw, y)
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>')
     for j, (label, values) in enumerate(curves.items()):

@@ -327,31 +327,20 @@ COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 def svg_chart(rows_, loaders, title):
     """ms/iter (mean; the bar: min–max over the runs) per loader, one line per backbone, on a
     log scale: an SVG document as text."""
-    import math
-
     backbones = list(dict.fromkeys((r["backbone"], r["image_scale"]) for r in rows_))
     by = {(r["backbone"], r["image_scale"], r["loader"]): r for r in rows_}
     values = [v for r in rows_ for v in (r["ms_mean_min"], r["ms_mean_max"]) if v]
     if not values:
         return ""
-    lo = 10 ** math.floor(math.log10(min(values)))
-    hi = 10 ** math.ceil(math.log10(max(values)))
+    lo, hi = svg_axes.decades(values)
     w, h, left, right, top, bottom = 720, 420, 70, 190, 40, 60
     pw, ph = w - left - right, h - top - bottom
+    y = svg_axes.log_scale(lo, hi, top, ph)
 
     def x(i):
         return left + pw * (i + 0.5) / len(loaders)
 
-    def y(v):
-        return top + ph * (1 - (math.log10(v) - math.log10(lo)) / (math.log10(hi / lo)))
-
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-           f'font-family="sans-serif" font-size="12">',
-           f'<rect width="{w}" height="{h}" fill="white"/>',
-           f'<text x="{w / 2 - right / 2:.0f}" y="22" text-anchor="middle" font-size="14">'
-           f'{title}</text>',
-           f'<text x="16" y="{top + ph / 2:.0f}" transform="rotate(-90 16 {top + ph / 2:.0f})" '
-           'text-anchor="middle">ms per iteration (log scale)</text>']
+    out = svg_axes.head(w, h, w / 2 - right / 2, title, "ms per iteration (log scale)", top, ph)
     out += svg_axes.log_grid(lo, hi, left, pw, y)
     for i, ld in enumerate(loaders):
         out.append(f'<text x="{x(i):.1f}" y="{top + ph + 18}" text-anchor="middle">'
