@@ -1,0 +1,39 @@
+// A one-file CUDA program built the header-only way with plain nvcc, as a trainer's Makefile does:
+//
+//   nvcc -std=c++17 -O2 -I laptime/include single.cu -o single
+//
+// nvcc compiles the file twice, once for the device and once for the host; laptime's
+// implementation is host code and is compiled by the host pass only. The kernel runs where a GPU
+// is visible; the report is printed either way.
+#include <laptime/laptime.hpp>
+
+#include <cstdio>
+
+#include <cuda_runtime.h>
+
+__global__ void scale(float* x, float a, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= a;
+}
+
+int main() {
+  int devices = 0;
+  const bool gpu = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  float* x = nullptr;
+  const int n = 1 << 16;
+  if (gpu && cudaMalloc(&x, n * sizeof(float)) != cudaSuccess) x = nullptr;
+
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(1, std::nullopt, /*do_cuda_sync=*/gpu);
+  for (int i = 0; i < 4; ++i) {
+    {
+      LAPTIME_MEAS("step");
+      if (x != nullptr) scale<<<(n + 255) / 256, 256>>>(x, 0.5f, n);
+    }
+    sw.finish_iter();
+  }
+  if (x != nullptr) cudaFree(x);
+  std::printf("nvcc single include: gpu=%d\n", gpu ? 1 : 0);
+  sw.print_eval_times();
+  return 0;
+}
