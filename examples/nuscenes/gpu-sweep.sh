@@ -12,8 +12,9 @@
 #                and torchvision's (nvJPEG, cpu) against Pillow, and the dali and gpu loaders'
 #                batches against the reference loader's
 #   losscurves   train.py with ResNet-18 at image scale 0.5, batch 8, bf16, seed 0, 10 warm-up + 300
-#                iterations, from each loader (reference with 8 workers, dali, gpu) and dali a
-#                second time (the run-to-run noise; the cheapest loader), then losscurves.py
+#                iterations, from each loader (reference with 8 workers, dali, gpu), dali with seed
+#                1 (the noise: what another seed changes; the cheapest loader) and dali with seed 0
+#                again (does a run repeat?), then losscurves.py
 #   nancheck     train.py with ResNet-50 at scale 1, the gpu loader, bf16, 300 iterations (at most
 #                40 s measured), without and then with the wait before nvJPEG (--no-decode-wait):
 #                the first non-finite iteration of each
@@ -103,21 +104,24 @@ print('; '.join(f\"{p}: max {s['max_abs_max']:.2f}, PSNR >= {s['psnr_min_db'] or
                 for k in ('decode', 'final') for p, s in r[k].items()))" >"$WORK/equivalence.figure"
 }
 
-# losscurves: LABEL LOADER WORKERS for each run; the noise pair is the first two.
-LOSS_RUNS=("dali dali 8" "dali#2 dali 8" "reference reference 8" "gpu gpu 8")
+# losscurves: LABEL LOADER WORKERS SEED for each run; the noise pair is the first two. With one
+# seed a run repeats bit for bit (an H100 did, 2026-12-06: docs/studies/gpu-sweep.md), so the noise
+# is what another seed changes (initial weights, augmentation, order); dali#2 checks the repeat.
+LOSS_RUNS=("dali dali 8 0" "dali-seed1 dali 8 1" "dali#2 dali 8 0" "reference reference 8 0"
+           "gpu gpu 8 0")
 stage_losscurves() {
-  local run label loader workers files=() rc=0 window=20
+  local run label loader workers seed files=() rc=0 window=20
   local opts=(--backbone resnet18 --image-scale 0.5 --batch-size 8 --amp bf16 --iters 310
               --warmup 10)
   [ "$TINY" = 1 ] && window=2 opts=(--backbone resnet18 --image-scale 0.125 --batch-size 1
                                     --amp off --iters 6 --warmup 1)
   mkdir -p "$WORK/loss"
   for run in "${LOSS_RUNS[@]}"; do
-    read -r label loader workers <<<"$run"
+    read -r label loader workers seed <<<"$run"
     [ "$TINY" = 1 ] && workers=1
-    echo "=== $label: train.py --loader $loader --workers $workers"
+    echo "=== $label: train.py --loader $loader --workers $workers --seed $seed"
     LAPTIME_PROFILE=evaluation T "$PY" $HERE/train.py --loader "$loader" --workers "$workers" \
-      "${opts[@]}" --device "$DEVICE" --dataroot "$DATA" --seed 0 \
+      "${opts[@]}" --device "$DEVICE" --dataroot "$DATA" --seed "$seed" \
       --replicate-dataset-per-gpu --loss-file "$WORK/loss/$label.csv" \
       --results-dir "$WORK/loss/$label" >"$WORK/loss/$label.log" 2>&1 || rc=1
     grep -E "^(loss|non-finite|RESULT)" "$WORK/loss/$label.log"
