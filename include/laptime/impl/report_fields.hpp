@@ -30,11 +30,15 @@ enum class FigureNull : unsigned char { never, no_count, no_iterations };
 /// One figure of a `T`: a duration (`value`, nanoseconds) or a count (`count`).
 template <class T>
 struct Figure {
+  // Members named through aliases: nvcc's host pass writes `double T::*value;` back as
+  // `double (T::*value);`, which g++ -Wall (-Wparentheses) rejects under -Werror.
+  using Value = double T::*;
+  using Count = std::uint64_t T::*;
   const char* key;  ///< the JSON key
   FigureForm form;
   FigureNull null;
-  double T::*value;
-  std::uint64_t T::*count;
+  Value value;
+  Count count;
   /// In the text report: the column's header and width, and the column's place (-1: not shown).
   const char* header;
   unsigned char width;
@@ -115,8 +119,9 @@ inline constexpr Figure<LF> kLoopFigures[] = {
 /// A figure that may be unavailable (nullopt: null in the JSON, "n/a" in the report).
 template <class T>
 struct OptionalFigure {
+  using Value = std::optional<double> T::*;  // an alias for nvcc, as in Figure
   const char* key;
-  std::optional<double> T::*value;
+  Value value;
 };
 
 /// A tracked name's CPU ("cpu": {...}) and I/O ("io": {...}) in the JSON.

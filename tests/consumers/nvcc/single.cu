@@ -1,6 +1,6 @@
 // A one-file CUDA program built the header-only way with plain nvcc, as a trainer's Makefile does:
 //
-//   nvcc -std=c++17 -O2 -I laptime/include single.cu -o single
+//   nvcc -std=c++17 -O2 -Xcompiler -Wall,-Wextra,-Werror -I laptime/include single.cu -o single
 //
 // nvcc compiles the file twice, once for the device and once for the host; laptime's
 // implementation is host code and is compiled by the host pass only. The kernel runs where a GPU
