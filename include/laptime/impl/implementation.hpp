@@ -11,9 +11,19 @@
 // Compiled out (LAPTIME_DISABLE) there is no implementation: every body of the API is empty and
 // inline, so this compiles nothing and src/laptime.cpp is an empty library.
 #if LAPTIME_ENABLED
+// nvcc -rdc=true rewrites every declaration of an inline function as `inline`, and g++ then warns
+// that an inline declaration follows a `noinline` one (-Wattributes) for each out-of-line member
+// marked LAPTIME_NOINLINE: nothing is wrong, and -Werror builds must not fail on it.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wattributes"
+#endif
 #include "laptime/impl/counters.hpp"
 #include "laptime/impl/nvtx.hpp"
 #include "laptime/impl/results.hpp"
 #include "laptime/impl/settings.hpp"
 #include "laptime/impl/stopwatch.hpp"
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif

@@ -4,12 +4,17 @@
 //
 // nvcc compiles the file twice, once for the device and once for the host; laptime's
 // implementation is host code and is compiled by the host pass only. The kernel runs where a GPU
-// is visible; the report is printed either way.
+// is visible; the report is printed either way. With WITH_PART it is linked with part.cu, which
+// includes laptime.hpp too (nvcc -rdc=true single.cu part.cu, as larger CUDA projects build).
 #include <laptime/laptime.hpp>
 
 #include <cstdio>
 
 #include <cuda_runtime.h>
+
+#ifdef WITH_PART
+void part_step();
+#endif
 
 __global__ void scale(float* x, float a, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -30,6 +35,9 @@ int main() {
       LAPTIME_MEAS("step");
       if (x != nullptr) scale<<<(n + 255) / 256, 256>>>(x, 0.5f, n);
     }
+#ifdef WITH_PART
+    part_step();
+#endif
     sw.finish_iter();
   }
   if (x != nullptr) cudaFree(x);
