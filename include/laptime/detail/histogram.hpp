@@ -78,7 +78,7 @@ class Histogram {
     const int e = 63 - __builtin_clzll(v);  // floor(log2 v), >= kSubBits
     if (e > kMaxExponent) return kBuckets - 1;
     const std::uint64_t sub = (v >> (e - kSubBits)) & (kSub - 1);
-    return static_cast<std::size_t>(kSub + (e - kSubBits) * kSub + sub);
+    return static_cast<std::size_t>(kSub + static_cast<std::uint64_t>(e - kSubBits) * kSub + sub);
   }
   /// The smallest value in bucket b.
   static constexpr std::uint64_t bucket_low(std::size_t b) noexcept {

@@ -371,8 +371,9 @@ inline bool read_system_cpu(SelfSampler& ss, pid_t self, char (&buf)[4096], Read
       return false;
     }
   }
-  const auto ticks =
-      n < 0 ? std::nullopt : laptime::detail::procfs::parse_system_cpu(std::string_view(buf, n));
+  const auto ticks = n < 0 ? std::nullopt
+                           : laptime::detail::procfs::parse_system_cpu(
+                                 std::string_view(buf, static_cast<std::size_t>(n)));
   if (ticks) {
     out.system_ok = true;
     out.system = *ticks;
@@ -394,7 +395,9 @@ inline void read_own_io(SelfSampler& ss, char (&buf)[4096], Reading& out) noexce
     const long n = read_kept(ss, 1, buf, sizeof buf);
     const std::uint64_t after = sampler_bytes_read().load(std::memory_order_relaxed);
     const auto io =
-        n < 0 ? std::nullopt : laptime::detail::procfs::parse_io(std::string_view(buf, n));
+        n < 0
+            ? std::nullopt
+            : laptime::detail::procfs::parse_io(std::string_view(buf, static_cast<std::size_t>(n)));
     if (!io) {
       laptime::detail::warn_once("resources.process_io",
                                  "resources: cannot read /proc/self/io; the figures that need "

@@ -200,7 +200,8 @@ class TreeWalk {
       if (depth == 0) warn("resources.process_stat", "cannot read", rel, static_cast<int>(-n));
       return std::nullopt;
     }
-    auto st = laptime::detail::procfs::parse_process_stat(std::string_view(buf, n));
+    auto st = laptime::detail::procfs::parse_process_stat(
+        std::string_view(buf, static_cast<std::size_t>(n)));
     if (!st && depth == 0) warn("resources.process_stat", "cannot parse", rel, 0);
     // comm points into buf, which dies here; nothing reads it.
     if (st) st->comm = {};
@@ -213,7 +214,9 @@ class TreeWalk {
     char buf[1024];
     const long n = read_at(root_fd_, rel, buf, sizeof buf);
     const auto parsed =
-        n < 0 ? std::nullopt : laptime::detail::procfs::parse_io(std::string_view(buf, n));
+        n < 0
+            ? std::nullopt
+            : laptime::detail::procfs::parse_io(std::string_view(buf, static_cast<std::size_t>(n)));
     if (parsed) {
       io = *parsed;
       if (depth == 0) sampler_bytes_ = proc_bytes_read().load(std::memory_order_relaxed);
@@ -275,8 +278,8 @@ class TreeWalk {
                    char buf[2048];
                    const long n = read_at(root_fd_, rel, buf, sizeof buf);
                    if (n < 0) return;
-                   const auto st =
-                       laptime::detail::procfs::parse_process_stat(std::string_view(buf, n));
+                   const auto st = laptime::detail::procfs::parse_process_stat(
+                       std::string_view(buf, static_cast<std::size_t>(n)));
                    if (st) s_.pid_ppid.emplace_back(p, st->ppid);
                  }) == 0;
     }
@@ -382,8 +385,9 @@ inline Reading walk_at(std::string_view proc_root, pid_t pid, bool precise_self)
             out.taken_ns = static_cast<std::int64_t>(mono.tv_sec) * 1000000000 + mono.tv_nsec;
             out.cpu_s =
                 static_cast<double>(t.ticks - walk.root_own_ticks()) / static_cast<double>(hz) +
-                static_cast<double>(self.tv_sec) + self.tv_nsec * 1e-9;
-            out.self_cpu_s = static_cast<double>(self.tv_sec) + self.tv_nsec * 1e-9;
+                static_cast<double>(self.tv_sec) + static_cast<double>(self.tv_nsec) * 1e-9;
+            out.self_cpu_s =
+                static_cast<double>(self.tv_sec) + static_cast<double>(self.tv_nsec) * 1e-9;
           }
         }
         if (!walk.root_io_failed()) {
