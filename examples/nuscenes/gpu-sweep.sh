@@ -24,9 +24,9 @@
 # --seed-cells DIR copies DIR/cells/* into /tmp/laptime-sweep/cells (cells already there are
 # kept) and DIR/machine.txt beside them; the sweep stage then refuses to run when this GPU is not
 # the one of DIR/machine.txt (SWEEP_MIXED_OK=1 runs anyway): a cell's spread over two machines is
-# no run-to-run spread. --seed-skip LOADERS (e.g. gpu) leaves those loaders' cells out of the copy,
-# so they run again (cells whose loader changed since). --device cpu --tiny: the same stages in seconds on a CPU (small data, a
-# tiny backbone, a few iterations), to check the driver.
+# no run-to-run spread. --seed-skip LOADERS (e.g. gpu) leaves those loaders' cells out of the
+# copy, so they run again (cells whose loader changed since). --device cpu --tiny: the same stages
+# in seconds on a CPU (small data, a tiny backbone, a few iterations), to check the driver.
 #
 # One device call is 10 minutes at most: CALL_S (default 540; SWEEP_CALL_S is read too) is this
 # call's budget. Each stage's commands stop when it is spent, the sweep starts no cell after it,
@@ -106,7 +106,8 @@ print('; '.join(f\"{p}: max {s['max_abs_max']:.2f}, PSNR >= {s['psnr_min_db'] or
 
 # losscurves: LABEL LOADER WORKERS SEED for each run; the noise pair is the first two. With one
 # seed a run repeats bit for bit (an H100 did, 2026-12-06: docs/studies/gpu-sweep.md), so the noise
-# is what another seed changes (initial weights, augmentation, order); dali#2 checks the repeat.
+# is what another seed changes (initial weights, augmentation, order); dali#2's difference
+# from dali in the table shows whether a run repeats.
 LOSS_RUNS=("dali dali 8 0" "dali-seed1 dali 8 1" "dali#2 dali 8 0" "reference reference 8 0"
            "gpu gpu 8 0")
 stage_losscurves() {

@@ -46,7 +46,8 @@ def test_every_stage_runs_and_the_results_come_back_in_eight_files(tmp_path):
     assert eq["images"] == 12 and set(eq["final"]) == {"dali vs reference", "gpu vs reference"}
     loss = json.loads((out / "losscurves.json").read_text())
     assert loss["noise_pair"] == ["dali", "dali-seed1"] and loss["steps"] == 6
-    assert [r["label"] for r in loss["runs"]] == ["dali", "dali-seed1", "dali#2", "reference", "gpu"]
+    labels = [r["label"] for r in loss["runs"]]
+    assert labels == ["dali", "dali-seed1", "dali#2", "reference", "gpu"]
     with tarfile.open(out / "results.tar.gz") as tar:
         names = tar.getnames()
     for wait in ("no-wait", "wait"):
