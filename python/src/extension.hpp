@@ -12,15 +12,16 @@
 //     empty then). Names that are not compact ASCII str (other str, any other object) take an
 //     out-of-line path (names.cpp), which the ASCII path never touches;
 //   - `with stopwatch.measure(name):` allocates nothing once the name was used on the thread
-//     (the scope cache, scope.cpp).
+//     (the scope cache, scope_cache.cpp).
 // Nothing releases the GIL on the hot path: the calls take nanoseconds. The exception is a
 // finish_iter that is about to print the periodic report (stopwatch_type.cpp).
 //
 // The files, one concern each: _laptime.cpp (module functions, PyInit), names.cpp (a Python
 // object -> the bytes laptime records), arguments.cpp (argument parsing, errors, conversions),
-// printing.cpp (reports through sys.stdout), scope.cpp (the `with` / decorator type),
-// stopwatch_type.cpp, stopwatch_settings.cpp, stopwatch_results.cpp, nvtx_type.cpp. They reach
-// laptime through its public headers and <laptime/binding_hooks.hpp> only.
+// printing.cpp (reports through sys.stdout), scope.cpp (the `with` / decorator type, scope.hpp),
+// scope_cache.cpp (the scope measure() / range() return), stopwatch_type.cpp,
+// stopwatch_settings.cpp, stopwatch_results.cpp, nvtx_type.cpp. They reach laptime through its
+// public headers and <laptime/binding_hooks.hpp> only.
 #pragma once
 
 #define PY_SSIZE_T_CLEAN
@@ -205,7 +206,8 @@ PyObject* mod_uninstall_print_function(PyObject*, PyObject*);
 /// The _Scope types, made and added to `module`; false with an exception set (scope.cpp).
 bool add_scope_types(PyObject* module);
 /// `stopwatch.measure(name)` / `nvtx.range(name)` (the METH_O methods themselves, so that the call
-/// reaches the scope cache without another call): the calling thread's scope for `name`.
+/// reaches the scope cache without another call): the calling thread's scope for `name`
+/// (scope_cache.cpp).
 PyObject* measure_scope(PyObject* self, PyObject* name);
 PyObject* range_scope(PyObject* self, PyObject* name);
 /// Empties the scope cache (tests: _testing_reset).

@@ -3,42 +3,29 @@
 // A `with` block costs what the protocol costs (bench/python_bench.py, docs/performance.md, section
 // 5): CPython looks __enter__ and __exit__ up on the type and binds each, which for methods in a
 // PyMethodDef allocates two bound-method objects per block, then calls them. Here:
-//   - __enter__ and __exit__ are descriptors of our own (_ScopeMethodDescr) whose binding returns
-//     the builtin method the scope bound once: no allocation, and the call of __exit__ at the
-//     block's end is one that CPython specialises (a METH_FASTCALL builtin);
+//   - __enter__ and __exit__ are descriptors of our own (_ScopeEnterDescr, _ScopeExitDescr) whose
+//     binding returns the callable the scope made once: no allocation;
+//   - scope.__enter__ is called through its own vectorcall slot (_ScopeEnter) straight into the
+//     enter of the scope's kind, without CPython's METH_NOARGS trampoline; scope.__exit__ is a
+//     METH_FASTCALL builtin method, whose call at the block's end CPython specialises;
+//   - each kind (measure, range) has its own enter and exit, so that no call tests the kind;
 //   - measure(name) / range(name) return the calling thread's scope for that name object, kept
-//     in a small table (the scope cache): no allocation either once the name was used.
-// A scope and its bound methods refer to each other, so _Scope is a garbage-collected type.
-#include "extension.hpp"
+//     in a small table (the scope cache, scope_cache.cpp): no allocation either once the name was
+//     used.
+// A scope and its __enter__ and __exit__ refer to each other, so _Scope is a garbage-collected
+// type.
+#include "scope.hpp"
 
-#include <cstdint>
+#include <structmember.h>  // PyMemberDef, T_PYSSIZET, T_OBJECT, READONLY
+
+#include <cstddef>
 #include <new>
 #include <string_view>
 
 namespace pyext {
 namespace {
 
-enum class ScopeKind { Measure, Range };
-enum ScopeOp { kEnter = 0, kExit = 1 };
-
-struct Scope {
-  // The name: a str (its UTF-8 buffer stays put, so laptime's name cache hits) or any other name.
-  PyObject_HEAD PyObject* name;
-  ScopeKind kind;
-  // Blocks entered while the tool was enabled and not yet exited: __exit__ ends one of them. A
-  // count, not a flag, so that one object shared by threads (`with timer:` in each loader
-  // thread) ends every thread's measurement; each thread ends its own.
-  Py_ssize_t open;
-  PyObject* bound[2];  // scope.__enter__ and scope.__exit__, builtin methods (strong references)
-  // The bytes laptime records for the name, found at the first block entered while enabled (not
-  // before: a name that cannot be one raises only then, as start_meas does) and kept, held by
-  // text_owner (the str itself, or the bytes of another name). A block then passes them without
-  // looking at the name again; a range passes them as an NVTXRangeName, which keeps NVTX's
-  // registered string, so that its push and its checked pop look nothing up.
-  PyObject* text_owner;  // nullptr: not found yet
-  std::string_view text;
-  alignas(laptime::NVTXRangeName) unsigned char range_name[sizeof(laptime::NVTXRangeName)];
-};
+PyTypeObject* g_scope_type = nullptr;
 
 LAPTIME_ALWAYS_INLINE laptime::NVTXRangeName& range_name(Scope* self) {
   return *std::launder(reinterpret_cast<laptime::NVTXRangeName*>(self->range_name));
@@ -63,24 +50,18 @@ LAPTIME_NOINLINE bool resolve_text(Scope* self) {
   return true;
 }
 
-/// _Scope.__enter__ / _Scope.__exit__ in the type's dict.
-struct ScopeMethodDescr {
-  PyObject_HEAD ScopeOp op;
-};
+// ---- Entering and leaving a block, one function of each per kind ------------------------------
 
-PyTypeObject* g_scope_type = nullptr;
-PyTypeObject* g_scope_descr_type = nullptr;
-
-PyObject* scope_enter(PyObject* obj, PyObject*) {
-  Scope* self = reinterpret_cast<Scope*>(obj);
-  if (self->kind == ScopeKind::Measure) {
+template <ScopeKind K>
+PyObject* scope_enter_kind(Scope* self) {
+  if constexpr (K == ScopeKind::Measure) {
     if (laptime::binding::stopwatch_never_enabled()) Py_RETURN_NONE;
   } else if (!laptime::binding::nvtx_needs_call()) {
     Py_RETURN_NONE;  // not enabled, or quiet (no profiler, no sync, no order tracking)
   }
   if (LAPTIME_UNLIKELY(self->text_owner == nullptr) && !resolve_text(self)) return nullptr;
   try {
-    if (self->kind == ScopeKind::Measure) {
+    if constexpr (K == ScopeKind::Measure) {
       stopwatch().start_meas(self->text);
     } else {
       nvtx().range_push(range_name(self));
@@ -94,12 +75,13 @@ PyObject* scope_enter(PyObject* obj, PyObject*) {
 
 // Ends what __enter__ started, also when the block raised (it then propagates). A block entered
 // before the first enable() ends nothing; the arguments (exc_type, exc, traceback) are not needed.
-PyObject* scope_exit(PyObject* obj, PyObject* const*, Py_ssize_t) {
+template <ScopeKind K>
+PyObject* scope_exit_kind(PyObject* obj, PyObject* const*, Py_ssize_t) {
   Scope* self = reinterpret_cast<Scope*>(obj);
   if (self->open == 0) Py_RETURN_FALSE;
   --self->open;  // text_owner is set: a block was entered
   try {
-    if (self->kind == ScopeKind::Measure) {
+    if constexpr (K == ScopeKind::Measure) {
       stopwatch().end_meas(self->text);
     } else {
       nvtx().range_pop(range_name(self));
@@ -110,26 +92,162 @@ PyObject* scope_exit(PyObject* obj, PyObject* const*, Py_ssize_t) {
   Py_RETURN_FALSE;
 }
 
-// What each scope binds once (PyCFunction_New), as `scope.__enter__` and `scope.__exit__`.
-PyMethodDef g_scope_method_defs[] = {
-    {"__enter__", scope_enter, METH_NOARGS, nullptr},
-    {"__exit__", as_cfunction(scope_exit), METH_FASTCALL, nullptr}};
+PyObject* scope_enter(PyObject* obj) {
+  Scope* self = reinterpret_cast<Scope*>(obj);
+  return self->kind == ScopeKind::Measure ? scope_enter_kind<ScopeKind::Measure>(self)
+                                          : scope_enter_kind<ScopeKind::Range>(self);
+}
 
-// Binding: scope.__enter__ is the scope's own callable; _Scope.__enter__ is the descriptor.
-PyObject* scope_descr_get(PyObject* descr, PyObject* obj, PyObject*) {
+PyObject* scope_exit(PyObject* obj) {
+  return reinterpret_cast<Scope*>(obj)->kind == ScopeKind::Measure
+             ? scope_exit_kind<ScopeKind::Measure>(obj, nullptr, 0)
+             : scope_exit_kind<ScopeKind::Range>(obj, nullptr, 0);
+}
+
+// ---- scope.__enter__ and scope.__exit__, made once per scope ------------------------------------
+
+template <ScopeKind K>
+PyObject* scope_enter_noargs(PyObject* obj, PyObject*) {
+  return scope_enter_kind<K>(reinterpret_cast<Scope*>(obj));
+}
+
+// By kind, then __enter__ (bound as a builtin method before Python 3.9 only), __exit__.
+PyMethodDef g_scope_method_defs[2][2] = {
+    {{"__enter__", scope_enter_noargs<ScopeKind::Measure>, METH_NOARGS, nullptr},
+     {"__exit__", as_cfunction(scope_exit_kind<ScopeKind::Measure>), METH_FASTCALL, nullptr}},
+    {{"__enter__", scope_enter_noargs<ScopeKind::Range>, METH_NOARGS, nullptr},
+     {"__exit__", as_cfunction(scope_exit_kind<ScopeKind::Range>), METH_FASTCALL, nullptr}}};
+
+#if PY_VERSION_HEX >= 0x03090000
+// scope.__enter__ from Python 3.9 on (heap types get a vectorcall slot then): `with` calls it
+// through that slot straight into the enter of the scope's kind. As a builtin method it went
+// through CPython's METH_NOARGS trampoline (argument checks, a recursion check) first. It looks
+// like the builtin method it replaces: repr, __self__, __name__, __qualname__, the same errors.
+struct ScopeEnter {
+  PyObject_HEAD vectorcallfunc vectorcall;
+  PyObject* scope;  // strong, never null: the scope holds this object too (a cycle, hence GC)
+};
+
+PyTypeObject* g_scope_enter_type = nullptr;
+
+[[gnu::cold]] LAPTIME_NOINLINE PyObject* scope_enter_checked(PyObject* callable, std::size_t nargsf,
+                                                             PyObject* kwnames) {
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs != 0) {
+    PyErr_Format(PyExc_TypeError, "_Scope.__enter__() takes no arguments (%zd given)", nargs);
+    return nullptr;
+  }
+  if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) {
+    PyErr_SetString(PyExc_TypeError, "_Scope.__enter__() takes no keyword arguments");
+    return nullptr;
+  }
+  return scope_enter(reinterpret_cast<ScopeEnter*>(callable)->scope);
+}
+
+template <ScopeKind K>
+PyObject* scope_enter_vectorcall(PyObject* callable, PyObject* const*, std::size_t nargsf,
+                                 PyObject* kwnames) {
+  if (LAPTIME_UNLIKELY(nargsf != 0 || kwnames != nullptr)) {
+    return scope_enter_checked(callable, nargsf, kwnames);
+  }
+  return scope_enter_kind<K>(
+      reinterpret_cast<Scope*>(reinterpret_cast<ScopeEnter*>(callable)->scope));
+}
+
+int scope_enter_traverse(PyObject* obj, visitproc visit, void* arg) {
+  Py_VISIT(reinterpret_cast<ScopeEnter*>(obj)->scope);
+  Py_VISIT(Py_TYPE(obj));
+  return 0;
+}
+
+// No tp_clear: the scope's breaks the cycle, as a builtin method keeps its __self__.
+void scope_enter_dealloc(PyObject* obj) {
+  PyTypeObject* type = Py_TYPE(obj);
+  PyObject_GC_UnTrack(obj);
+  Py_DECREF(reinterpret_cast<ScopeEnter*>(obj)->scope);
+  PyObject_GC_Del(obj);
+  Py_DECREF(type);
+}
+
+PyObject* scope_enter_repr(PyObject* obj) {
+  PyObject* scope = reinterpret_cast<ScopeEnter*>(obj)->scope;
+  return PyUnicode_FromFormat("<built-in method __enter__ of %s object at %p>",
+                              Py_TYPE(scope)->tp_name, static_cast<void*>(scope));
+}
+
+PyObject* scope_enter_name(PyObject*, void* qualified) {
+  return PyUnicode_FromString(qualified != nullptr ? "_Scope.__enter__" : "__enter__");
+}
+
+PyMemberDef g_scope_enter_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(ScopeEnter, vectorcall), READONLY, nullptr},
+    {"__self__", T_OBJECT, offsetof(ScopeEnter, scope), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyGetSetDef g_scope_enter_getset[] = {
+    {"__name__", scope_enter_name, nullptr, nullptr, nullptr},
+    {"__qualname__", scope_enter_name, nullptr, nullptr, const_cast<char*>("qualified")},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyType_Slot g_scope_enter_slots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(scope_enter_dealloc)},
+    {Py_tp_traverse, reinterpret_cast<void*>(scope_enter_traverse)},
+    {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
+    {Py_tp_repr, reinterpret_cast<void*>(scope_enter_repr)},
+    {Py_tp_members, g_scope_enter_members},
+    {Py_tp_getset, g_scope_enter_getset},
+    {0, nullptr}};
+
+PyType_Spec g_scope_enter_spec = {
+    "laptime._ScopeEnter", sizeof(ScopeEnter), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, g_scope_enter_slots};
+#endif
+
+/// scope.__enter__ for a new scope (a new reference; nullptr with an exception set).
+PyObject* bound_enter_new(Scope* scope) {
+  PyObject* obj = reinterpret_cast<PyObject*>(scope);
+#if PY_VERSION_HEX >= 0x03090000
+  ScopeEnter* self = PyObject_GC_New(ScopeEnter, g_scope_enter_type);
+  if (self == nullptr) return nullptr;
+  self->vectorcall = scope->kind == ScopeKind::Measure ? scope_enter_vectorcall<ScopeKind::Measure>
+                                                       : scope_enter_vectorcall<ScopeKind::Range>;
+  self->scope = Py_NewRef(obj);
+  PyObject_GC_Track(self);
+  return reinterpret_cast<PyObject*>(self);
+#else
+  return PyCFunction_New(&g_scope_method_defs[static_cast<int>(scope->kind)][kEnter], obj);
+#endif
+}
+
+// ---- _Scope.__enter__ and _Scope.__exit__: descriptors binding to the scope's callables -------
+
+struct ScopeMethodDescr {
+  PyObject_HEAD ScopeOp op;
+};
+
+PyTypeObject* g_scope_descr_type[2] = {nullptr, nullptr};
+
+[[gnu::cold]] LAPTIME_NOINLINE PyObject* scope_descr_get_other(PyObject* descr, PyObject* obj) {
   if (obj == nullptr || obj == Py_None) return Py_NewRef(descr);
-  if (LAPTIME_UNLIKELY(Py_TYPE(obj) != g_scope_type)) {
+  if (Py_TYPE(obj) != g_scope_type) {
     PyErr_Format(PyExc_TypeError, "laptime: a _Scope method bound to %.100s",
                  Py_TYPE(obj)->tp_name);
     return nullptr;
   }
-  PyObject* bound =
-      reinterpret_cast<Scope*>(obj)->bound[reinterpret_cast<ScopeMethodDescr*>(descr)->op];
-  if (LAPTIME_UNLIKELY(bound == nullptr)) {  // only in a finaliser of the scope's own garbage
-    PyErr_SetString(PyExc_RuntimeError, "laptime: this scope was garbage-collected");
-    return nullptr;
+  // Only in a finaliser of the scope's own garbage.
+  PyErr_SetString(PyExc_RuntimeError, "laptime: this scope was garbage-collected");
+  return nullptr;
+}
+
+// scope.__enter__ is the scope's own callable; _Scope.__enter__ is the descriptor. One type, so
+// one function, per method: the callable's load depends on the scope only, not on the descriptor.
+template <ScopeOp op>
+PyObject* scope_descr_get(PyObject* descr, PyObject* obj, PyObject*) {
+  if (LAPTIME_LIKELY(obj != nullptr && Py_TYPE(obj) == g_scope_type)) {
+    PyObject* bound = reinterpret_cast<Scope*>(obj)->bound[op];
+    if (LAPTIME_LIKELY(bound != nullptr)) return Py_NewRef(bound);
   }
-  return Py_NewRef(bound);
+  return scope_descr_get_other(descr, obj);
 }
 
 // _Scope.__enter__(scope) and _Scope.__exit__(scope, *exc_info), as contextlib.ExitStack calls
@@ -144,7 +262,7 @@ PyObject* scope_descr_call(PyObject* descr, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   PyObject* scope = PyTuple_GET_ITEM(args, 0);
-  return op == kEnter ? scope_enter(scope, nullptr) : scope_exit(scope, nullptr, 0);
+  return op == kEnter ? scope_enter(scope) : scope_exit(scope);
 }
 
 void scope_descr_dealloc(PyObject* obj) {
@@ -153,18 +271,25 @@ void scope_descr_dealloc(PyObject* obj) {
   Py_DECREF(type);
 }
 
-PyType_Slot g_scope_descr_slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(scope_descr_dealloc)},
-                                     {Py_tp_descr_get, reinterpret_cast<void*>(scope_descr_get)},
-                                     {Py_tp_call, reinterpret_cast<void*>(scope_descr_call)},
-                                     {0, nullptr}};
+PyType_Slot g_scope_descr_slots[2][4] = {
+    {{Py_tp_dealloc, reinterpret_cast<void*>(scope_descr_dealloc)},
+     {Py_tp_descr_get, reinterpret_cast<void*>(scope_descr_get<kEnter>)},
+     {Py_tp_call, reinterpret_cast<void*>(scope_descr_call)},
+     {0, nullptr}},
+    {{Py_tp_dealloc, reinterpret_cast<void*>(scope_descr_dealloc)},
+     {Py_tp_descr_get, reinterpret_cast<void*>(scope_descr_get<kExit>)},
+     {Py_tp_call, reinterpret_cast<void*>(scope_descr_call)},
+     {0, nullptr}}};
 
-PyType_Spec g_scope_descr_spec = {"laptime._ScopeMethodDescr", sizeof(ScopeMethodDescr), 0,
-                                  Py_TPFLAGS_DEFAULT, g_scope_descr_slots};
+PyType_Spec g_scope_descr_specs[2] = {{"laptime._ScopeEnterDescr", sizeof(ScopeMethodDescr), 0,
+                                       Py_TPFLAGS_DEFAULT, g_scope_descr_slots[kEnter]},
+                                      {"laptime._ScopeExitDescr", sizeof(ScopeMethodDescr), 0,
+                                       Py_TPFLAGS_DEFAULT, g_scope_descr_slots[kExit]}};
 
 /// Puts the descriptors __enter__ and __exit__ into _Scope; false with an exception set.
 bool add_scope_methods(PyTypeObject* scope_type) {
   for (const ScopeOp op : {kEnter, kExit}) {
-    ScopeMethodDescr* d = PyObject_New(ScopeMethodDescr, g_scope_descr_type);
+    ScopeMethodDescr* d = PyObject_New(ScopeMethodDescr, g_scope_descr_type[op]);
     if (d == nullptr) return false;
     d->op = op;
     const int r = PyObject_SetAttrString(reinterpret_cast<PyObject*>(scope_type),
@@ -176,25 +301,7 @@ bool add_scope_methods(PyTypeObject* scope_type) {
   return true;
 }
 
-PyObject* scope_new(PyObject* name, ScopeKind kind) {
-  Scope* self = PyObject_GC_New(Scope, g_scope_type);
-  if (self == nullptr) return nullptr;
-  self->name = Py_NewRef(name);
-  self->kind = kind;
-  self->open = 0;
-  self->bound[kEnter] = self->bound[kExit] = nullptr;
-  self->text_owner = nullptr;
-  PyObject_GC_Track(self);
-  PyObject* obj = reinterpret_cast<PyObject*>(self);
-  for (const ScopeOp op : {kEnter, kExit}) {
-    self->bound[op] = PyCFunction_New(&g_scope_method_defs[op], obj);
-    if (self->bound[op] == nullptr) {
-      Py_DECREF(obj);
-      return nullptr;
-    }
-  }
-  return obj;
-}
+// ---- The _Scope type ----------------------------------------------------------------------------
 
 int scope_traverse(PyObject* obj, visitproc visit, void* arg) {
   Scope* self = reinterpret_cast<Scope*>(obj);
@@ -207,14 +314,6 @@ int scope_traverse(PyObject* obj, visitproc visit, void* arg) {
   return 0;
 }
 
-// Breaks the scope <-> callables cycle. The name stays: the scope may still be entered.
-int scope_clear(PyObject* obj) {
-  Scope* self = reinterpret_cast<Scope*>(obj);
-  Py_CLEAR(self->bound[kEnter]);
-  Py_CLEAR(self->bound[kExit]);
-  return 0;
-}
-
 void scope_dealloc(PyObject* obj) {
   PyTypeObject* type = Py_TYPE(obj);
   PyObject_GC_UnTrack(obj);
@@ -223,62 +322,6 @@ void scope_dealloc(PyObject* obj) {
   Py_XDECREF(reinterpret_cast<Scope*>(obj)->text_owner);
   PyObject_GC_Del(obj);
   Py_DECREF(type);  // an instance of a heap type owns a reference to it
-}
-
-// The scope cache: the scope measure(name) / range(name) returned last to this thread for this
-// name object, direct-mapped by (name, thread, kind). Per thread, so that blocks of one name on
-// several threads keep separate open counts, as separate objects did. An entry holds its scope,
-// which holds its name: a name in the table is alive, so no other object can have its address.
-// A thread state's address can be reused by a thread started after one ended, which then gets
-// the ended thread's scopes: their open counts are 0 (a thread leaves its blocks before it ends).
-// Everything here runs with the GIL held.
-struct ScopeCacheEntry {
-  PyThreadState* thread;
-  Scope* scope;
-};
-constexpr std::size_t kScopeCacheBits = 10;
-ScopeCacheEntry g_scope_cache[std::size_t{1} << kScopeCacheBits];
-
-LAPTIME_ALWAYS_INLINE std::size_t scope_cache_index(PyObject* name, PyThreadState* thread,
-                                                    ScopeKind kind) {
-  const std::uint64_t key = (reinterpret_cast<std::uintptr_t>(name) >> 4) ^
-                            (reinterpret_cast<std::uintptr_t>(thread) << 7) ^
-                            static_cast<std::uint64_t>(kind);
-  return static_cast<std::size_t>((key * 0x9e3779b97f4a7c15ULL) >> (64 - kScopeCacheBits));
-}
-
-/// Drops the cache's reference to `scope`. A scope nobody else holds (its references: the
-/// cache's and its two bound methods', each held only by the scope) is unlinked from its methods
-/// first, so that reference counting frees it now rather than the cycle collector later.
-void release_scope(Scope* scope) {
-  PyObject* obj = reinterpret_cast<PyObject*>(scope);
-  if (Py_REFCNT(obj) == 3 && scope->bound[kEnter] != nullptr &&
-      Py_REFCNT(scope->bound[kEnter]) == 1 && scope->bound[kExit] != nullptr &&
-      Py_REFCNT(scope->bound[kExit]) == 1) {
-    scope_clear(obj);
-  }
-  Py_DECREF(obj);
-}
-
-LAPTIME_NOINLINE PyObject* scope_cache_miss(ScopeCacheEntry& e, PyObject* name,
-                                            PyThreadState* thread, ScopeKind kind) {
-  PyObject* scope = scope_new(name, kind);
-  if (scope == nullptr) return nullptr;
-  Scope* old = e.scope;
-  e.thread = thread;
-  e.scope = reinterpret_cast<Scope*>(Py_NewRef(scope));
-  if (old != nullptr) release_scope(old);  // last: its name's __del__ may call measure()
-  return scope;
-}
-
-LAPTIME_ALWAYS_INLINE PyObject* cached_scope(PyObject* name, ScopeKind kind) {
-  PyThreadState* thread = PyThreadState_Get();
-  ScopeCacheEntry& e = g_scope_cache[scope_cache_index(name, thread, kind)];
-  if (LAPTIME_LIKELY(e.scope != nullptr && e.scope->name == name && e.thread == thread &&
-                     e.scope->kind == kind)) {
-    return Py_NewRef(reinterpret_cast<PyObject*>(e.scope));
-  }
-  return scope_cache_miss(e, name, thread, kind);
 }
 
 // As a decorator: laptime._decorate (Python, functools.wraps) builds the wrapper, which opens
@@ -332,30 +375,47 @@ PyType_Spec g_scope_spec = {"laptime._Scope", sizeof(Scope), 0,
 
 }  // namespace
 
-PyObject* measure_scope(PyObject*, PyObject* name) {
-  return cached_scope(name, ScopeKind::Measure);
-}
-
-PyObject* range_scope(PyObject*, PyObject* name) {
-  return cached_scope(name, ScopeKind::Range);
-}
-
-/// Empties the scope cache (tests: _testing_reset).
-void clear_scope_cache() {
-  for (ScopeCacheEntry& e : g_scope_cache) {
-    Scope* old = e.scope;
-    e = ScopeCacheEntry{nullptr, nullptr};
-    if (old != nullptr) release_scope(old);
+PyObject* scope_new(PyObject* name, ScopeKind kind) {
+  Scope* self = PyObject_GC_New(Scope, g_scope_type);
+  if (self == nullptr) return nullptr;
+  self->name = Py_NewRef(name);
+  self->kind = kind;
+  self->open = 0;
+  self->bound[kEnter] = self->bound[kExit] = nullptr;
+  self->text_owner = nullptr;
+  PyObject_GC_Track(self);
+  PyObject* obj = reinterpret_cast<PyObject*>(self);
+  self->bound[kEnter] = bound_enter_new(self);
+  if (self->bound[kEnter] != nullptr) {
+    self->bound[kExit] = PyCFunction_New(&g_scope_method_defs[static_cast<int>(kind)][kExit], obj);
   }
+  if (self->bound[kExit] == nullptr) {
+    Py_DECREF(obj);
+    return nullptr;
+  }
+  return obj;
 }
 
-/// Makes _Scope and _ScopeMethodDescr, adds them to `module` and puts the descriptors into
-/// _Scope; false with an exception set.
+// Breaks the scope <-> callables cycle. The name stays: the scope may still be entered.
+int scope_clear(PyObject* obj) {
+  Scope* self = reinterpret_cast<Scope*>(obj);
+  Py_CLEAR(self->bound[kEnter]);
+  Py_CLEAR(self->bound[kExit]);
+  return 0;
+}
+
+/// Makes _Scope, _ScopeEnter and the descriptor types, adds them to `module` and puts the
+/// descriptors into _Scope; false with an exception set.
 bool add_scope_types(PyObject* module) {
   g_scope_type = add_type(module, &g_scope_spec, "_Scope");
-  g_scope_descr_type = add_type(module, &g_scope_descr_spec, "_ScopeMethodDescr");
-  return g_scope_type != nullptr && g_scope_descr_type != nullptr &&
-         add_scope_methods(g_scope_type);
+#if PY_VERSION_HEX >= 0x03090000
+  g_scope_enter_type = add_type(module, &g_scope_enter_spec, "_ScopeEnter");
+  if (g_scope_enter_type == nullptr) return false;
+#endif
+  g_scope_descr_type[kEnter] = add_type(module, &g_scope_descr_specs[kEnter], "_ScopeEnterDescr");
+  g_scope_descr_type[kExit] = add_type(module, &g_scope_descr_specs[kExit], "_ScopeExitDescr");
+  return g_scope_type != nullptr && g_scope_descr_type[kEnter] != nullptr &&
+         g_scope_descr_type[kExit] != nullptr && add_scope_methods(g_scope_type);
 }
 
 }  // namespace pyext

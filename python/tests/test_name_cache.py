@@ -180,6 +180,44 @@ def test_scope_methods_work_unbound_and_through_exit_stack(stopwatch):
     assert "__exit__" in repr(scope.__exit__)
 
 
+@pytest.mark.parametrize("kind", ["measure", "range"])
+def test_a_scopes_enter_and_exit_look_like_its_bound_methods(stopwatch, nvtx, kind):
+    # scope.__enter__ is a callable of the extension's own (called without CPython's method
+    # trampoline); to its users it is the bound method it replaces.
+    scope = stopwatch.measure("m") if kind == "measure" else nvtx.range("r")
+    for method, name in ((scope.__enter__, "__enter__"), (scope.__exit__, "__exit__")):
+        assert method is getattr(scope, name)  # made once, not per lookup
+        assert method.__self__ is scope
+        assert method.__name__ == name and method.__qualname__ == f"_Scope.{name}"
+        assert repr(method).startswith(f"<built-in method {name} of laptime._Scope object at ")
+    with pytest.raises(TypeError, match=r"takes no arguments \(1 given\)"):
+        scope.__enter__(1)
+    with pytest.raises(TypeError, match="takes no keyword arguments"):
+        scope.__enter__(x=1)
+    assert scope.__enter__(**{}) is None and scope.__exit__(None, None, None) is False
+    assert type(scope).__dict__["__enter__"].__get__(None, type(scope)) is type(scope).__enter__
+    with pytest.raises(TypeError):
+        type(scope).__dict__["__exit__"].__get__(object())
+
+
+def test_scopes_dropped_from_the_cache_are_collected(stopwatch, nvtx):
+    # A scope and its __enter__ / __exit__ form a cycle that the garbage collector frees once
+    # nothing else holds them.
+    from laptime import _laptime
+
+    def alive():
+        return sum(1 for o in gc.get_objects() if type(o).__name__ in ("_Scope", "_ScopeEnter"))
+
+    gc.collect()
+    before = alive()
+    scopes = [stopwatch.measure(f"held {i}") for i in range(10)] + [nvtx.range("held")]
+    _laptime._testing_reset()  # empties the scope cache
+    assert alive() >= before + len(scopes)
+    del scopes
+    gc.collect()
+    assert alive() == before
+
+
 def test_many_names_evict_scopes_without_losing_blocks(stopwatch):
     # More names than the scope cache holds: evicted scopes are freed or, while a block is open,
     # kept alive by it, and every block still ends its own measurement.
