@@ -302,8 +302,7 @@ struct StopwatchCore {
 
 /// The calling thread's record: threads.local(), its attach out of line.
 LAPTIME_ALWAYS_INLINE ThreadRecord& StopwatchCore::local_record() {
-  if (ThreadRecord* rec = threads.find_local(); LAPTIME_LIKELY(rec != nullptr)) return *rec;
-  return attach_thread();
+  return threads.local([this]() -> ThreadRecord& { return attach_thread(); });
 }
 
 /// The calling thread's cache entry for `name` (its id and slot); nullptr when the name table is
