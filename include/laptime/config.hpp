@@ -14,7 +14,12 @@
 // empty, and the macros (LAPTIME_MEAS, LAPTIME_RANGE, ...) expand to nothing. Code built with and
 // without it may be linked into one program: the two variants live in different inline
 // namespaces, so they never collide under the one-definition rule.
-#ifdef LAPTIME_DISABLE
+//
+// nvcc's device pass (__CUDA_ARCH__ defined) compiles laptime as if LAPTIME_DISABLE were given:
+// that pass keeps only device code, and laptime is host code (kernels never call it), so it needs
+// the declarations that the file's host functions use, not the hot path under them. The host pass
+// compiles laptime as asked (docs/build.md, "A trainer-sized CUDA file under nvcc").
+#if defined(LAPTIME_DISABLE) || defined(__CUDA_ARCH__)
 #define LAPTIME_ENABLED 0
 #define LAPTIME_ABI_NAMESPACE v1_disabled
 #else

@@ -25,7 +25,6 @@
 #include <new>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "laptime/config.hpp"
@@ -268,6 +267,7 @@ struct StopwatchCore {
   // (impl/stopwatch_disabled.hpp): what they leave on the calling thread's slot.
   void start_while_disabled(std::string_view name) noexcept;
   void end_while_disabled(std::string_view name) noexcept;
+  LAPTIME_ALWAYS_INLINE ThreadRecord& local_record();
   LAPTIME_ALWAYS_INLINE const NameCacheEntry* lookup(ThreadRecord& rec, std::string_view name);
   LAPTIME_ALWAYS_INLINE void add_interval(ThreadRecord& owner, Slot& run_slot, Slot& stats_slot,
                                           std::uint32_t id, std::int64_t t, unsigned feats);
@@ -275,6 +275,10 @@ struct StopwatchCore {
   // --- out of line (the implementation part): the rare branches of start/end (first use of a
   // name on a thread, errors, CUDA sync, after a reset, features), so that the hot functions keep
   // a small frame and a translation unit that times intervals does not compile them ---
+  /// The calling thread's first start_meas or end_meas: its record, found or made
+  /// (threads.local()); out of line, so that a file that times intervals does not compile the
+  /// registry's attach.
+  ThreadRecord& attach_thread();
   const NameCacheEntry* lookup_slow(ThreadRecord& rec, std::string_view name);
   void prepare(Slot& s);
   void start_running_error(std::string_view name);
@@ -295,6 +299,11 @@ struct StopwatchCore {
   /// periodic report.
   void finish_iter();
 };
+
+/// The calling thread's record: threads.local(), its attach out of line.
+LAPTIME_ALWAYS_INLINE ThreadRecord& StopwatchCore::local_record() {
+  return threads.local([this]() -> ThreadRecord& { return attach_thread(); });
+}
 
 /// The calling thread's cache entry for `name` (its id and slot); nullptr when the name table is
 /// full.
@@ -320,7 +329,7 @@ LAPTIME_ALWAYS_INLINE bool nvtx_ranges_idle(const Slot& s, unsigned feats) noexc
 }
 
 inline void StopwatchCore::start(std::string_view name) {
-  ThreadRecord& rec = threads.local();
+  ThreadRecord& rec = local_record();
   const NameCacheEntry* e = lookup(rec, name);
   if (LAPTIME_UNLIKELY(e == nullptr)) return;
   const std::uint32_t id = e->value->id;
@@ -354,7 +363,7 @@ inline void StopwatchCore::end(std::string_view name) {
   const unsigned feats = features.load(std::memory_order_relaxed);
   if (LAPTIME_UNLIKELY(feats & kFeatCudaSync)) sync_before_end(name);
   const std::int64_t t = now_ns();
-  ThreadRecord& rec = threads.local();
+  ThreadRecord& rec = local_record();
   const NameCacheEntry* e = lookup(rec, name);
   if (LAPTIME_UNLIKELY(e == nullptr)) return;
   Slot& s = *e->value;

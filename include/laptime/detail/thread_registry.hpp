@@ -45,9 +45,16 @@ class ThreadRegistry {
 
   /// The calling thread's record. Fast path: two thread_local loads and a compare, no guard.
   LAPTIME_ALWAYS_INLINE Record& local() {
+    return local([this]() -> Record& { return attach(); });
+  }
+
+  /// local(), with the first call of a thread going to `attach_elsewhere()` (a function of the
+  /// implementation part that calls local()), so that a hot path does not compile attach().
+  template <class Attach>
+  LAPTIME_ALWAYS_INLINE Record& local(Attach&& attach_elsewhere) {
     const Fast& f = fast();
     if (LAPTIME_LIKELY(f.owner == this)) return f.node->record;
-    return attach();
+    return attach_elsewhere();
   }
 
   /// The calling thread's record if it has attached through this copy of the code, else nullptr:

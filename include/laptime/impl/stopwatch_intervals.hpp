@@ -20,6 +20,10 @@
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
+LAPTIME_IMPL ThreadRecord& StopwatchCore::attach_thread() {
+  return threads.local();
+}
+
 // Out of line on purpose: keeps the hot path small.
 LAPTIME_IMPL const NameCacheEntry* StopwatchCore::lookup_slow(ThreadRecord& rec,
                                                               std::string_view name) {

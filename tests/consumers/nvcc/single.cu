@@ -12,6 +12,11 @@
 
 #include <cuda_runtime.h>
 
+// nvcc's device pass compiles laptime out (config.hpp): kernels never call it.
+#if defined(__CUDA_ARCH__) && LAPTIME_ENABLED
+#error "laptime is compiled in nvcc's device pass"
+#endif
+
 #ifdef WITH_PART
 void part_step();
 #endif
