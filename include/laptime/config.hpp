@@ -104,3 +104,24 @@
 
 #define LAPTIME_CONCAT_IMPL(a, b) a##b
 #define LAPTIME_CONCAT(a, b) LAPTIME_CONCAT_IMPL(a, b)
+
+// nvcc's device pass compiles laptime out (above), so that pass's text no longer shows how the host
+// pass compiles laptime. A compiler cache that keys a .cu file on that text (ccache hashes nvcc's
+// preprocessed output, the device pass's, and leaves the -D options out) would then hand a
+// LAPTIME_DISABLE build the object of a normal build. This assertion writes the macros that change
+// the host pass into the device pass's text; it generates nothing (docs/build.md, "A trainer-sized
+// CUDA file under nvcc").
+#ifdef __CUDA_ARCH__
+#define LAPTIME_STR_IMPL(x) #x
+#define LAPTIME_STR(x) LAPTIME_STR_IMPL(x)
+static_assert(true, "laptime's host pass:"
+#ifdef LAPTIME_DISABLE
+                    " LAPTIME_DISABLE"
+#endif
+#ifdef LAPTIME_IMPL_LINKED
+                    " LAPTIME_IMPL_LINKED"
+#endif
+                    " " LAPTIME_STR(LAPTIME_MAX_NAMES) " " LAPTIME_STR(LAPTIME_NVTX_MAX_NAMES)
+                    " " LAPTIME_STR(LAPTIME_SLOW_TAIL) " " LAPTIME_STR(LAPTIME_HAVE_CUDA_HEADERS)
+                    " " LAPTIME_STR(LAPTIME_HAVE_NVTX) " " LAPTIME_STR(LAPTIME_HAVE_NVTX_COUNTERS));
+#endif
