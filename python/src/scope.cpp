@@ -221,10 +221,6 @@ PyObject* bound_enter_new(Scope* scope) {
 
 // ---- _Scope.__enter__ and _Scope.__exit__: descriptors binding to the scope's callables -------
 
-struct ScopeMethodDescr {
-  PyObject_HEAD ScopeOp op;
-};
-
 PyTypeObject* g_scope_descr_type[2] = {nullptr, nullptr};
 
 [[gnu::cold]] LAPTIME_NOINLINE PyObject* scope_descr_get_other(PyObject* descr, PyObject* obj) {
@@ -252,8 +248,8 @@ PyObject* scope_descr_get(PyObject* descr, PyObject* obj, PyObject*) {
 
 // _Scope.__enter__(scope) and _Scope.__exit__(scope, *exc_info), as contextlib.ExitStack calls
 // them.
-PyObject* scope_descr_call(PyObject* descr, PyObject* args, PyObject* kwargs) {
-  const ScopeOp op = reinterpret_cast<ScopeMethodDescr*>(descr)->op;
+template <ScopeOp op>
+PyObject* scope_descr_call(PyObject*, PyObject* args, PyObject* kwargs) {
   const Py_ssize_t n = PyTuple_GET_SIZE(args);
   if (n < 1 || Py_TYPE(PyTuple_GET_ITEM(args, 0)) != g_scope_type ||
       (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) || (op == kEnter && n != 1)) {
@@ -274,27 +270,26 @@ void scope_descr_dealloc(PyObject* obj) {
 PyType_Slot g_scope_descr_slots[2][4] = {
     {{Py_tp_dealloc, reinterpret_cast<void*>(scope_descr_dealloc)},
      {Py_tp_descr_get, reinterpret_cast<void*>(scope_descr_get<kEnter>)},
-     {Py_tp_call, reinterpret_cast<void*>(scope_descr_call)},
+     {Py_tp_call, reinterpret_cast<void*>(scope_descr_call<kEnter>)},
      {0, nullptr}},
     {{Py_tp_dealloc, reinterpret_cast<void*>(scope_descr_dealloc)},
      {Py_tp_descr_get, reinterpret_cast<void*>(scope_descr_get<kExit>)},
-     {Py_tp_call, reinterpret_cast<void*>(scope_descr_call)},
+     {Py_tp_call, reinterpret_cast<void*>(scope_descr_call<kExit>)},
      {0, nullptr}}};
 
-PyType_Spec g_scope_descr_specs[2] = {{"laptime._ScopeEnterDescr", sizeof(ScopeMethodDescr), 0,
+// A descriptor has no state of its own: its type says which method it is.
+PyType_Spec g_scope_descr_specs[2] = {{"laptime._ScopeEnterDescr", sizeof(PyObject), 0,
                                        Py_TPFLAGS_DEFAULT, g_scope_descr_slots[kEnter]},
-                                      {"laptime._ScopeExitDescr", sizeof(ScopeMethodDescr), 0,
+                                      {"laptime._ScopeExitDescr", sizeof(PyObject), 0,
                                        Py_TPFLAGS_DEFAULT, g_scope_descr_slots[kExit]}};
 
 /// Puts the descriptors __enter__ and __exit__ into _Scope; false with an exception set.
 bool add_scope_methods(PyTypeObject* scope_type) {
   for (const ScopeOp op : {kEnter, kExit}) {
-    ScopeMethodDescr* d = PyObject_New(ScopeMethodDescr, g_scope_descr_type[op]);
+    PyObject* d = PyObject_New(PyObject, g_scope_descr_type[op]);
     if (d == nullptr) return false;
-    d->op = op;
     const int r = PyObject_SetAttrString(reinterpret_cast<PyObject*>(scope_type),
-                                         op == kEnter ? "__enter__" : "__exit__",
-                                         reinterpret_cast<PyObject*>(d));
+                                         op == kEnter ? "__enter__" : "__exit__", d);
     Py_DECREF(d);
     if (r < 0) return false;
   }
