@@ -129,18 +129,52 @@ bool stream_handle(PyObject* obj, void*& out) {
   return !(out == nullptr && PyErr_Occurred());
 }
 
-/// Writes `text` to the Python file object `file` and flushes it; false with an exception set.
-bool write_to(PyObject* file, std::string_view text) {
+namespace {
+bool write_str(PyObject* file, std::string_view text) {
   PyObject* str = text_to_str(text);
   if (str == nullptr) return false;
   PyObject* r = PyObject_CallMethod(file, "write", "O", str);
   Py_DECREF(str);
-  if (r == nullptr) return false;
-  Py_DECREF(r);
-  r = PyObject_CallMethod(file, "flush", nullptr);
-  if (r == nullptr) return false;
-  Py_DECREF(r);
-  return true;
+  Py_XDECREF(r);
+  return r != nullptr;
+}
+
+/// `text` with laptime's one non-ASCII symbol, the µ of µs, written "us".
+std::string with_ascii_units(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size();) {
+    if (text.compare(i, 3, "\xC2\xB5s") == 0) {
+      out += "us";
+      i += 3;
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+}  // namespace
+
+/// Writes `text` to the Python file object `file` and flushes it; false with an exception set.
+/// What print() accepts is enough: an object with write() alone (a logger's tee) is not flushed,
+/// and a stream that cannot encode µ (an ASCII locale) gets "us" for it.
+bool write_to(PyObject* file, std::string_view text) {
+  if (!write_str(file, text)) {
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return false;
+    const std::string ascii = with_ascii_units(text);
+    if (ascii.size() == text.size()) return false;  // no µ: the names themselves do not encode
+    PyErr_Clear();
+    if (!write_str(file, ascii)) return false;
+  }
+  PyObject* flush = PyObject_GetAttrString(file, "flush");
+  if (flush == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return false;
+    PyErr_Clear();
+    return true;
+  }
+  PyObject* r = PyObject_CallObject(flush, nullptr);
+  Py_DECREF(flush);
+  Py_XDECREF(r);
+  return r != nullptr;
 }
 /// d[key] = value, stealing `value`; false with an exception set.
 bool set_item(PyObject* d, const char* key, PyObject* value) {

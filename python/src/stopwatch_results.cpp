@@ -62,10 +62,8 @@ PyObject* sw_print_eval_times(PyObject*, PyObject* const* args, Py_ssize_t nargs
   if (!optional_arg("print_eval_times", "file", args, nargs, kwnames, file)) return nullptr;
   if (file == nullptr || file == Py_None) {
     file = PySys_GetObject("stdout");  // borrowed
-    if (file == nullptr || file == Py_None) {
-      PyErr_SetString(PyExc_RuntimeError, "laptime: print_eval_times: sys.stdout is not set");
-      return nullptr;
-    }
+    // No sys.stdout (pythonw, a daemon that set it to None): nothing, as print() does.
+    if (file == nullptr || file == Py_None) Py_RETURN_NONE;
   }
   // laptime's own print_eval_times decides what is printed (nothing when not enabled and
   // nothing was measured, as the seed printed nothing before enable).

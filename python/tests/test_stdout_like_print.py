@@ -1,0 +1,74 @@
+"""Where the seed's reports went through print(), laptime's go wherever print() can write: a
+sys.stdout replaced by an object with write() alone (a logger's tee), no sys.stdout at all, and a
+stream that cannot encode the report's µ (docs/python.md, print_eval_times)."""
+
+import io
+import sys
+import time
+
+import laptime
+
+
+class Tee:
+    """The usual "Logger" that copies stdout into a log: write() and nothing else."""
+
+    def __init__(self):
+        self.parts = []
+
+    def write(self, text):
+        self.parts.append(text)
+
+
+def measure_iterations(stopwatch, n):
+    for _ in range(n):
+        stopwatch.start_meas("training loop")
+        time.sleep(0.0002)  # a few hundred µs: the report writes them "µs"
+        stopwatch.end_meas("training loop")
+        stopwatch.finish_iter()
+
+
+def test_a_tee_without_flush_gets_each_report_once(stopwatch, monkeypatch, capfd):
+    tee = Tee()
+    monkeypatch.setattr(sys, "stdout", tee)
+    stopwatch.enable(0, 2, False)  # a periodic report every 2 iterations
+    measure_iterations(stopwatch, 4)
+    stopwatch.print_eval_times()
+    text = "".join(tee.parts)
+    assert text.count("training loop") == 3, text  # two periodic reports and the final one
+    captured = capfd.readouterr()
+    assert "training loop" not in captured.out  # not again on the process's own stdout
+    assert "flush" not in captured.err and "Traceback" not in captured.err, captured.err
+
+
+def test_no_sys_stdout_prints_nothing_as_print_does(stopwatch, monkeypatch):
+    stopwatch.enable(0, None, False)
+    measure_iterations(stopwatch, 1)
+    monkeypatch.setattr(sys, "stdout", None)
+    assert stopwatch.print_eval_times() is None
+
+
+def test_an_ascii_stream_gets_us_for_microseconds(stopwatch):
+    stopwatch.enable(0, None, False)
+    measure_iterations(stopwatch, 3)
+    raw = io.BytesIO()
+    ascii_stream = io.TextIOWrapper(raw, encoding="ascii")
+    stopwatch.print_eval_times(ascii_stream)
+    ascii_stream.flush()
+    text = raw.getvalue().decode("ascii")
+    assert "training loop" in text
+    assert " us" in text, text
+
+
+def test_names_that_do_not_encode_still_raise_as_print_would(stopwatch):
+    stopwatch.enable(0, None, False)
+    stopwatch.start_meas("décodage")
+    stopwatch.end_meas("décodage")
+    stopwatch.finish_iter()
+    ascii_stream = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    try:
+        stopwatch.print_eval_times(ascii_stream)
+    except UnicodeEncodeError:
+        pass
+    else:
+        raise AssertionError("a name the stream cannot encode must raise, as print() would")
+    assert laptime.Stopwatch().is_enabled
