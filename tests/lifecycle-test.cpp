@@ -139,6 +139,35 @@ TEST_CASE("end_meas on another thread ends the one interval of that name running
   CHECK(again.find("is not running") != std::string::npos);
 }
 
+TEST_CASE("end_meas ends the interval of a thread that has exited since it started it" *
+          LAPTIME_NEEDS_ENABLED) {
+  // A thread per batch starts "data wait" and is gone when the loop ends it (as the seed's one
+  // dictionary of starts allowed).
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  std::thread([&] { sw.start_meas("data wait"); }).join();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(error_of([&] { sw.end_meas("data wait"); }).empty());
+  CHECK(error_of([&] { sw.finish_iter(); }).empty());
+  const auto m = find(sw.results(), "data wait");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == 1);
+  CHECK(m->running == 0);
+  CHECK(m->min_ns >= 15e6);
+  // A new thread may take the exited one's record: nothing runs there, and its own pair counts.
+  std::string later;
+  std::thread([&] {
+    later = error_of([&] {
+      sw.start_meas("data wait");
+      sw.end_meas("data wait");
+    });
+  }).join();
+  CHECK(later.empty());
+  CHECK(count_of("data wait") == 2);
+  CHECK(error_of([&] { sw.end_meas("data wait"); }).find("is not running") != std::string::npos);
+}
+
 TEST_CASE("end_meas of a name running on several other threads is a usage error" *
           LAPTIME_NEEDS_ENABLED) {
   Fresh fresh;

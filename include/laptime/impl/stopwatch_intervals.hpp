@@ -84,9 +84,10 @@ LAPTIME_IMPL LAPTIME_COLD void StopwatchCore::drop_interval(Slot& s, std::uint32
 
 // end_meas(name) of an interval not running on this thread in this epoch (docs/stopwatch.md):
 //   - one of an older epoch runs here: it is dropped, silently;
-//   - exactly one runs on another thread: this call ends it (the seed allowed a start in one
-//     callback and the end in another). The interval is claimed with a compare-exchange, added to
-//     this thread's statistics, and its resource window and GPU events closed for its owner;
+//   - exactly one runs on another thread, alive or exited since: this call ends it (the seed
+//     allowed a start in one callback and the end in another; records outlive their threads).
+//     The interval is claimed with a compare-exchange, added to this thread's statistics, and its
+//     resource window and GPU events closed for its owner;
 //   - none or several: a usage error.
 // The owner's own end_meas does not compare-exchange (it would cost a locked instruction on every
 // pair): two threads that end one interval at the same moment may both count it.
@@ -101,8 +102,8 @@ LAPTIME_IMPL void StopwatchCore::end_elsewhere(ThreadRecord& rec, Slot& mine, st
   ThreadRecord* owner = nullptr;
   Slot* found = nullptr;
   int others = 0;
-  threads.for_each([&](ThreadRecord& other, long, bool alive) {
-    if (&other == &rec || !alive) return;
+  threads.for_each([&](ThreadRecord& other, long, bool) {
+    if (&other == &rec) return;
     Slot* c = other.chunks[id / kChunk].load(std::memory_order_acquire);
     if (c == nullptr || c[id % kChunk].run.load(std::memory_order_acquire) != ep) return;
     ++others;
