@@ -10,8 +10,10 @@
 # The rows a file of a multi-file program compiles (<laptime/stopwatch.hpp>: the API and the
 # inline hot path) with the flags of each recipe: the CMake target's (its compile definitions and
 # include directories) and the plain compiler line of docs/build.md. The implementation part
-# (src/laptime.cpp) is compiled once per program, not per file: its own time is printed for
-# reference, as is the single-include way (<laptime/laptime.hpp>, the implementation in the file).
+# (src/laptime.cpp) is compiled once per program, not per file; it and the single-include way
+# (<laptime/laptime.hpp>, the implementation in the file) have goals of their own: the
+# implementation's compile ≤ 4 s on the 2-core build machine, the single include's addition ≤ 4×
+# nvtx3's. Both are missed (docs/build.md says by how much and why).
 #
 # CXX picks the compiler; CUDA_INCLUDE the directory with nvtx3/ (default: the toolkit's, found
 # as /usr/local/cuda/include); LAPTIME_INCLUDE the laptime headers (default: include/, this
@@ -40,17 +42,18 @@ CMAKE_FLAGS=("-I$LAPTIME_INCLUDE" -isystem "$CUDA_INCLUDE" -DLAPTIME_HAVE_CUDA_H
 PLAIN_FLAGS=("-I$LAPTIME_INCLUDE")
 
 # name|what|goal|kind: kind "add" compares the row's addition to the plain file with nvtx3's
-# addition ("+/+nvtx3", goal a maximum); "x" is the row's time against the plain file; an empty
-# goal is for reference only.
+# addition ("+/+nvtx3", goal a maximum); "x" is the row's time against the plain file; "ms" the
+# row's own time in ms (a goal of this machine's, docs/build.md); an empty goal is for reference
+# only.
 ROWS=(
   "plain|plain file (<string> <vector> <chrono> <cstdio>)||"
   "nvtx3|+ nvtx3::scoped_range, five names||add"
   "cmake|+ Stopwatch: five names, finish_iter, print_eval_times, write_json; CMake target|1.5|add"
   "recipe|+ the same; plain compiler recipe (-I only, src/laptime.cpp once)|1.5|add"
   "disabled|+ the same, LAPTIME_DISABLE|0.2|add"
-  "single|+ the same, single include <laptime/laptime.hpp> (reference)||add"
+  "single|+ the same, single include <laptime/laptime.hpp> (header-only)|4|add"
   "single-disabled|+ the same, single include, LAPTIME_DISABLE|0.2|add"
-  "impl|src/laptime.cpp alone, once per program (reference)||add"
+  "impl|src/laptime.cpp alone, once per program (ms)|4000|ms"
   "wrapper|+ laptime NVTX wrapper alone (LAPTIME_RANGE)|1.2|add"
 )
 
@@ -103,6 +106,7 @@ for row in "${ROWS[@]}"; do
   add=$((T[$name] - T[plain]))
   ratio=$(awk -v a="$add" -v b="$nvtx_add" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
   [[ $kind == x ]] && ratio=$(awk -v a="${T[$name]}" -v b="${T[plain]}" 'BEGIN { printf "%.2f", a / b }')
+  [[ $kind == ms ]] && ratio=${T[$name]}
   verdict=""
   if [[ -n $goal ]]; then
     if awk -v r="$ratio" -v g="$goal" 'BEGIN { exit !(r != "n/a" && r <= g) }'; then
