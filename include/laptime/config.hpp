@@ -5,6 +5,11 @@
 // each one with its cost.
 #pragma once
 
+// One clear message rather than a hundred errors from the first std::optional.
+#if defined(__cplusplus) && __cplusplus < 201703L
+#error "laptime needs C++17 or later: compile with -std=c++17"
+#endif
+
 #define LAPTIME_VERSION_MAJOR 0
 #define LAPTIME_VERSION_MINOR 1
 #define LAPTIME_VERSION_PATCH 0
@@ -27,11 +32,10 @@
 #define LAPTIME_ABI_NAMESPACE v1
 #endif
 
-// LAPTIME_HAVE_CUDA_HEADERS: whether the CUDA toolkit's cuda.h is used (for the driver API's
-// types; nothing CUDA is linked). Detected with __has_include, so a plain `nvcc` or
-// `g++ -I$CUDA_HOME/include` build needs no definition; define it 0 to leave CUDA out although
-// the header is there, 1 to insist. Without it CUDA features compile to "unavailable". Compiled
-// out (LAPTIME_DISABLE), no CUDA header is ever included.
+// LAPTIME_HAVE_CUDA_HEADERS: whether the CUDA toolkit's cuda.h is visible to this file, for
+// information (build_info): laptime's CUDA layer does not need it. It loads the driver at run time
+// and declares the calling interface itself (detail/cuda_abi.hpp), so that files built with and
+// without the toolkit's headers compile the same layer. Detected with __has_include.
 #ifndef LAPTIME_HAVE_CUDA_HEADERS
 #if LAPTIME_ENABLED && defined(__has_include)
 #if __has_include(<cuda.h>)

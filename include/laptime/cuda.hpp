@@ -27,7 +27,8 @@
 #include "laptime/detail/cuda_events.hpp"
 #include "laptime/detail/cuda_sync.hpp"
 #include "laptime/detail/process_singleton.hpp"
-#elif !defined(LAPTIME_CUDA_DRIVER_API)
+#else
+#undef LAPTIME_CUDA_DRIVER_API
 #define LAPTIME_CUDA_DRIVER_API 0  // as detail/cuda_driver.hpp has it compiled out
 #endif
 #include "laptime/detail/cuda_event_stats.hpp"  // GpuEventTimer::Stats, both ways
@@ -57,12 +58,12 @@ inline std::string status() {
 }
 
 /// Why GPU event timing cannot run here, for reports: "CUDA unavailable: cannot load ..." or
-/// "laptime was built without the CUDA headers (cuda.h)". Meaningful where !driver_available().
+/// "laptime is compiled out (LAPTIME_DISABLE)". Meaningful where !driver_available().
 inline std::string gpu_timing_off_reason() {
 #if LAPTIME_CUDA_DRIVER_API
   return "CUDA " + laptime::detail::cuda_driver().status;
 #else
-  return "laptime was built without the CUDA headers (cuda.h)";
+  return "laptime is compiled out (LAPTIME_DISABLE)";
 #endif
 }
 
@@ -81,8 +82,8 @@ inline void* current_context() noexcept {
 #if LAPTIME_CUDA_DRIVER_API
   const laptime::detail::CudaDriver& d = laptime::detail::cuda_driver();
   if (!d.available) return nullptr;
-  CUcontext ctx = nullptr;
-  if (d.api.ctx_get_current(&ctx) != CUDA_SUCCESS) return nullptr;
+  laptime::detail::cu::Context ctx = nullptr;
+  if (d.api.ctx_get_current(&ctx) != laptime::detail::cu::kSuccess) return nullptr;
   return ctx;
 #else
   return nullptr;

@@ -102,11 +102,8 @@ PyObject* mod_build_info(PyObject*, PyObject*) {
 #else
   const char* compiler = "unknown";
 #endif
-#ifdef LAPTIME_HAVE_CUDA_HEADERS
-  const bool cuda_headers = true;
-#else
-  const bool cuda_headers = false;
-#endif
+  // Whether cuda.h was visible (information only: CUDA timing needs no header).
+  const bool cuda_headers = LAPTIME_HAVE_CUDA_HEADERS != 0;
   const bool nvtx_in = LAPTIME_HAVE_NVTX != 0;
   PyObject* d = PyDict_New();
   if (d == nullptr) return nullptr;

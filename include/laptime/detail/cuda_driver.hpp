@@ -6,10 +6,9 @@
 // CUDA runtime, this works whatever runtime the framework links (PyTorch's bundled cudart, a
 // static cudart, another toolkit version) and syncs the very context that runtime made current.
 //
-// The toolkit's cuda.h is used for types only, and only where LAPTIME_HAVE_CUDA_HEADERS is 1
-// (config.hpp: found with __has_include, or defined by the caller; the CMake target defines it
-// where the toolkit is found). Without it nothing CUDA is declared and every CUDA feature reports
-// "unavailable".
+// laptime declares the driver's calling interface itself (detail/cuda_abi.hpp) and needs no
+// cuda.h: every file compiles the same CUDA layer, so files built with and without the toolkit's
+// headers (nvcc and g++ in one program) share one layout and one behaviour.
 #pragma once
 
 #include <dlfcn.h>
@@ -20,21 +19,15 @@
 #include <string>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/cuda_abi.hpp"
 #include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/process_singleton.hpp"
 
-// LAPTIME_CUDA_DRIVER_API: 1 where the driver layer is compiled in (enabled and cuda.h known).
-#ifndef LAPTIME_CUDA_DRIVER_API
-#if LAPTIME_ENABLED && LAPTIME_HAVE_CUDA_HEADERS
-#define LAPTIME_CUDA_DRIVER_API 1
-#else
-#define LAPTIME_CUDA_DRIVER_API 0
-#endif
-#endif
-
-#if LAPTIME_CUDA_DRIVER_API
-#include <cuda.h>
-#endif
+// LAPTIME_CUDA_DRIVER_API: 1 where the driver layer is compiled in, that is wherever laptime is
+// (compiled out, LAPTIME_DISABLE, there is no driver layer). Not a user setting: a file that
+// changed it would give laptime's objects another layout than the program's other files.
+#undef LAPTIME_CUDA_DRIVER_API
+#define LAPTIME_CUDA_DRIVER_API LAPTIME_ENABLED
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
@@ -44,28 +37,28 @@ namespace detail {
 /// The driver entry points laptime calls. Plain function pointers so that tests can hand a fake
 /// driver to the code that uses them (GpuEventTimer takes a CudaDriverApi).
 struct CudaDriverApi {
-  CUresult(CUDAAPI* init)(unsigned int flags) = nullptr;
-  CUresult(CUDAAPI* driver_get_version)(int* version) = nullptr;
-  CUresult(CUDAAPI* device_get_count)(int* count) = nullptr;
-  CUresult(CUDAAPI* get_error_name)(CUresult error, const char** name) = nullptr;
-  CUresult(CUDAAPI* ctx_synchronize)() = nullptr;
-  CUresult(CUDAAPI* ctx_get_current)(CUcontext* ctx) = nullptr;
-  CUresult(CUDAAPI* ctx_push_current)(CUcontext ctx) = nullptr;
-  CUresult(CUDAAPI* ctx_pop_current)(CUcontext* ctx) = nullptr;
-  CUresult(CUDAAPI* stream_is_capturing)(CUstream stream, CUstreamCaptureStatus* status) = nullptr;
-  CUresult(CUDAAPI* event_create)(CUevent* event, unsigned int flags) = nullptr;
-  CUresult(CUDAAPI* event_destroy)(CUevent event) = nullptr;
-  CUresult(CUDAAPI* event_record)(CUevent event, CUstream stream) = nullptr;
-  CUresult(CUDAAPI* event_query)(CUevent event) = nullptr;
-  CUresult(CUDAAPI* event_synchronize)(CUevent event) = nullptr;
-  CUresult(CUDAAPI* event_elapsed_time)(float* ms, CUevent start, CUevent end) = nullptr;
-  CUresult(CUDAAPI* profiler_start)() = nullptr;
-  CUresult(CUDAAPI* profiler_stop)() = nullptr;
+  cu::Result (*init)(unsigned int flags) = nullptr;
+  cu::Result (*driver_get_version)(int* version) = nullptr;
+  cu::Result (*device_get_count)(int* count) = nullptr;
+  cu::Result (*get_error_name)(cu::Result error, const char** name) = nullptr;
+  cu::Result (*ctx_synchronize)() = nullptr;
+  cu::Result (*ctx_get_current)(cu::Context* ctx) = nullptr;
+  cu::Result (*ctx_push_current)(cu::Context ctx) = nullptr;
+  cu::Result (*ctx_pop_current)(cu::Context* ctx) = nullptr;
+  cu::Result (*stream_is_capturing)(cu::Stream stream, cu::CaptureStatus* status) = nullptr;
+  cu::Result (*event_create)(cu::Event* event, unsigned int flags) = nullptr;
+  cu::Result (*event_destroy)(cu::Event event) = nullptr;
+  cu::Result (*event_record)(cu::Event event, cu::Stream stream) = nullptr;
+  cu::Result (*event_query)(cu::Event event) = nullptr;
+  cu::Result (*event_synchronize)(cu::Event event) = nullptr;
+  cu::Result (*event_elapsed_time)(float* ms, cu::Event start, cu::Event end) = nullptr;
+  cu::Result (*profiler_start)() = nullptr;
+  cu::Result (*profiler_stop)() = nullptr;
 };
 
 /// Names of the errors laptime reports where the driver cannot name them itself (cuInit failing
 /// before cuGetErrorName works, the toolkit's stub library).
-inline const char* cuda_error_fallback_name(CUresult r) noexcept {
+inline const char* cuda_error_fallback_name(cu::Result r) noexcept {
   // Numbers, not enumerators: older cuda.h versions lack some of these names.
   switch (static_cast<int>(r)) {
     case 3:
@@ -97,9 +90,9 @@ inline const char* cuda_error_fallback_name(CUresult r) noexcept {
 
 /// "CUDA_ERROR_NOT_READY (600)": the driver's name for `r` where it has one.
 template <int = 0>
-std::string cuda_error_text(const CudaDriverApi& api, CUresult r) {
+std::string cuda_error_text(const CudaDriverApi& api, cu::Result r) {
   const char* name = nullptr;
-  if (api.get_error_name == nullptr || api.get_error_name(r, &name) != CUDA_SUCCESS ||
+  if (api.get_error_name == nullptr || api.get_error_name(r, &name) != cu::kSuccess ||
       name == nullptr) {
     name = cuda_error_fallback_name(r);
   }
@@ -140,14 +133,13 @@ class CudaSymbols {
   void* resolve(const char* base, int abi, std::initializer_list<const char*> exported) const {
     void* fn = nullptr;
     if (get_proc2_ != nullptr) {
-      CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-      if (get_proc2_(base, &fn, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) != CUDA_SUCCESS ||
-          found != CU_GET_PROC_ADDRESS_SUCCESS) {
+      cu::ProcQuery found = cu::kProcNotFound;
+      if (get_proc2_(base, &fn, abi, cu::kProcLegacyStream, &found) != cu::kSuccess ||
+          found != cu::kProcFound) {
         fn = nullptr;
       }
     } else if (get_proc1_ != nullptr) {
-      if (get_proc1_(base, &fn, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM) != CUDA_SUCCESS)
-        fn = nullptr;
+      if (get_proc1_(base, &fn, abi, cu::kProcLegacyStream) != cu::kSuccess) fn = nullptr;
     }
     for (const char* name : exported) {
       if (fn != nullptr) break;
@@ -157,9 +149,8 @@ class CudaSymbols {
   }
 
  private:
-  using GetProc2 = CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t,
-                                      CUdriverProcAddressQueryResult*);
-  using GetProc1 = CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t);
+  using GetProc2 = cu::Result (*)(const char*, void**, int, cu::ProcFlags, cu::ProcQuery*);
+  using GetProc1 = cu::Result (*)(const char*, void**, int, cu::ProcFlags);
   void* lib_;
   GetProc2 get_proc2_ = nullptr;
   GetProc1 get_proc1_ = nullptr;
@@ -221,7 +212,7 @@ CudaDriver load_cuda_driver(const char* path) {
     d.status = "unavailable: " + escaped(path) + " is not a CUDA driver (no cuInit)";
     return d;
   }
-  if (const CUresult r = a.init(0); r != CUDA_SUCCESS) {
+  if (const cu::Result r = a.init(0); r != cu::kSuccess) {
     d.status = "unavailable: cuInit failed: " + cuda_error_text(a, r);
     return d;
   }
@@ -233,7 +224,7 @@ CudaDriver load_cuda_driver(const char* path) {
     d.status = "unavailable: the CUDA driver (" + version + ") has no " + missing;
     return d;
   }
-  if (const CUresult r = a.device_get_count(&d.device_count); r != CUDA_SUCCESS) {
+  if (const cu::Result r = a.device_get_count(&d.device_count); r != cu::kSuccess) {
     d.status = "unavailable: cuDeviceGetCount failed: " + cuda_error_text(a, r);
     return d;
   }
@@ -258,9 +249,6 @@ struct BasicCudaDriverHolder {
     // LAPTIME_CUDA_DRIVER: another driver library (a non-standard install, a test double).
     const auto path = env_text<Env::cuda_driver>();
     driver = load_cuda_driver(path ? path->data() : "libcuda.so.1");
-#elif LAPTIME_ENABLED
-    driver.status =
-        "unavailable: laptime was built without the CUDA headers (LAPTIME_HAVE_CUDA_HEADERS)";
 #else
     driver.status = "unavailable: laptime is compiled out (LAPTIME_DISABLE)";
 #endif

@@ -122,15 +122,15 @@ class GpuEventPool {
   };
   enum class State : std::uint8_t { Free, Started, Stopping, Stopped, Dead };
   struct Pair {
-    CUevent start = nullptr;
-    CUevent end = nullptr;
-    CUstream stream = nullptr;  // where the end event was recorded
+    cu::Event start = nullptr;
+    cu::Event end = nullptr;
+    cu::Stream stream = nullptr;  // where the end event was recorded
     std::uint64_t tag = 0;
     std::uint32_t pool = 0;
     State state = State::Free;
   };
   struct Pool {
-    CUcontext ctx = nullptr;
+    cu::Context ctx = nullptr;
     std::vector<std::uint32_t> free;  // indices into pairs_
   };
 
@@ -139,9 +139,9 @@ class GpuEventPool {
   static constexpr std::size_t kBatch = 32;
   static constexpr std::size_t kSpare = 16;
 
-  std::uint32_t pool_for(CUcontext ctx);
+  std::uint32_t pool_for(cu::Context ctx);
   std::size_t grow(std::uint32_t pool, std::size_t pairs) noexcept;
-  bool with_context(CUcontext ctx, bool& pushed) noexcept;
+  bool with_context(cu::Context ctx, bool& pushed) noexcept;
   void release_context(bool pushed) noexcept;
   std::size_t collect(std::vector<Done>& ready, bool top_up);
   void wait_pending();
@@ -167,7 +167,7 @@ inline void GpuEventPool::warn(const char* key, const std::string& what) const n
   cuda_warn_once(key, what);
 }
 
-inline std::uint32_t GpuEventPool::pool_for(CUcontext ctx) {
+inline std::uint32_t GpuEventPool::pool_for(cu::Context ctx) {
   for (std::uint32_t i = 0; i < pools_.size(); ++i) {
     if (pools_[i].ctx == ctx) return i;
   }
@@ -186,8 +186,8 @@ inline std::size_t GpuEventPool::grow(std::uint32_t pool, std::size_t pairs) noe
       p.pool = pool;
       // CU_EVENT_DEFAULT: the events must time (never CU_EVENT_DISABLE_TIMING), and a blocking
       // sync flag would only matter to drain().
-      if (api_->event_create(&p.start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) break;
-      if (api_->event_create(&p.end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+      if (api_->event_create(&p.start, cu::kEventDefault) != cu::kSuccess) break;
+      if (api_->event_create(&p.end, cu::kEventDefault) != cu::kSuccess) {
         (void)api_->event_destroy(p.start);
         ++stats_.events_created;
         break;
@@ -204,18 +204,18 @@ inline std::size_t GpuEventPool::grow(std::uint32_t pool, std::size_t pairs) noe
 }
 
 // Makes `ctx` current on this thread if it is not (pushed = true then); false if that failed.
-inline bool GpuEventPool::with_context(CUcontext ctx, bool& pushed) noexcept {
+inline bool GpuEventPool::with_context(cu::Context ctx, bool& pushed) noexcept {
   pushed = false;
-  CUcontext cur = nullptr;
-  if (api_->ctx_get_current(&cur) == CUDA_SUCCESS && cur == ctx) return true;
-  if (api_->ctx_push_current(ctx) != CUDA_SUCCESS) return false;
+  cu::Context cur = nullptr;
+  if (api_->ctx_get_current(&cur) == cu::kSuccess && cur == ctx) return true;
+  if (api_->ctx_push_current(ctx) != cu::kSuccess) return false;
   pushed = true;
   return true;
 }
 
 inline void GpuEventPool::release_context(bool pushed) noexcept {
   if (pushed) {
-    CUcontext popped = nullptr;
+    cu::Context popped = nullptr;
     (void)api_->ctx_pop_current(&popped);
   }
 }
@@ -226,25 +226,25 @@ inline std::uint32_t GpuEventPool::start(void* stream) noexcept {
                                         cuda_driver().status + "; host timing goes on");
     return kInvalid;
   }
-  CUcontext ctx = nullptr;
-  if (LAPTIME_UNLIKELY(api_->ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr)) {
+  cu::Context ctx = nullptr;
+  if (LAPTIME_UNLIKELY(api_->ctx_get_current(&ctx) != cu::kSuccess || ctx == nullptr)) {
     warn("cuda-timing-no-context",
          "GPU event timing requested on a thread with no current CUDA context (make the device "
          "current first, e.g. cudaSetDevice / torch.cuda.set_device); those intervals get no GPU "
          "time");
     return kInvalid;
   }
-  const auto cu_stream = static_cast<CUstream>(stream);
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (LAPTIME_UNLIKELY(api_->stream_is_capturing(cu_stream, &capture) != CUDA_SUCCESS ||
-                       capture != CU_STREAM_CAPTURE_STATUS_NONE)) {
+  const auto cu_stream = static_cast<cu::Stream>(stream);
+  cu::CaptureStatus capture = cu::kCaptureNone;
+  if (LAPTIME_UNLIKELY(api_->stream_is_capturing(cu_stream, &capture) != cu::kSuccess ||
+                       capture != cu::kCaptureNone)) {
     warn("cuda-timing-capture",
          "GPU event timing skipped: the stream is capturing a CUDA graph (or cannot be queried); "
          "those intervals get no GPU time");
     return kInvalid;
   }
   std::uint32_t token = kInvalid;
-  CUevent ev = nullptr;
+  cu::Event ev = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     std::uint32_t pool = 0;
@@ -267,8 +267,8 @@ inline std::uint32_t GpuEventPool::start(void* stream) noexcept {
     ++stats_.in_flight;
   }
   // Outside the lock: the pair is ours until stop(), and a record costs about a microsecond.
-  const CUresult r = api_->event_record(ev, cu_stream);
-  if (LAPTIME_UNLIKELY(r != CUDA_SUCCESS)) {
+  const cu::Result r = api_->event_record(ev, cu_stream);
+  if (LAPTIME_UNLIKELY(r != cu::kSuccess)) {
     warn("cuda-timing-record", "cuEventRecord failed: " + cuda_error_text(*api_, r) +
                                    "; those intervals get no GPU time");
     cancel(token);
@@ -279,8 +279,8 @@ inline std::uint32_t GpuEventPool::start(void* stream) noexcept {
 
 inline void GpuEventPool::stop(std::uint32_t token, void* stream, std::uint64_t tag) noexcept {
   if (token == kInvalid || api_ == nullptr) return;
-  CUevent ev = nullptr;
-  CUcontext ctx = nullptr;
+  cu::Event ev = nullptr;
+  cu::Context ctx = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (LAPTIME_UNLIKELY(token >= pairs_.size() || pairs_[token].state != State::Started)) {
@@ -295,15 +295,15 @@ inline void GpuEventPool::stop(std::uint32_t token, void* stream, std::uint64_t 
   // The end event belongs to the start's context: record there even if this thread has another
   // one current (with a null stream, that context's legacy default stream).
   bool pushed = false;
-  CUresult r = CUDA_ERROR_INVALID_CONTEXT;
+  cu::Result r = cu::kErrorInvalidContext;
   if (with_context(ctx, pushed)) {
-    r = api_->event_record(ev, static_cast<CUstream>(stream));
+    r = api_->event_record(ev, static_cast<cu::Stream>(stream));
     release_context(pushed);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   Pair& p = pairs_[token];
   --stats_.in_flight;
-  if (LAPTIME_UNLIKELY(r != CUDA_SUCCESS)) {
+  if (LAPTIME_UNLIKELY(r != cu::kSuccess)) {
     warn("cuda-timing-record", "cuEventRecord failed: " + cuda_error_text(*api_, r) +
                                    "; those intervals get no GPU time");
     p.state = State::Free;
@@ -312,7 +312,7 @@ inline void GpuEventPool::stop(std::uint32_t token, void* stream, std::uint64_t 
     return;
   }
   p.tag = tag;
-  p.stream = static_cast<CUstream>(stream);
+  p.stream = static_cast<cu::Stream>(stream);
   p.state = State::Stopped;
   try {
     pending_.push_back(token);
@@ -340,7 +340,7 @@ inline std::size_t GpuEventPool::collect(std::vector<Done>& ready, bool top_up) 
   // where two threads raced to stop on one stream, a ready pair may wait one more poll).
   struct Blocked {
     std::uint32_t pool;  // the null stream is per context, so (pool, stream) names a stream
-    CUstream stream;
+    cu::Stream stream;
   };
   Blocked blocked[16];
   std::size_t n_blocked = 0;
@@ -357,17 +357,17 @@ inline std::size_t GpuEventPool::collect(std::vector<Done>& ready, bool top_up) 
       pending_[kept++] = token;
       continue;
     }
-    CUresult r = api_->event_query(p.end);
+    cu::Result r = api_->event_query(p.end);
     float ms = 0.0f;
     // Start and end may sit on different streams: the end completing says nothing about the
     // start, so cuEventElapsedTime's own NOT_READY is honoured too.
-    if (r == CUDA_SUCCESS) r = api_->event_elapsed_time(&ms, p.start, p.end);
-    if (r == CUDA_ERROR_NOT_READY) {
+    if (r == cu::kSuccess) r = api_->event_elapsed_time(&ms, p.start, p.end);
+    if (r == cu::kErrorNotReady) {
       pending_[kept++] = token;
       if (n_blocked < sizeof blocked / sizeof blocked[0]) blocked[n_blocked++] = {p.pool, p.stream};
       continue;
     }
-    if (r == CUDA_SUCCESS) {
+    if (r == cu::kSuccess) {
       const long long ns = std::llround(static_cast<double>(ms) * 1e6);
       ready.push_back(Done{p.tag, ns > 0 ? static_cast<std::uint64_t>(ns) : 0});
       ++stats_.resolved;
@@ -378,8 +378,8 @@ inline std::size_t GpuEventPool::collect(std::vector<Done>& ready, bool top_up) 
       warn("cuda-timing-resolve", "a GPU interval could not be resolved: " +
                                       cuda_error_text(*api_, r) + " (its result is dropped)");
       // A destroyed context takes its events with it: never hand those out again.
-      const bool dead = r == CUDA_ERROR_CONTEXT_IS_DESTROYED || r == CUDA_ERROR_INVALID_CONTEXT ||
-                        r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_DEINITIALIZED;
+      const bool dead = r == cu::kErrorContextIsDestroyed || r == cu::kErrorInvalidContext ||
+                        r == cu::kErrorInvalidHandle || r == cu::kErrorDeinitialized;
       p.state = dead ? State::Dead : State::Free;
       if (!dead) pools_[p.pool].free.push_back(token);
     }
@@ -400,7 +400,7 @@ inline std::size_t GpuEventPool::collect(std::vector<Done>& ready, bool top_up) 
 }
 
 inline void GpuEventPool::wait_pending() {
-  std::vector<CUevent> ends;
+  std::vector<cu::Event> ends;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ends.reserve(2 * pending_.size());
@@ -411,13 +411,13 @@ inline void GpuEventPool::wait_pending() {
   }
   // Outside the lock so that other threads keep timing. Events are never destroyed, so waiting
   // on one that a concurrent poll() already recycled only waits for its newer record.
-  for (CUevent ev : ends) (void)api_->event_synchronize(ev);
+  for (cu::Event ev : ends) (void)api_->event_synchronize(ev);
 }
 
 inline std::size_t GpuEventPool::reserve(std::size_t pairs) noexcept {
   if (api_ == nullptr) return 0;
-  CUcontext ctx = nullptr;
-  if (api_->ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return 0;
+  cu::Context ctx = nullptr;
+  if (api_->ctx_get_current(&ctx) != cu::kSuccess || ctx == nullptr) return 0;
   std::lock_guard<std::mutex> lock(mutex_);
   std::uint32_t pool = 0;
   try {

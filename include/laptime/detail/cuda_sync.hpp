@@ -56,9 +56,9 @@ void cuda_warn_once(const char* key, const std::string& what) noexcept {
 /// cuCtxSynchronize through `api` with laptime's warnings; true if the context was synchronised.
 template <int = 0>
 bool cuda_synchronize_context(const CudaDriverApi& api) noexcept {
-  const CUresult r = api.ctx_synchronize();
-  if (LAPTIME_LIKELY(r == CUDA_SUCCESS)) return true;
-  if (r == CUDA_ERROR_INVALID_CONTEXT) {
+  const cu::Result r = api.ctx_synchronize();
+  if (LAPTIME_LIKELY(r == cu::kSuccess)) return true;
+  if (r == cu::kErrorInvalidContext) {
     std::string who;
     try {
       who = thread_label();
@@ -118,8 +118,8 @@ bool cuda_profiler_call(bool start) noexcept {
 #if LAPTIME_CUDA_DRIVER_API
   const CudaDriver& d = cuda_driver();
   if (d.available) {
-    const CUresult r = start ? d.api.profiler_start() : d.api.profiler_stop();
-    if (r == CUDA_SUCCESS) return true;
+    const cu::Result r = start ? d.api.profiler_start() : d.api.profiler_stop();
+    if (r == cu::kSuccess) return true;
     cuda_warn_once(start ? "cuda-profiler-start" : "cuda-profiler-stop",
                    std::string(start ? "cuProfilerStart" : "cuProfilerStop") +
                        " failed: " + cuda_error_text(d.api, r));

@@ -102,7 +102,7 @@ inline GpuReport collect_gpu_for_report(StopwatchState& s, Results& r, std::uint
   GpuReport g;
   g.feats = s.features.load(std::memory_order_relaxed);
   const bool gpu_timing = (g.feats & (kFeatGpuTiming | kFeatGpuNames)) != 0;
-  // Asked for, but impossible here (no driver, no device, no CUDA headers at build time).
+  // Asked for, but impossible here (no driver, no device).
   g.runs = !gpu_timing || cuda::GpuEventTimer::instance().available();
   if (!g.runs) r.gpu_timing_off = cuda::gpu_timing_off_reason();
   if (gpu_timing) {
