@@ -433,6 +433,30 @@ TEST_CASE("LAPTIME_MEAS and ScopedMeasurement time their scope, also when it thr
   CHECK(find(r, "throwing scope")->count == 1);
 }
 
+// A project's own macro that times two scopes at once expands both LAPTIME_MEAS on one line: each
+// must declare a variable of its own (a redeclaration error, or -Wshadow, otherwise).
+#define TIME_BOTH(a, b) \
+  LAPTIME_MEAS(a);      \
+  LAPTIME_MEAS(b)
+
+TEST_CASE("two LAPTIME_MEAS in one macro expansion, and on one line, time both" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  { TIME_BOTH("outer", "inner"); }
+  // clang-format off
+  { LAPTIME_MEAS("left"); { LAPTIME_MEAS("right"); } }
+  // clang-format on
+  sw.finish_iter();
+  const auto r = sw.results();
+  for (const char* name : {"outer", "inner", "left", "right"}) {
+    REQUIRE(find(r, name) != nullptr);
+    CHECK(find(r, name)->count == 1);
+  }
+}
+#undef TIME_BOTH
+
 // Runs in the LAPTIME_DISABLE build of the suite (skipped in the normal one, where it could not
 // fail): the same calls compile and record nothing.
 TEST_CASE("the compiled-out Stopwatch has the same API and records nothing" *

@@ -343,15 +343,14 @@ LAPTIME_END_NAMESPACE
 ///
 /// LAPTIME_FUNC_RANGE(): the same, named after the enclosing function (__func__).
 #if LAPTIME_ENABLED
-#define LAPTIME_RANGE(name)                                                                       \
-  static const ::laptime::NVTXRangeName LAPTIME_CONCAT(laptime_nvtx_name_, __LINE__){"" name ""}; \
-  const ::laptime::NVTXScopedRange LAPTIME_CONCAT(laptime_nvtx_range_, __LINE__) {                \
-    LAPTIME_CONCAT(laptime_nvtx_name_, __LINE__)                                                  \
-  }
-#define LAPTIME_FUNC_RANGE()                                                                    \
-  static const ::laptime::NVTXRangeName LAPTIME_CONCAT(laptime_nvtx_name_, __LINE__){__func__}; \
-  const ::laptime::NVTXScopedRange LAPTIME_CONCAT(laptime_nvtx_range_, __LINE__) {              \
-    LAPTIME_CONCAT(laptime_nvtx_name_, __LINE__)                                                \
+// Each use declares variables of its own (__COUNTER__, taken once per use), so that two on one
+// line, or in one expansion of a user's macro, do not collide.
+#define LAPTIME_RANGE(name) LAPTIME_RANGE_NUMBERED("" name "", __COUNTER__)
+#define LAPTIME_FUNC_RANGE() LAPTIME_RANGE_NUMBERED(__func__, __COUNTER__)
+#define LAPTIME_RANGE_NUMBERED(text, n)                                              \
+  static const ::laptime::NVTXRangeName LAPTIME_CONCAT(laptime_nvtx_name_, n){text}; \
+  const ::laptime::NVTXScopedRange LAPTIME_CONCAT(laptime_nvtx_range_, n) {          \
+    LAPTIME_CONCAT(laptime_nvtx_name_, n)                                            \
   }
 #else
 #define LAPTIME_RANGE(name)

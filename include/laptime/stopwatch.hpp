@@ -248,9 +248,12 @@ class ScopedMeasurement {
 
 #if LAPTIME_ENABLED
 /// `LAPTIME_MEAS("data fetch");` times the rest of the enclosing scope.
-#define LAPTIME_MEAS(name)                                               \
-  ::laptime::ScopedMeasurement LAPTIME_CONCAT(laptime_meas_, __LINE__) { \
-    name                                                                 \
+/// Each use declares a variable of its own (__COUNTER__), so that two on one line, or in one
+/// expansion of a user's macro, do not collide.
+#define LAPTIME_MEAS(name) LAPTIME_MEAS_AS(name, LAPTIME_CONCAT(laptime_meas_, __COUNTER__))
+#define LAPTIME_MEAS_AS(name, var)   \
+  ::laptime::ScopedMeasurement var { \
+    name                             \
   }
 #else
 #define LAPTIME_MEAS(name) static_cast<void>(0)
