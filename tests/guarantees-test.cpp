@@ -148,7 +148,7 @@ namespace lt = laptime::detail;
 std::string type_text(const lt::EnvVar& v) {
   const std::string lo = std::to_string(v.lowest), hi = std::to_string(v.highest);
   switch (v.type) {
-    case lt::EnvType::Bool:
+    case lt::EnvType::Flag:
       return "bool";
     case lt::EnvType::Int:
       return v.highest == INT_MAX ? "int ≥ " + lo : "int " + lo + " … " + hi;

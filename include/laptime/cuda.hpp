@@ -225,10 +225,10 @@ class GpuEventTimer {
 
   /// Non-blocking: calls on_done(tag, gpu_ns) for each stopped pair whose events completed, in
   /// no particular order, outside the timer's lock. Returns how many stopped pairs still pend.
-  template <class F>
-  std::size_t poll(F&& on_done) {
+  template <class Fn>
+  std::size_t poll(Fn&& on_done) {
 #if LAPTIME_ENABLED
-    return pool_.poll(std::forward<F>(on_done));
+    return pool_.poll(std::forward<Fn>(on_done));
 #else
     (void)on_done;
     return 0;
@@ -237,10 +237,10 @@ class GpuEventTimer {
 
   /// Blocking: poll() once every stopped pair has completed (pairs started but not stopped are
   /// left alone). For report time, never inside the loop.
-  template <class F>
-  void drain(F&& on_done) {
+  template <class Fn>
+  void drain(Fn&& on_done) {
 #if LAPTIME_ENABLED
-    pool_.drain(std::forward<F>(on_done));
+    pool_.drain(std::forward<Fn>(on_done));
 #else
     (void)on_done;
 #endif
@@ -248,10 +248,10 @@ class GpuEventTimer {
 
   /// Calls f(tag) for every stopped pair not resolved yet, under the timer's lock (f must not
   /// call the timer). Lets a report say which names still wait for the GPU.
-  template <class F>
-  void for_each_pending(F&& f) const {
+  template <class Fn>
+  void for_each_pending(Fn&& f) const {
 #if LAPTIME_ENABLED
-    pool_.for_each_pending(std::forward<F>(f));
+    pool_.for_each_pending(std::forward<Fn>(f));
 #else
     (void)f;
 #endif

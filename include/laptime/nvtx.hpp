@@ -99,9 +99,9 @@ inline void nvtx_reset_for_testing() {}
 class NVTXRangeName {
  public:
   /// From a string literal (or __func__): constant-initialised, so a `static` one costs no guard.
-  template <std::size_t N>
-  constexpr explicit NVTXRangeName(const char (&text)[N]) noexcept
-      : text_(text, literal_length(text, N)) {}
+  template <std::size_t Size>
+  constexpr explicit NVTXRangeName(const char (&text)[Size]) noexcept
+      : text_(text, literal_length(text, Size)) {}
   constexpr explicit NVTXRangeName(std::string_view text) noexcept : text_(text) {}
   NVTXRangeName(const NVTXRangeName&) = delete;
   NVTXRangeName& operator=(const NVTXRangeName&) = delete;

@@ -86,10 +86,10 @@ inline Settings settings_from_reader(EnvReader, void*) {
 template <class Getenv>
 Settings settings_from_env(Getenv&& getenv_fn) {
 #if LAPTIME_ENABLED
-  using F = std::remove_reference_t<Getenv>;
+  using Fn = std::remove_reference_t<Getenv>;
   void* ctx = const_cast<void*>(static_cast<const void*>(std::addressof(getenv_fn)));
   return detail::settings_from_reader(
-      [](void* c, const char* name) -> const char* { return (*static_cast<F*>(c))(name); }, ctx);
+      [](void* c, const char* name) -> const char* { return (*static_cast<Fn*>(c))(name); }, ctx);
 #else
   (void)getenv_fn;
   return Settings{};

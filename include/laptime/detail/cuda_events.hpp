@@ -64,8 +64,8 @@ class GpuEventPool {
 
   /// Non-blocking: calls on_done(tag, gpu_ns) for each stopped pair whose events completed, in
   /// no particular order, outside the timer's lock. Returns how many stopped pairs still pend.
-  template <class F>
-  std::size_t poll(F&& on_done) {
+  template <class Fn>
+  std::size_t poll(Fn&& on_done) {
 #if LAPTIME_CUDA_DRIVER_API
     thread_local std::vector<Done> ready;  // keeps its capacity: no allocation per iteration
     ready.clear();
@@ -80,8 +80,8 @@ class GpuEventPool {
 
   /// Blocking: waits for every stopped pair (cuEventSynchronize), then reports them like poll().
   /// For report time, never inside the loop. Pairs started but not stopped are left alone.
-  template <class F>
-  void drain(F&& on_done) {
+  template <class Fn>
+  void drain(Fn&& on_done) {
 #if LAPTIME_CUDA_DRIVER_API
     wait_pending();
     std::vector<Done> ready;
@@ -94,8 +94,8 @@ class GpuEventPool {
 
   /// Calls f(tag) for every stopped pair not resolved yet, under the timer's lock (f must not
   /// call the timer). Lets a report say which names still wait for the GPU.
-  template <class F>
-  void for_each_pending(F&& f) const {
+  template <class Fn>
+  void for_each_pending(Fn&& f) const {
 #if LAPTIME_CUDA_DRIVER_API
     std::lock_guard<std::mutex> lock(mutex_);
     for (const std::uint32_t token : pending_) f(pairs_[token].tag);

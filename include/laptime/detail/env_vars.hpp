@@ -37,7 +37,7 @@ inline constexpr long long kTrackCpuBound =
 
 /// The types of variables, each with one parser and one warning per kind of bad value.
 enum class EnvType : unsigned char {
-  Bool,    ///< parse_bool; malformed: kNotABoolean
+  Flag,    ///< a boolean: parse_bool; malformed: kNotABoolean
   Int,     ///< parse_int within [lowest, highest]; below or not a number: malformed; above: clamped
   Rate,    ///< a decimal number within [lowest, highest]; outside: malformed
   Choice,  ///< one of `values` ("a|b|c"), exactly or in any case
@@ -105,7 +105,7 @@ constexpr EnvVar make(Env id, const char* name, EnvType type, const char* dflt, 
 }
 constexpr EnvVar boolean(Env id, const char* name, const char* dflt, const char* when,
                          const char* what) {
-  return make(id, name, EnvType::Bool, dflt, when, what);
+  return make(id, name, EnvType::Flag, dflt, when, what);
 }
 constexpr EnvVar counted(Env id, const char* name, EnvType type, const char* unit, long long lowest,
                          long long highest, const char* dflt, const char* when, const char* what) {
@@ -224,9 +224,9 @@ inline std::optional<std::string_view> env_text(const EnvVar& v, EnvSource src =
 
 /// A variable's value (nullopt: unset, empty or malformed) and, when malformed or clamped, the
 /// warning to give once.
-template <class T>
+template <class Type>
 struct EnvReading {
-  std::optional<T> value;
+  std::optional<Type> value;
   std::string warning;
 };
 using EnvBool = EnvReading<bool>;
@@ -253,7 +253,7 @@ inline std::optional<int> parse_choice(const EnvVar& v, std::string_view text) n
 inline std::string env_why(const EnvVar& v) {
   const std::string unit = v.values;
   switch (v.type) {
-    case EnvType::Bool:
+    case EnvType::Flag:
       return std::string(kNotABoolean);
     case EnvType::Int:
       return "is not a number of " + unit + " >= " + std::to_string(v.lowest);
@@ -406,41 +406,41 @@ inline EnvBoolOrNames read_bool_or_names(const EnvVar& v, std::optional<std::str
 
 // The typed readings, each checked at compile time against the variable's type. `src`: this
 // process's environment unless given.
-template <Env V>
+template <Env Var>
 std::optional<std::string_view> env_text(EnvSource src = {}) {
-  constexpr EnvType t = env_var(V).type;
+  constexpr EnvType t = env_var(Var).type;
   static_assert(t == EnvType::Text || t == EnvType::Path || t == EnvType::SetByLaptime);
-  return env_text(env_var(V), src);
+  return env_text(env_var(Var), src);
 }
-template <Env V>
+template <Env Var>
 EnvBool env_bool(EnvSource src = {}) {
-  static_assert(env_var(V).type == EnvType::Bool);
-  return read_bool(env_var(V), env_text(env_var(V), src));
+  static_assert(env_var(Var).type == EnvType::Flag);
+  return read_bool(env_var(Var), env_text(env_var(Var), src));
 }
-template <Env V>
+template <Env Var>
 EnvInt env_int(EnvSource src = {}) {
-  static_assert(env_var(V).type == EnvType::Int);
-  return read_int(env_var(V), env_text(env_var(V), src));
+  static_assert(env_var(Var).type == EnvType::Int);
+  return read_int(env_var(Var), env_text(env_var(Var), src));
 }
-template <Env V>
+template <Env Var>
 EnvReading<double> env_rate(EnvSource src = {}) {
-  static_assert(env_var(V).type == EnvType::Rate);
-  return read_rate(env_var(V), env_text(env_var(V), src));
+  static_assert(env_var(Var).type == EnvType::Rate);
+  return read_rate(env_var(Var), env_text(env_var(Var), src));
 }
-template <Env V>
+template <Env Var>
 EnvReading<int> env_choice(EnvSource src = {}) {
-  static_assert(env_var(V).type == EnvType::Choice);
-  return read_choice(env_var(V), env_text(env_var(V), src));
+  static_assert(env_var(Var).type == EnvType::Choice);
+  return read_choice(env_var(Var), env_text(env_var(Var), src));
 }
-template <Env V>
+template <Env Var>
 EnvReading<std::vector<std::string>> env_names(EnvSource src = {}) {
-  static_assert(env_var(V).type == EnvType::Names);
-  return read_names(env_var(V), env_text(env_var(V), src));
+  static_assert(env_var(Var).type == EnvType::Names);
+  return read_names(env_var(Var), env_text(env_var(Var), src));
 }
-template <Env V>
+template <Env Var>
 EnvBoolOrNames env_bool_or_names(EnvSource src = {}) {
-  static_assert(env_var(V).type == EnvType::BoolOrNames);
-  return read_bool_or_names(env_var(V), env_text(env_var(V), src));
+  static_assert(env_var(Var).type == EnvType::BoolOrNames);
+  return read_bool_or_names(env_var(Var), env_text(env_var(Var), src));
 }
 
 }  // namespace detail

@@ -20,8 +20,8 @@
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
-template <class T>
-LAPTIME_ALWAYS_INLINE void single_writer_add(std::atomic<T>& a, T delta) noexcept {
+template <class Type>
+LAPTIME_ALWAYS_INLINE void single_writer_add(std::atomic<Type>& a, Type delta) noexcept {
   a.store(a.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
 }
 
@@ -35,11 +35,11 @@ struct Foreign {
   std::uintptr_t hi = ~std::uintptr_t{0};
   std::ptrdiff_t shift = 0;
 
-  template <class T>
-  const T* map(const T* p) const noexcept {
+  template <class Type>
+  const Type* map(const Type* p) const noexcept {
     const auto a = reinterpret_cast<std::uintptr_t>(p);
-    if (p == nullptr || a < lo || a + sizeof(T) > hi) return nullptr;
-    return reinterpret_cast<const T*>(a + static_cast<std::uintptr_t>(shift));
+    if (p == nullptr || a < lo || a + sizeof(Type) > hi) return nullptr;
+    return reinterpret_cast<const Type*>(a + static_cast<std::uintptr_t>(shift));
   }
 };
 
@@ -195,8 +195,8 @@ class Histogram {
   };
 
   // f(bucket, count) for every allocated block's buckets in order, until f returns true.
-  template <class F>
-  void for_each_bucket(F&& f) const noexcept {
+  template <class Fn>
+  void for_each_bucket(Fn&& f) const noexcept {
     const auto* h = high_.load(std::memory_order_acquire);
     for (std::size_t k = 0; k < kBlocks; ++k) {
       const Block* blk = blocks_[k].load(std::memory_order_acquire);

@@ -55,10 +55,10 @@ inline constexpr std::uint32_t kAnchorLayout = 2;
 #define LAPTIME_ANCHOR_NAME "laptime-anchor-2"
 
 /// What the table points at. T's constructor may be private with this as its friend.
-template <class T>
+template <class Type>
 struct SingletonHolder {
   SingletonHolder() {}  // NOLINT: user-provided, so that `value` is default-initialised
-  T value;
+  Type value;
 };
 
 /// The table every copy of laptime in the process shares.
@@ -292,18 +292,18 @@ LAPTIME_COLD inline void* find_or_create_process_object(const char* key, std::si
 }
 
 /// Finds or creates the process-wide T named `key`. Slow path: call once per copy and cache.
-template <class T>
-T& find_or_create_process_singleton(const char* key) {
+template <class Type>
+Type& find_or_create_process_singleton(const char* key) {
   void* const p = find_or_create_process_object(
-      key, sizeof(SingletonHolder<T>), []() -> void* { return new SingletonHolder<T>(); },
-      [](void* q) { delete static_cast<SingletonHolder<T>*>(q); });
-  return static_cast<SingletonHolder<T>*>(p)->value;
+      key, sizeof(SingletonHolder<Type>), []() -> void* { return new SingletonHolder<Type>(); },
+      [](void* q) { delete static_cast<SingletonHolder<Type>*>(q); });
+  return static_cast<SingletonHolder<Type>*>(p)->value;
 }
 
-template <class T>
-LAPTIME_NOINLINE T& process_singleton_slow(const char* key, std::atomic<T*>& cached,
-                                           void (*on_first_use)(T&)) {
-  T& t = find_or_create_process_singleton<T>(key);
+template <class Type>
+LAPTIME_NOINLINE Type& process_singleton_slow(const char* key, std::atomic<Type*>& cached,
+                                              void (*on_first_use)(Type&)) {
+  Type& t = find_or_create_process_singleton<Type>(key);
   if (on_first_use != nullptr) on_first_use(t);
   cached.store(&t, std::memory_order_release);
   return t;
@@ -316,12 +316,13 @@ LAPTIME_NOINLINE T& process_singleton_slow(const char* key, std::atomic<T*>& cac
 /// of the code, before the object is handed out, e.g. to join the fork plan (fork_participate).
 ///
 ///   ErrorState& s = process_singleton<ErrorState>("errors");
-template <class T>
-LAPTIME_ALWAYS_INLINE T& process_singleton(const char* key, void (*on_first_use)(T&) = nullptr) {
-  static std::atomic<T*> cached{nullptr};
-  T* const p = cached.load(std::memory_order_acquire);
+template <class Type>
+LAPTIME_ALWAYS_INLINE Type& process_singleton(const char* key,
+                                              void (*on_first_use)(Type&) = nullptr) {
+  static std::atomic<Type*> cached{nullptr};
+  Type* const p = cached.load(std::memory_order_acquire);
   if (LAPTIME_LIKELY(p != nullptr)) return *p;
-  return process_singleton_slow<T>(key, cached, on_first_use);
+  return process_singleton_slow<Type>(key, cached, on_first_use);
 }
 
 // ---- fork(): one pthread_atfork registration for the whole library ----------------------------

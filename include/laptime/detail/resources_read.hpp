@@ -110,8 +110,8 @@ inline int read_all_at(int dir_fd, const char* rel, std::vector<char>& buf) {
 
 /// Calls f(pid) for each numeric entry of directory `rel` (relative to `dir_fd`), through
 /// getdents64 into a stack buffer: no DIR allocation per call. Returns 0 or -errno.
-template <class F>
-int for_each_pid_entry(int dir_fd, const char* rel, F&& f) {
+template <class Fn>
+int for_each_pid_entry(int dir_fd, const char* rel, Fn&& f) {
   const Fd fd(::openat(dir_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() < 0) return -errno;
   alignas(8) char buf[4096];

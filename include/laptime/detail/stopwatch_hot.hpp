@@ -147,8 +147,8 @@ struct IntervalRing {
   }
 
   /// Calls f(name_gen, start, dur, iter) for each whole record, oldest first.
-  template <class F>
-  void read(F&& f) const {
+  template <class Fn>
+  void read(Fn&& f) const {
     const std::uint64_t h = published.load(std::memory_order_acquire);
     const std::uint64_t lo = h > capacity ? h - capacity : 0;
     struct Copy {

@@ -66,8 +66,8 @@ class ThreadRegistry {
 
   /// Visits every record (threads alive or exited) under the registry lock: f(Record&, long tid,
   /// bool alive). Records keep their accumulated data after their thread exits.
-  template <class F>
-  void for_each(F&& f) {
+  template <class Fn>
+  void for_each(Fn&& f) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Node* n = head_; n != nullptr; n = n->next) {
       // An exiting thread (its thread_local destructors run, or it is gone) counts as not alive:

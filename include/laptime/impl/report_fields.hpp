@@ -28,12 +28,12 @@ enum class FigureForm : unsigned char { seconds, quantile, count };
 enum class FigureNull : unsigned char { never, no_count, no_iterations };
 
 /// One figure of a `T`: a duration (`value`, nanoseconds) or a count (`count`).
-template <class T>
+template <class Type>
 struct Figure {
-  // Members named through aliases: nvcc's host pass writes `double T::*value;` back as
-  // `double (T::*value);`, which g++ -Wall (-Wparentheses) rejects under -Werror.
-  using Value = double T::*;
-  using Count = std::uint64_t T::*;
+  // Members named through aliases: nvcc's host pass writes `double Type::*value;` back as
+  // `double (Type::*value);`, which g++ -Wall (-Wparentheses) rejects under -Werror.
+  using Value = double Type::*;
+  using Count = std::uint64_t Type::*;
   const char* key;  ///< the JSON key
   FigureForm form;
   FigureNull null;
@@ -44,11 +44,11 @@ struct Figure {
   unsigned char width;
   signed char column;
 
-  constexpr Figure(const char* k, double T::*v, FigureForm f, FigureNull n, const char* h = nullptr,
-                   unsigned char w = 0, signed char c = -1)
+  constexpr Figure(const char* k, double Type::*v, FigureForm f, FigureNull n,
+                   const char* h = nullptr, unsigned char w = 0, signed char c = -1)
       : key(k), form(f), null(n), value(v), count(nullptr), header(h), width(w), column(c) {}
-  constexpr Figure(const char* k, std::uint64_t T::*v, const char* h = nullptr, unsigned char w = 0,
-                   signed char c = -1)
+  constexpr Figure(const char* k, std::uint64_t Type::*v, const char* h = nullptr,
+                   unsigned char w = 0, signed char c = -1)
       : key(k),
         form(FigureForm::count),
         null(FigureNull::never),
@@ -117,9 +117,9 @@ inline constexpr Figure<LF> kLoopFigures[] = {
 };
 
 /// A figure that may be unavailable (nullopt: null in the JSON, "n/a" in the report).
-template <class T>
+template <class Type>
 struct OptionalFigure {
-  using Value = std::optional<double> T::*;  // an alias for nvcc, as in Figure
+  using Value = std::optional<double> Type::*;  // an alias for nvcc, as in Figure
   const char* key;
   Value value;
 };
@@ -149,8 +149,8 @@ struct FigureScope {
 };
 
 /// The figure's value in nanoseconds (a count as is), or nullopt where it has none.
-template <class T>
-std::optional<double> figure_value(const Figure<T>& f, const T& t, FigureScope scope) {
+template <class Type>
+std::optional<double> figure_value(const Figure<Type>& f, const Type& t, FigureScope scope) {
   if ((f.null == kNoCount && !scope.has_count) || (f.null == kNoIters && !scope.has_iterations)) {
     return std::nullopt;
   }
@@ -194,10 +194,10 @@ void json_int_array(std::string& o, Int... v) {
 
 /// Appends the figures of `t` in the order of `table`, each `, "key": value` (the first without
 /// its comma where `first`).
-template <class T, std::size_t N>
-void append_figures_json(std::string& o, const Figure<T> (&table)[N], const T& t, FigureScope scope,
-                         bool first = false) {
-  for (const Figure<T>& f : table) {
+template <class Type, std::size_t Size>
+void append_figures_json(std::string& o, const Figure<Type> (&table)[Size], const Type& t,
+                         FigureScope scope, bool first = false) {
+  for (const Figure<Type>& f : table) {
     json_key(o, f.key, first);
     first = false;
     if (f.count != nullptr) {
@@ -209,10 +209,10 @@ void append_figures_json(std::string& o, const Figure<T> (&table)[N], const T& t
   }
 }
 
-template <class T, std::size_t N>
-void append_figures_json(std::string& o, const OptionalFigure<T> (&table)[N], const T& t,
+template <class Type, std::size_t Size>
+void append_figures_json(std::string& o, const OptionalFigure<Type> (&table)[Size], const Type& t,
                          bool first = false) {
-  for (const OptionalFigure<T>& f : table) {
+  for (const OptionalFigure<Type>& f : table) {
     json_key(o, f.key, first);
     first = false;
     json_number(o, t.*f.value);
@@ -221,12 +221,12 @@ void append_figures_json(std::string& o, const OptionalFigure<T> (&table)[N], co
 
 /// The figures of `t` that a report line shows, in their order: "1.00 ms per iter, 1.00 ms per
 /// call, median 900 µs" (a header ending in a space is said before the duration, others after).
-template <class T, std::size_t N>
-std::string figures_sentence(const Figure<T> (&table)[N], const T& t) {
+template <class Type, std::size_t Size>
+std::string figures_sentence(const Figure<Type> (&table)[Size], const Type& t) {
   std::string out;
   for (signed char column = 0;; ++column) {
-    const Figure<T>* found = nullptr;
-    for (const Figure<T>& f : table) {
+    const Figure<Type>* found = nullptr;
+    for (const Figure<Type>& f : table) {
       if (f.column == column) found = &f;
     }
     if (found == nullptr) return out;

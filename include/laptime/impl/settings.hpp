@@ -34,9 +34,9 @@ auto take(Settings& s, Reading reading) {
 }
 
 // A boolean variable into `out`: true when the variable set it.
-template <Env V>
+template <Env Var>
 bool take_flag(Settings& s, EnvSource src, bool& out) {
-  const std::optional<bool> b = take(s, env_bool<V>(src));
+  const std::optional<bool> b = take(s, env_bool<Var>(src));
   if (b) out = *b;
   return b.has_value();
 }

@@ -227,8 +227,8 @@ class WorkerShare {
 
   /// Calls f(name, figures) for what each worker measured in generation `gen`, live or finished
   /// (once per worker thread and name: the caller merges by worker); returns what is missing.
-  template <class F>
-  Missing for_each_worker_name(std::uint32_t gen, F&& f) {
+  template <class Fn>
+  Missing for_each_worker_name(std::uint32_t gen, Fn&& f) {
     std::lock_guard<std::mutex> lock(mutex_);
     Missing missing;
     if (header_ == nullptr || !parent_) return missing;
@@ -365,8 +365,8 @@ class WorkerShare {
   }
 
   // f(name, stats) for each (thread, name) slot of the region with figures of generation `gen`.
-  template <class F>
-  void read_region(ShareRegion& r, std::uint32_t gen, F&& f) const {
+  template <class Fn>
+  void read_region(ShareRegion& r, std::uint32_t gen, Fn&& f) const {
     auto* base = reinterpret_cast<unsigned char*>(&r);
     Foreign where;
     where.lo = r.base;
