@@ -3,6 +3,7 @@
 #include <string>
 
 #include "laptime/impl/stopwatch_state.hpp"  // the internals this test looks at
+#include "laptime/nvtx.hpp"
 #include "laptime/stopwatch.hpp"
 
 #define PLUGIN_API extern "C" __attribute__((visibility("default")))
@@ -31,4 +32,14 @@ PLUGIN_API const void* PLUGIN_FN(state_address)() {
 #else
   return nullptr;  // compiled out: there is no state
 #endif
+}
+
+// The NVTX wrapper with order tracking, enabled through this copy.
+PLUGIN_API void PLUGIN_FN(nvtx_enable)() {
+  laptime::NVTXRangeWrapper::instance().enable(false, false, true);
+}
+// A scoped range of this copy around `inside` (nullptr: nothing inside).
+PLUGIN_API void PLUGIN_FN(scoped_range)(void (*inside)()) {
+  LAPTIME_RANGE("plugin range");
+  if (inside != nullptr) inside();
 }

@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "laptime/detail/thread.hpp"
+#include "laptime/impl/nvtx_state.hpp"       // the NVTX test reads the thread's range stack
 #include "laptime/impl/stopwatch_state.hpp"  // the internals this test looks at
+#include "laptime/nvtx.hpp"
 #include "laptime/stopwatch.hpp"
 #include "test_support.hpp"
 
@@ -29,6 +32,8 @@ struct Plugin {
     finish_iter = reinterpret_cast<void (*)()>(sym("finish_iter"));
     json = reinterpret_cast<const char* (*)()>(sym("json"));
     state_address = reinterpret_cast<const void* (*)()>(sym("state_address"));
+    nvtx_enable = reinterpret_cast<void (*)()>(sym("nvtx_enable"));
+    scoped_range = reinterpret_cast<void (*)(void (*)())>(sym("scoped_range"));
   }
   void* handle = nullptr;
   void (*enable)(int) = nullptr;
@@ -37,6 +42,8 @@ struct Plugin {
   void (*finish_iter)() = nullptr;
   const char* (*json)() = nullptr;
   const void* (*state_address)() = nullptr;
+  void (*nvtx_enable)() = nullptr;
+  void (*scoped_range)(void (*inside)()) = nullptr;
 };
 }  // namespace
 
@@ -67,6 +74,59 @@ TEST_CASE("two shared objects loaded with RTLD_LOCAL and the program share one S
   CHECK(from_a.find("{\"name\": \"inner\", \"count\": 2") != std::string::npos);
   CHECK(std::string(b.json()) == from_a);
   CHECK(laptime::Stopwatch::instance().to_json() == from_a);
+#endif
+}
+
+#if LAPTIME_ENABLED
+namespace {
+// How many NVTX ranges the calling thread has open, read from the process-wide registry without
+// going through this copy's per-thread cache (reading it through the cache would fill it).
+std::size_t open_ranges() {
+  std::size_t n = 0;
+  const long me = laptime::detail::current_tid();
+  laptime::detail::nvtx_state().threads.for_each(
+      [&](laptime::detail::NvtxThread& t, long tid, bool alive) {
+        if (alive && tid == me) n = t.stack.size;
+      });
+  return n;
+}
+
+void (*b_scoped_range)(void (*inside)()) = nullptr;
+
+void program_range() {
+  LAPTIME_RANGE("program range");
+  CHECK(open_ranges() == 3);
+}
+void b_range_around_program_range() {
+  b_scoped_range(program_range);
+}
+}  // namespace
+#endif
+
+TEST_CASE("NVTX scoped ranges close in every copy, whichever copy enabled the wrapper" *
+          LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  Plugin a(PLUGIN_A, "plugin_a_");
+  Plugin b(PLUGIN_B, "plugin_b_");
+  b_scoped_range = b.scoped_range;
+  // A plugin enables first (its copy makes the state), as an extension loaded with RTLD_LOCAL may.
+  a.nvtx_enable();
+  REQUIRE(laptime::NVTXRangeWrapper::instance().is_enabled());
+  for (int i = 0; i < 3; ++i) {
+    {
+      LAPTIME_RANGE("program range");  // the program's own copy, which did not enable
+      CHECK(open_ranges() == 1);
+    }
+    CHECK(open_ranges() == 0);
+    b.scoped_range(nullptr);  // another plugin's copy, which did not enable either
+    CHECK(open_ranges() == 0);
+    a.scoped_range(nullptr);
+    CHECK(open_ranges() == 0);
+    a.scoped_range(b_range_around_program_range);  // nested across the three copies
+    CHECK(open_ranges() == 0);
+  }
+  laptime::NVTXRangeWrapper::instance().range_push("last");
+  laptime::NVTXRangeWrapper::instance().range_pop("last");  // a matched pop: nothing was left open
 #endif
 }
 

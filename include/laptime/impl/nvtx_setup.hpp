@@ -75,11 +75,6 @@ const NvtxName* nvtx_intern(NvtxSession& session, std::string_view text) {
 // ---- What NvtxOps points at (installed by nvtx_enable) ------------------------------------------
 
 template <int = 0>
-NvtxThread& nvtx_attach(NvtxState& w) {
-  return w.threads.local();
-}
-
-template <int = 0>
 void nvtx_grow_stack(NvtxThread& t) {
   const std::size_t capacity = t.stack.capacity == 0 ? 64 : 2 * t.stack.capacity;
   auto* data = new const NvtxName*[capacity];
@@ -201,9 +196,8 @@ void nvtx_sync() {
 }
 
 template <int = 0>
-inline constexpr NvtxOps kNvtxOps = {nvtx_attach,     nvtx_refresh,           nvtx_find_slow,
-                                     nvtx_grow_stack, nvtx_push_unregistered, nvtx_pop_error,
-                                     nvtx_sync};
+inline constexpr NvtxOps kNvtxOps = {nvtx_refresh,           nvtx_find_slow, nvtx_grow_stack,
+                                     nvtx_push_unregistered, nvtx_pop_error, nvtx_sync};
 
 // ---- fork ---------------------------------------------------------------------------------------
 

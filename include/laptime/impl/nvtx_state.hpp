@@ -4,8 +4,10 @@
 // One NvtxState per process (process_singleton), shared by every copy of the header. The hot
 // path below is what the out-of-line push and pop (impl/nvtx_setup.hpp, LAPTIME_IMPL) compile
 // to: a relaxed load of `state`, a per-thread cache lookup and the NVTX call. Everything rarer (a
-// name this thread has not used yet, a thread's first push, an error message, a CUDA sync) is
-// reached through `ops`, a table of function pointers that enable() installs.
+// name this thread has not used yet, an error message, a CUDA sync) is reached through `ops`, a
+// table of function pointers that enable() installs. A thread's first use through this copy of
+// the code is not among them: it must fill this copy's own per-thread cache
+// (detail/thread_registry.hpp), and the table holds the functions of the copy that enabled.
 #pragma once
 
 #include <atomic>
@@ -127,7 +129,6 @@ struct NvtxState;
 
 /// What the hot path calls on its rare branches, installed by enable() (impl/nvtx_setup.hpp).
 struct NvtxOps {
-  NvtxThread& (*attach)(NvtxState& w);  // the calling thread's first use through this copy
   void (*refresh)(NvtxThread& t, std::uint32_t generation, NvtxSession* session);
   const NvtxName* (*find_slow)(NvtxThread& t, std::string_view text);
   /// Makes room for one more range on t.stack. May throw std::bad_alloc (nothing changed then).
@@ -169,14 +170,15 @@ LAPTIME_ALWAYS_INLINE const NvtxOps& nvtx_ops(NvtxState& w) noexcept {
   return *w.ops.load(std::memory_order_relaxed);
 }
 
+/// The calling thread's record, found through this copy's own per-thread cache (a miss attaches
+/// out of line, through this copy's code, so that the next call hits).
 LAPTIME_ALWAYS_INLINE NvtxThread& nvtx_thread(NvtxState& w, std::uint32_t s) {
-  NvtxThread* t = w.threads.find_local();
-  if (LAPTIME_UNLIKELY(t == nullptr)) t = &nvtx_ops(w).attach(w);
+  NvtxThread& t = w.threads.local();
   const std::uint32_t gen = s >> NvtxState::kGenerationShift;
-  if (LAPTIME_UNLIKELY(t->generation != gen)) {
-    nvtx_ops(w).refresh(*t, gen, w.session.load(std::memory_order_relaxed));
+  if (LAPTIME_UNLIKELY(t.generation != gen)) {
+    nvtx_ops(w).refresh(t, gen, w.session.load(std::memory_order_relaxed));
   }
-  return *t;
+  return t;
 }
 
 /// Pushes `name` (nullptr: a name beyond the table, sent as `text`) on thread `t` under state `s`.
@@ -279,12 +281,14 @@ LAPTIME_ALWAYS_INLINE void nvtx_pop_scoped(NvtxState& w, std::uint32_t pushed_st
     nvtx_api::pop(w.domain.load(std::memory_order_relaxed));
     return;
   }
-  NvtxThread* t = w.threads.find_local();
-  const bool same = t != nullptr && !t->stack.empty() && t->stack.back() == pushed &&
-                    t->generation == (s >> NvtxState::kGenerationShift);
+  // The record is the thread's, whichever copy of the code pushed: a thread that has not used
+  // this copy yet attaches here (out of line), it does not count as having no open range.
+  NvtxThread& t = w.threads.local();
+  const bool same = !t.stack.empty() && t.stack.back() == pushed &&
+                    t.generation == (s >> NvtxState::kGenerationShift);
   if (LAPTIME_UNLIKELY(!same)) {
     // pop_error reports a destructor's error without throwing (it may run during unwinding).
-    nvtx_ops(w).pop_error(t != nullptr ? *t : nvtx_ops(w).attach(w),
+    nvtx_ops(w).pop_error(t,
                           pushed != nullptr
                               ? std::string_view(pushed->text)
                               : std::string_view("(a range beyond LAPTIME_NVTX_MAX_NAMES)"),
@@ -292,9 +296,9 @@ LAPTIME_ALWAYS_INLINE void nvtx_pop_scoped(NvtxState& w, std::uint32_t pushed_st
     return;
   }
   if ((s & NvtxState::kSyncPop) != 0) nvtx_ops(w).sync();
-  if (pushed == nullptr) t->unregistered.pop_back();
-  t->stack.pop_back();
-  nvtx_api::pop(t->domain);
+  if (pushed == nullptr) t.unregistered.pop_back();
+  t.stack.pop_back();
+  nvtx_api::pop(t.domain);
 }
 
 #endif  // LAPTIME_ENABLED
