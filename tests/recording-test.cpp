@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <thread>
@@ -199,6 +200,22 @@ TEST_CASE("reset() drops the recorded intervals; enable_recording(0) stops recor
   sw.enable_recording(0);
   (void)timed("c", 0);
   CHECK_FALSE(sw.results().samples.has_value());
+}
+
+TEST_CASE("a ring of any size is made or refused (null), never an exception out of start_meas" *
+          LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  // Sizes whose bytes overflow: new[] throws for them even in its nothrow form.
+  for (const std::size_t cap :
+       {std::numeric_limits<std::size_t>::max(), std::numeric_limits<std::size_t>::max() / 2,
+        std::numeric_limits<std::size_t>::max() / 32 + 1}) {
+    CAPTURE(cap);
+    CHECK(laptime::detail::make_interval_ring(cap) == nullptr);
+  }
+  const auto ring = laptime::detail::make_interval_ring(8);
+  REQUIRE(ring != nullptr);
+  CHECK(ring->capacity == 8);
+#endif
 }
 
 TEST_CASE("the JSON carries the samples compactly") {

@@ -1,6 +1,10 @@
 // Configuration from the environment (docs/configuration.md): the seed's four run types and one
 // variable per setting, with malformed values ignored and reported. (That the page's table of
 // variables is the code's is checked in guarantees-test, with the other tables of docs/.)
+#include <unistd.h>
+
+#include <cstdio>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -428,6 +432,62 @@ TEST_CASE("the code's settings beat built-in defaults; LAPTIME_PROFILE=training 
   sw.enable(0, 1, false);
   laptime::apply_settings(laptime::settings_from_env(env({{"LAPTIME_STOPWATCH", "0"}})), 0);
   CHECK_FALSE(sw.is_enabled());
+  laptime::detail::testing_reset_stopwatch();
+#endif
+}
+
+namespace {
+// Everything written to stderr while `fn` runs.
+template <class Fn>
+[[maybe_unused]] std::string capture_stderr(Fn&& fn) {
+  std::fflush(stderr);
+  std::FILE* file = std::tmpfile();
+  REQUIRE(file != nullptr);
+  const int saved = ::dup(2);
+  ::dup2(::fileno(file), 2);
+  fn();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::string out;
+  std::rewind(file);
+  for (int c; (c = std::fgetc(file)) != EOF;) out += static_cast<char>(c);
+  std::fclose(file);
+  return out;
+}
+}  // namespace
+
+TEST_CASE(
+    "Settings made in code get the environment's bounds: LAPTIME_RECORD's and "
+    "LAPTIME_GPU_TIMING's, each with one warning, and start_meas goes on" *
+    LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  auto& sw = laptime::Stopwatch::instance();
+  laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  laptime::detail::testing_reset_stopwatch();
+  laptime::Settings s;
+  s.stopwatch = true;
+  s.num_warmup_iters = 0;
+  s.record_intervals = std::numeric_limits<std::size_t>::max();  // a -1 from a config file
+  for (int i = 0; i < 5000; ++i) s.gpu_timing_names.push_back("code-gpu-" + std::to_string(i));
+  const std::string err = capture_stderr([&] { laptime::apply_settings(s, 0); });
+  CHECK(err.find("configure_from_env") == std::string::npos);  // the code applied them
+  CHECK(err.find("record_intervals") != std::string::npos);
+  CHECK(err.find("1000000 is used") != std::string::npos);
+  CHECK(err.find("gpu_timing_names") != std::string::npos);
+  CHECK(err.find("only the first 64") != std::string::npos);
+  CHECK_NOTHROW(sw.start_meas("code-data"));  // its name still finds room in the table
+  sw.end_meas("code-data");
+  sw.finish_iter();
+  const auto r = sw.results();
+  REQUIRE(r.samples.has_value());
+  CHECK(r.samples->capacity == 1000000);
+  const laptime::detail::StopwatchState& st = laptime::detail::stopwatch_state();
+  int gpu_names = 0;
+  for (std::uint32_t id = 0; id < st.name_count.load(); ++id) {
+    gpu_names += (st.name_flags[id].load() & laptime::detail::kNameGpu) != 0;
+  }
+  CHECK(gpu_names == 64);
   laptime::detail::testing_reset_stopwatch();
 #endif
 }

@@ -100,7 +100,8 @@ Settings settings_from_env(Getenv&& getenv_fn) {
 /// Applies `s` to the Stopwatch and the NVTX wrapper of this process (on `rank`; without it, the
 /// rank the launcher's variables give). Never throws: a setting that cannot be applied (the name
 /// table full, an enable() that conflicts with the code's) is warned about once, whatever the
-/// error policy, and the others are still applied.
+/// error policy, and the others are still applied. The environment's bounds hold for `s` too
+/// (record_intervals, gpu_timing_names, track_cpu: docs/configuration.md), each with one warning.
 LAPTIME_IMPL void apply_settings(const Settings& s, int rank) noexcept;
 LAPTIME_IMPL void apply_settings(const Settings& s) noexcept;
 

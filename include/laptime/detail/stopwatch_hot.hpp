@@ -120,9 +120,13 @@ struct RingEntry {
 /// reads `claimed`: any slot it copied while the writer was overwriting it is older than
 /// claimed - capacity, and is discarded. A torn record is never emitted.
 struct IntervalRing {
-  // Without the memory, `entries` is null (make_interval_ring gives no ring then).
+  // Without the memory, `entries` is null (make_interval_ring gives no ring then). A count whose
+  // bytes no allocation can hold is not asked for: new[] would throw for it even with nothrow.
   explicit IntervalRing(std::size_t cap)
-      : capacity(cap), entries(new (std::nothrow) RingEntry[cap]) {}
+      : capacity(cap),
+        entries(cap <= kMaxRingEntries ? new (std::nothrow) RingEntry[cap] : nullptr) {}
+  static constexpr std::size_t kMaxRingEntries =
+      static_cast<std::size_t>(PTRDIFF_MAX) / sizeof(RingEntry);
   const std::size_t capacity;
   std::unique_ptr<RingEntry[]> entries;
   std::size_t next = 0;  // owner only: the slot of the next record (published % capacity)

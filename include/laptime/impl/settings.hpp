@@ -133,18 +133,48 @@ inline std::size_t track_cpu_room(std::size_t listed) {
   return std::min(room, listed);
 }
 
-// Runs one step of apply_settings; an error becomes a warning (reading the environment never
-// throws, docs/configuration.md).
+// How many of the `listed` GPU-timed names are applied: at most LAPTIME_GPU_TIMING's bound (64)
+// and at most a quarter of the name limit in force, so that with LAPTIME_TRACK_CPU's half a
+// quarter of the table stays for the names the program measures. Past it, one warning. The
+// environment's list is checked at its bound when read; Settings made in code arrive here unread.
+inline std::size_t gpu_timing_room(std::size_t listed) {
+  const std::size_t room = std::min(static_cast<std::size_t>(kMaxGpuTimingNames),
+                                    std::size_t{stopwatch_state().max_names.load() / 4});
+  if (listed > room) {
+    warn_once("settings:LAPTIME_GPU_TIMING:room",
+              "apply_settings: LAPTIME_GPU_TIMING (gpu_timing_names) lists " +
+                  std::to_string(listed) + " names, more than its bound of " +
+                  std::to_string(room) + "; only the first " + std::to_string(room) +
+                  " are timed on the GPU");
+  }
+  return std::min(room, listed);
+}
+
+// LAPTIME_RECORD's bound on the intervals kept per thread, for a Settings made in code (the
+// environment's value was clamped when read): above it, the bound with one warning.
+inline std::size_t record_bound(std::size_t asked) {
+  constexpr auto bound = static_cast<std::size_t>(kMaxRecordIntervals);
+  if (asked <= bound) return asked;
+  warn_once("settings:LAPTIME_RECORD:bound",
+            "apply_settings: LAPTIME_RECORD (record_intervals) of " + std::to_string(asked) +
+                " is above " + std::to_string(bound) +
+                ", the bound of intervals per thread (32 bytes each); " + std::to_string(bound) +
+                " is used");
+  return bound;
+}
+
+// Runs one step of apply_settings; an error becomes a warning (applying settings never throws,
+// docs/configuration.md). Named "apply_settings": the settings may come from the environment
+// (configure_from_env) or from the program's code.
 template <class Fn>
 void settings_step(const char* what, Fn&& fn) noexcept {
   try {
     fn();
   } catch (const std::exception& e) {
     warn_once(std::string("settings:") + what,
-              std::string("configure_from_env: ") + what + ": " + e.what());
+              std::string("apply_settings: ") + what + ": " + e.what());
   } catch (...) {
-    warn_once(std::string("settings:") + what,
-              std::string("configure_from_env: ") + what + " failed");
+    warn_once(std::string("settings:") + what, std::string("apply_settings: ") + what + " failed");
   }
 }
 
@@ -168,8 +198,9 @@ inline void apply_stopwatch_settings(const Settings& s) {
     settings_step("LAPTIME_TRACK_CPU", [&] { sw.track_cpu_usage(s.track_cpu[i]); });
   }
   if (s.gpu_timing) settings_step("LAPTIME_GPU_TIMING", [&] { sw.enable_gpu_timing(); });
-  for (const std::string& name : s.gpu_timing_names) {
-    settings_step("LAPTIME_GPU_TIMING", [&] { sw.enable_gpu_timing_for(name); });
+  const std::size_t gpu_names = gpu_timing_room(s.gpu_timing_names.size());
+  for (std::size_t i = 0; i < gpu_names; ++i) {
+    settings_step("LAPTIME_GPU_TIMING", [&] { sw.enable_gpu_timing_for(s.gpu_timing_names[i]); });
   }
   settings_step("Stopwatch::enable", [&] {
     enable_stopwatch(s.num_warmup_iters, s.print_every_n_iters, s.do_cuda_sync, "0",
@@ -183,8 +214,8 @@ inline void apply_stopwatch_settings(const Settings& s) {
 inline void apply_every_rank_settings(const Settings& s) {
   // stopwatch_state() inside each step: nothing is made where nothing is set.
   if (s.record_intervals) {
-    settings_step("LAPTIME_RECORD",
-                  [&] { stopwatch_state().set_recording(*s.record_intervals, true); });
+    const std::size_t n = record_bound(*s.record_intervals);
+    settings_step("LAPTIME_RECORD", [&] { stopwatch_state().set_recording(n, true); });
   }
   if (s.data_name) {
     settings_step("LAPTIME_DATA_NAME",
