@@ -37,16 +37,22 @@ void print_to_sys_stdout(const char* text, std::size_t size, void* /*user_data*/
   PyGILState_Release(gil);
 }
 
+// Both set the print function without the GIL: setting it waits for a report in progress, whose
+// print function may be waiting for the GIL on another thread.
 PyObject* mod_install_print_function(PyObject*, PyObject*) {
   // It writes the program's stdout: a progress line may rewrite itself there on a terminal.
+  PyThreadState* saved = PyEval_SaveThread();
   laptime::binding::set_stdout_print_function(print_to_sys_stdout, nullptr);
+  PyEval_RestoreThread(saved);
   Py_RETURN_NONE;
 }
 
 // The package registers this with atexit: afterwards reports go to the C stdout, so that a C++
 // thread or laptime's own at-exit report never calls into a finalised interpreter.
 PyObject* mod_uninstall_print_function(PyObject*, PyObject*) {
+  PyThreadState* saved = PyEval_SaveThread();
   stopwatch().set_print_function(nullptr, nullptr);
+  PyEval_RestoreThread(saved);
   Py_RETURN_NONE;
 }
 

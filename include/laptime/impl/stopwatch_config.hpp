@@ -217,9 +217,10 @@ inline void set_rank(int rank, int world_size) {
 
 /// Stopwatch::set_print_function.
 inline void set_print_function(PrintFn fn, void* user_data) noexcept {
-  StopwatchState& s = stopwatch_state();
-  s.print_user.store(user_data);
-  s.print_fn.store(fn);
+  try {
+    stopwatch_state().set_print_target(fn, user_data);
+  } catch (...) {  // the lock failed (std::system_error): the previous function stays
+  }
 }
 
 // The one-time measurement table (docs/stopwatch.md): a name is used once; no warm-up.
