@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -290,6 +291,15 @@ TEST_CASE("set_rank labels reports, for programs that learn their rank from MPI 
   CHECK(r.rank == 5);
   CHECK(r.world_size == 8);
   CHECK_THROWS_AS(sw.set_rank(-1), laptime::UsageError);
+  // A rank's world size must be able to exceed it: the highest rank is INT_MAX - 1, as for the
+  // launchers' variables; INT_MAX is a usage error and changes nothing.
+  CHECK_THROWS_AS(sw.set_rank(INT_MAX), laptime::UsageError);
+  CHECK_THROWS_AS(sw.set_rank(INT_MAX, 4), laptime::UsageError);
+  CHECK(sw.results().rank == 5);
+  sw.set_rank(INT_MAX - 1);
+  r = sw.results();
+  CHECK(r.rank == INT_MAX - 1);
+  CHECK(r.world_size == INT_MAX);
   sw.set_rank(0, 1);
 }
 

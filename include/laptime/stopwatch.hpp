@@ -149,7 +149,8 @@ class Stopwatch {
   /// Sets this process's rank and world size for reports, the {rank} of output paths and
   /// rank-0-only printing, for programs that learn their rank from MPI or NCCL rather than from
   /// the launcher's variables (RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK). A world size
-  /// of 0 keeps the detected one (at least rank + 1). A negative rank is a usage error.
+  /// of 0 keeps the detected one (at least rank + 1). A negative rank or INT_MAX (a world size
+  /// must exceed the rank, as for the launchers' variables) is a usage error.
   void set_rank(int rank, int world_size = 0);
   /// Periodic and at-exit reports only on rank 0 (rank from RANK/OMPI/SLURM/PMI variables).
   void set_print_rank0_only(bool on) noexcept;

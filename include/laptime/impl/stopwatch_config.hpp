@@ -4,6 +4,7 @@
 // (stopwatch.hpp, its out-of-line half impl/stopwatch.hpp) only forwards here. Implementation part.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -204,11 +205,12 @@ inline void disable_gpu_timing() noexcept {
                                        std::memory_order_relaxed);
 }
 
-/// Stopwatch::set_rank.
+/// Stopwatch::set_rank. The rank is bounded as the launchers' variables are (detect_rank): at
+/// most INT_MAX - 1, so that a world size can exceed it.
 inline void set_rank(int rank, int world_size) {
-  if (rank < 0 || world_size < 0) {
+  if (rank < 0 || rank == INT_MAX || world_size < 0) {
     usage_error("set_rank(" + std::to_string(rank) + ", " + std::to_string(world_size) + ")",
-                "rank and world_size must be >= 0");
+                "rank must be in 0 ... " + std::to_string(INT_MAX - 1) + " and world_size >= 0");
     return;
   }
   StopwatchState& s = stopwatch_state();

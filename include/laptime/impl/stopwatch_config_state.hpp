@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <climits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -89,7 +90,10 @@ struct ConfigState {
   void set_rank(int new_rank, int world_size) {
     std::lock_guard<std::mutex> lock(config_mutex);
     rank.rank = new_rank;
-    rank.world_size = world_size > new_rank ? world_size : new_rank + 1;
+    // set_rank refuses INT_MAX; were it to come, the world size stays INT_MAX (no overflow).
+    rank.world_size = world_size > new_rank ? world_size
+                      : new_rank < INT_MAX  ? new_rank + 1
+                                            : INT_MAX;
     rank.source = "set_rank";
   }
 
