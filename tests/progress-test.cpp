@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -119,6 +121,24 @@ TEST_CASE("the progress line: iterations, it/s, ETA with a total, rolling p50/p9
   CHECK(laptime::detail::format_eta(3725) == "1h02m");
   CHECK(laptime::detail::format_eta(306) == "5m06s");
   CHECK(laptime::detail::format_eta(0.2) == "0s");
+}
+
+TEST_CASE("an ETA of 100000 hours or more (or not a number) prints as '> 99999h', never wraps") {
+  using laptime::detail::format_eta;
+  CHECK(format_eta(99999.0 * 3600 + 59 * 60) == "99999h59m");
+  CHECK(format_eta(100000.0 * 3600) == "> 99999h");
+  CHECK(format_eta(100000.0 * 3600 - 0.4) == "> 99999h");  // rounds to 100000h
+  CHECK(format_eta(1e30) == "> 99999h");
+  CHECK(format_eta(std::numeric_limits<double>::infinity()) == "> 99999h");
+  CHECK(format_eta(std::numeric_limits<double>::quiet_NaN()) == "> 99999h");
+  // set_total_iters(INT64_MAX) with 1.1 s iterations.
+  laptime::detail::ProgressFigures f;
+  f.finished = 3;
+  f.total = std::numeric_limits<std::int64_t>::max();
+  f.window = 3;
+  f.window_total_ns = 3 * 1.1e9;
+  f.p50_ns = f.p90_ns = 1.1e9;
+  CHECK(laptime::detail::progress_line(f).find(" | ETA > 99999h | ") != std::string::npos);
 }
 
 #if LAPTIME_ENABLED

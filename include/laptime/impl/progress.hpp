@@ -100,8 +100,11 @@ inline void window_figures(const LoopTimes& t, ProgressFigures& f) {
   f.p90_ns = n > 0 ? rank(0.9) : 0.0;
 }
 
-/// "1h02m", "5m06s", "42s".
+/// "1h02m", "5m06s", "42s"; 100000 hours or more (or not a number): "> 99999h", so that the
+/// conversion to an integer never overflows (a huge set_total_iters).
 inline std::string format_eta(double seconds) {
+  constexpr double kShownBelow = 100000.0 * 3600;
+  if (!(seconds + 0.5 < kShownBelow)) return "> 99999h";
   std::string s;
   const auto t = static_cast<std::int64_t>(seconds + 0.5);
   if (t >= 3600) {
