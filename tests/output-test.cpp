@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "laptime/impl/atomic_file.hpp"  // temporary_path_for: the temporary file's name
 #include "laptime/laptime.hpp"
 #include "reliability_support.hpp"
 #include "test_support.hpp"
@@ -418,6 +420,30 @@ TEST_CASE(
     CHECK(is_link(link));
   }
   CHECK(reliability::files_containing(dir.path(), ".tmp.").empty());
+  laptime::detail::testing_reset_stopwatch();
+}
+
+TEST_CASE("write_json writes every file name open() accepts: its temporary name fits NAME_MAX") {
+  laptime::detail::testing_reset_stopwatch();
+  reliability::TempDir dir;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  measure_iterations(sw, 5);
+  for (const std::size_t length : {200, 230, 235, 245, 255}) {
+    CAPTURE(length);
+    const std::string path = dir.file(std::string(length - 5, 'n') + ".json");
+    CHECK_NOTHROW(sw.write_json(path));
+    check_json_file(path, 5);
+  }
+  CHECK(reliability::files_containing(dir.path(), ".tmp.").empty());
+  // Cut, the name stays in the same folder and unique: the pid and the random part are whole.
+  const std::string target = "/a/b/" + std::string(255, 'x');
+  const std::string one = laptime::detail::temporary_path_for(target, 4194304, 1);
+  const std::string two = laptime::detail::temporary_path_for(target, 4194304, 2);
+  CHECK(one.size() - std::string("/a/b/").size() == NAME_MAX);
+  CHECK(one.rfind("/a/b/xxx", 0) == 0);
+  CHECK(one.find(".tmp.4194304.0000000000000001") != std::string::npos);
+  CHECK(one != two);
   laptime::detail::testing_reset_stopwatch();
 }
 #endif

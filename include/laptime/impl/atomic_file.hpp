@@ -20,9 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -35,12 +37,19 @@
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
-/// The temporary file next to `target`: "<target>.tmp.<pid>.<16 hex digits>".
+/// The temporary file next to `target`: "<target>.tmp.<pid>.<16 hex digits>", in the target's
+/// folder. Where that name would be longer than NAME_MAX (a name open() accepts may be up to it),
+/// the target's file name is cut so that it fits; the pid and the random digits stay whole, so
+/// the name stays unique.
 inline std::string temporary_path_for(const std::string& target, long pid, std::uint64_t random) {
   static const char kHex[] = "0123456789abcdef";
-  std::string out = target + ".tmp." + std::to_string(pid) + ".";
-  for (int shift = 60; shift >= 0; shift -= 4) out += kHex[(random >> shift) & 0xf];
-  return out;
+  std::string suffix = ".tmp." + std::to_string(pid) + ".";
+  for (int shift = 60; shift >= 0; shift -= 4) suffix += kHex[(random >> shift) & 0xf];
+  const std::size_t slash = target.rfind('/');
+  const std::size_t name_start = slash == std::string::npos ? 0 : slash + 1;
+  const std::size_t name_room = static_cast<std::size_t>(NAME_MAX) - suffix.size();
+  const std::size_t name_length = std::min(target.size() - name_start, name_room);
+  return target.substr(0, name_start + name_length) + suffix;
 }
 
 /// Why writing a file failed: errno and the step (nullptr: none in particular).
