@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "laptime/detail/env_vars.hpp"       // the table of variables
+#include "laptime/impl/nvtx_state.hpp"       // the wrapper's settings, read back
 #include "laptime/impl/stopwatch_state.hpp"  // what the environment set, read back
 #include "laptime/laptime.hpp"
 #include "test_support.hpp"
@@ -409,6 +410,64 @@ TEST_CASE("a variable the user set overrides the code, in either order of calls"
   // The code still may not contradict itself.
   CHECK_THROWS_AS(sw.enable(51, 100, false), laptime::UsageError);
   laptime::detail::testing_reset_stopwatch();
+#endif
+}
+
+// The wrapper's settings in force: its flags, and its domain.
+std::uint32_t nvtx_flags() {
+  return laptime::detail::nvtx_state().state.load() & laptime::detail::NvtxState::kFlagMask;
+}
+bool nvtx_tracks() {
+  return (nvtx_flags() & laptime::detail::NvtxState::kTrack) != 0;
+}
+
+TEST_CASE("the NVTX variables override the code's enable, in either order of calls" *
+          LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  auto& nvtx = laptime::NVTXRangeWrapper::instance();
+  laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  laptime::NVTXOptions code_domain;
+  code_domain.domain = "code";
+  SUBCASE("LAPTIME_PROFILE=profiling, then the code's enable with order tracking") {
+    laptime::detail::nvtx_reset_for_testing();
+    laptime::apply_settings(laptime::settings_from_env(env({{"LAPTIME_PROFILE", "profiling"}})), 0);
+    CHECK(nvtx.is_enabled());
+    CHECK_NOTHROW(nvtx.enable(false, false, true));  // the documented set-up order
+    CHECK(nvtx_tracks());                            // the code's: the profile sets none
+    CHECK_NOTHROW(nvtx.enable(false, false, true));  // the code may say it again
+    CHECK_THROWS_AS(nvtx.enable(false, false, false), laptime::UsageError);  // not contradict it
+  }
+  SUBCASE("LAPTIME_NVTX and LAPTIME_NVTX_DOMAIN, then the code's enable") {
+    laptime::detail::nvtx_reset_for_testing();
+    laptime::apply_settings(
+        laptime::settings_from_env(env({{"LAPTIME_NVTX", "1"}, {"LAPTIME_NVTX_DOMAIN", "user"}})),
+        0);
+    CHECK_NOTHROW(nvtx.enable(false, false, true, code_domain));
+    CHECK(nvtx_tracks());
+    CHECK(laptime::detail::nvtx_state().options_domain == "user");  // the user's
+  }
+  SUBCASE("the code's enable, then LAPTIME_NVTX_CHECK_ORDER=0") {
+    laptime::detail::nvtx_reset_for_testing();
+    nvtx.enable(false, false, true, code_domain);
+    laptime::apply_settings(laptime::settings_from_env(env({{"LAPTIME_NVTX_CHECK_ORDER", "0"}})),
+                            0);
+    CHECK(nvtx.is_enabled());
+    CHECK_FALSE(nvtx_tracks());                                     // the user's
+    CHECK(laptime::detail::nvtx_state().options_domain == "code");  // the code's
+    CHECK_NOTHROW(nvtx.enable(false, false, true, code_domain));    // the code says it again
+    CHECK_FALSE(nvtx_tracks());
+  }
+  for (const char* off : {"LAPTIME_NVTX=0", "LAPTIME_PROFILE=training"}) {
+    CAPTURE(off);
+    laptime::detail::nvtx_reset_for_testing();
+    const std::string var(off);
+    const auto eq = var.find('=');
+    laptime::apply_settings(
+        laptime::settings_from_env(env({{var.substr(0, eq), var.substr(eq + 1)}})), 0);
+    CHECK_NOTHROW(nvtx.enable(false, false, true));
+    CHECK_FALSE(nvtx.is_enabled());  // the user's "off" keeps the wrapper off
+  }
+  laptime::detail::nvtx_reset_for_testing();
 #endif
 }
 

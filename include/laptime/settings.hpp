@@ -65,6 +65,9 @@ struct Settings {
     bool stopwatch = false;  ///< LAPTIME_PROFILE or LAPTIME_STOPWATCH
     bool num_warmup_iters = false, print_every_n_iters = false, do_cuda_sync = false;
     bool nvtx_ranges = false;  ///< LAPTIME_NVTX_RANGES or LAPTIME_PROFILE
+    bool nvtx = false;         ///< LAPTIME_NVTX or LAPTIME_PROFILE: the wrapper on or off
+    bool nvtx_sync_on_push = false, nvtx_sync_on_pop = false, nvtx_check_order = false;
+    bool nvtx_domain = false;
   } from_env;
 };
 

@@ -272,31 +272,13 @@ void* nvtx_find_or_create_domain(NvtxState& w, const std::string& name) {
   return domain;
 }
 
-/// NVTXRangeWrapper::enable.
+/// Enables the wrapper with these settings, or moves an enabled one to them (a new session: the
+/// threads refresh at their next push). Under config_mutex.
 template <int = 0>
-void nvtx_enable(NvtxState& w, bool sync_on_push, bool sync_on_pop, bool track,
-                 const std::string& domain_name, const std::vector<std::uint32_t>& colors) {
-  nvtx_join_fork_plan();
-  const std::uint32_t flags = NvtxState::kEnabled | (sync_on_push ? NvtxState::kSyncPush : 0u) |
-                              (sync_on_pop ? NvtxState::kSyncPop : 0u) |
-                              (track ? NvtxState::kTrack : 0u);
-  std::unique_lock<std::mutex> lock(w.config_mutex);
-  const std::uint32_t current = w.state.load(std::memory_order_relaxed);
-  if ((current & NvtxState::kEnabled) != 0) {
-    if ((current & NvtxState::kFlagMask) == flags && w.options_domain == domain_name &&
-        w.options_colors == colors) {
-      return;
-    }
-    std::string what = "already enabled with " +
-                       nvtx_describe(current, w.options_domain, w.options_colors) +
-                       "; called again with " + nvtx_describe(flags, domain_name, colors) +
-                       " (the first settings stay)";
-    lock.unlock();
-    usage_error(std::string("NVTXRangeWrapper.enable(") + (sync_on_push ? "true" : "false") + ", " +
-                    (sync_on_pop ? "true" : "false") + ", " + (track ? "true" : "false") + ", ...)",
-                what);
-    return;
-  }
+void nvtx_apply(NvtxState& w, std::uint32_t flags, const std::string& domain_name,
+                const std::vector<std::uint32_t>& colors) {
+  const bool sync_on_push = (flags & NvtxState::kSyncPush) != 0;
+  const bool sync_on_pop = (flags & NvtxState::kSyncPop) != 0;
   // With syncs on, load the CUDA driver now (milliseconds), not inside the first range.
   if (sync_on_push || sync_on_pop) (void)cuda_driver();
 #if !LAPTIME_HAVE_NVTX
@@ -324,6 +306,83 @@ void nvtx_enable(NvtxState& w, bool sync_on_push, bool sync_on_pop, bool track,
   // Release: a thread that sees the new state also sees the session, the domain and the ops.
   w.state.store(flags | no_tool | (w.generation << NvtxState::kGenerationShift),
                 std::memory_order_release);
+}
+
+inline std::uint32_t nvtx_flags(bool sync_on_push, bool sync_on_pop, bool track) {
+  return NvtxState::kEnabled | (sync_on_push ? NvtxState::kSyncPush : 0u) |
+         (sync_on_pop ? NvtxState::kSyncPop : 0u) | (track ? NvtxState::kTrack : 0u);
+}
+
+/// NVTXRangeWrapper::enable. What the user's environment set (configure_from_env, before or
+/// after) wins over the arguments (docs/configuration.md, "Precedence"): LAPTIME_NVTX=0 keeps the
+/// wrapper off; an enable by configure_from_env alone takes the code's settings where the user set
+/// none. Two enables of the code that disagree are a usage error.
+template <int = 0>
+void nvtx_enable(NvtxState& w, bool sync_on_push, bool sync_on_pop, bool track,
+                 const std::string& domain_name, const std::vector<std::uint32_t>& colors) {
+  nvtx_join_fork_plan();
+  std::unique_lock<std::mutex> lock(w.config_mutex);
+  const NvtxEnvOverrides& env = w.env;
+  if (env.off) return;
+  sync_on_push = env.sync_on_push.value_or(sync_on_push);
+  sync_on_pop = env.sync_on_pop.value_or(sync_on_pop);
+  track = env.track.value_or(track);
+  const std::string& domain = env.domain ? *env.domain : domain_name;
+  const std::uint32_t flags = nvtx_flags(sync_on_push, sync_on_pop, track);
+  const std::uint32_t current = w.state.load(std::memory_order_relaxed);
+  const bool code_before = w.code_enabled;
+  w.code_enabled = true;
+  if ((current & NvtxState::kEnabled) != 0) {
+    if ((current & NvtxState::kFlagMask) == flags && w.options_domain == domain &&
+        w.options_colors == colors) {
+      return;
+    }
+    if (!code_before) {  // enabled by configure_from_env alone
+      nvtx_apply(w, flags, domain, colors);
+      return;
+    }
+    std::string what = "already enabled with " +
+                       nvtx_describe(current, w.options_domain, w.options_colors) +
+                       "; called again with " + nvtx_describe(flags, domain, colors) +
+                       " (the first settings stay)";
+    lock.unlock();
+    usage_error(std::string("NVTXRangeWrapper.enable(") + (sync_on_push ? "true" : "false") + ", " +
+                    (sync_on_pop ? "true" : "false") + ", " + (track ? "true" : "false") + ", ...)",
+                what);
+    return;
+  }
+  nvtx_apply(w, flags, domain, colors);
+}
+
+/// configure_from_env's NVTX variables: kept for the code's enable() calls to come, and applied
+/// now over the settings in force (the code's, or the defaults) where they turn the wrapper on or
+/// it is on already.
+template <int = 0>
+void nvtx_configure_from_env(NvtxState& w, const NvtxEnvOverrides& o, bool on) {
+  nvtx_join_fork_plan();
+  std::unique_lock<std::mutex> lock(w.config_mutex);
+  w.env = o;
+  const std::uint32_t current = w.state.load(std::memory_order_relaxed);
+  const bool enabled = (current & NvtxState::kEnabled) != 0;
+  if (o.off) {
+    if (enabled) {
+      lock.unlock();
+      warn_once("nvtx-env-off-late",
+                "LAPTIME_NVTX=0 (or LAPTIME_PROFILE=training) came after the code's "
+                "NVTXRangeWrapper.enable(): the wrapper stays on (call configure_from_env first)");
+    }
+    return;
+  }
+  if (!enabled && !on) return;
+  const bool sync_on_push = o.sync_on_push.value_or(enabled && (current & NvtxState::kSyncPush));
+  const bool sync_on_pop = o.sync_on_pop.value_or(enabled && (current & NvtxState::kSyncPop));
+  const bool track = o.track.value_or(enabled && (current & NvtxState::kTrack));
+  const std::string domain = o.domain ? *o.domain : (enabled ? w.options_domain : std::string());
+  const std::vector<std::uint32_t> colors =
+      enabled ? w.options_colors : std::vector<std::uint32_t>();
+  const std::uint32_t flags = nvtx_flags(sync_on_push, sync_on_pop, track);
+  if (enabled && (current & NvtxState::kFlagMask) == flags && w.options_domain == domain) return;
+  nvtx_apply(w, flags, domain, colors);
 }
 
 /// NVTXRangeWrapper::name_current_thread.
@@ -375,6 +434,8 @@ void nvtx_reset(NvtxState& w) {
   if (w.generation == 0) w.generation = 1;
   w.options_domain.clear();
   w.options_colors.clear();
+  w.env = NvtxEnvOverrides();
+  w.code_enabled = false;
   w.session.store(nullptr, std::memory_order_relaxed);
   w.domain.store(nullptr, std::memory_order_relaxed);
   w.state.store(w.generation << NvtxState::kGenerationShift, std::memory_order_release);

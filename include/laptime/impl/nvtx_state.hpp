@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -147,10 +148,21 @@ inline constexpr int kPopMeasured = 3;  // end_meas of a Stopwatch NVTX range (s
 
 /// The process-wide wrapper state: NvtxCore (nvtx.hpp: the flags the inline API reads) and the
 /// rest.
+/// What the user's environment set for the wrapper (configure_from_env; docs/configuration.md):
+/// it overrides the code's enable() arguments, whichever call comes first.
+struct NvtxEnvOverrides {
+  bool off =
+      false;  ///< LAPTIME_NVTX=0 or LAPTIME_PROFILE=training: the code's enable() does nothing
+  std::optional<bool> sync_on_push, sync_on_pop, track;
+  std::optional<std::string> domain;
+};
+
 struct NvtxState : NvtxCore {
   alignas(64) std::mutex config_mutex;  // enable() and the test reset
   std::string options_domain;           // enable()'s NVTXOptions
   std::vector<std::uint32_t> options_colors;
+  NvtxEnvOverrides env;       // under config_mutex
+  bool code_enabled = false;  // under config_mutex: the code's own enable() has run
   std::uint32_t generation = 0;
   std::vector<std::string> domain_names;  // NVTX domains by name: created once per process
   std::vector<void*> domain_handles;

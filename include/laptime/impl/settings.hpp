@@ -16,6 +16,7 @@
 #include "laptime/counters.hpp"
 #include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/report.hpp"
+#include "laptime/impl/nvtx_setup.hpp"
 #include "laptime/impl/progress.hpp"
 #include "laptime/impl/stopwatch_config.hpp"
 #include "laptime/nvtx.hpp"
@@ -46,6 +47,7 @@ inline void read_profile(Settings& s, EnvSource src) {
   const std::optional<int> profile = take(s, env_choice<Env::profile>(src));
   if (!profile) return;
   s.from_env.stopwatch = true;
+  s.from_env.nvtx = true;
   switch (*profile) {  // training|evaluation|profiling|debugging
     case 0:
       break;
@@ -60,6 +62,7 @@ inline void read_profile(Settings& s, EnvSource src) {
       break;
     default:
       s.stopwatch = s.nvtx = s.nvtx_check_order = true;
+      s.from_env.nvtx_check_order = true;
       break;
   }
 }
@@ -96,11 +99,18 @@ inline void read_stopwatch_settings(Settings& s, EnvSource src) {
 
 // The NVTX wrapper's variables, its counters' and the Stopwatch's ranges.
 inline void read_nvtx_settings(Settings& s, EnvSource src) {
-  take_flag<Env::nvtx>(s, src, s.nvtx);
-  take_flag<Env::nvtx_sync_push>(s, src, s.nvtx_sync_on_push);
-  take_flag<Env::nvtx_sync_pop>(s, src, s.nvtx_sync_on_pop);
-  take_flag<Env::nvtx_check_order>(s, src, s.nvtx_check_order);
-  if (const auto v = env_text<Env::nvtx_domain>(src)) s.nvtx_domain = std::string(*v);
+  if (take_flag<Env::nvtx>(s, src, s.nvtx)) s.from_env.nvtx = true;
+  if (take_flag<Env::nvtx_sync_push>(s, src, s.nvtx_sync_on_push)) {
+    s.from_env.nvtx_sync_on_push = true;
+  }
+  if (take_flag<Env::nvtx_sync_pop>(s, src, s.nvtx_sync_on_pop)) s.from_env.nvtx_sync_on_pop = true;
+  if (take_flag<Env::nvtx_check_order>(s, src, s.nvtx_check_order)) {
+    s.from_env.nvtx_check_order = true;
+  }
+  if (const auto v = env_text<Env::nvtx_domain>(src)) {
+    s.nvtx_domain = std::string(*v);
+    s.from_env.nvtx_domain = true;
+  }
   take_flag<Env::nvtx_counters>(s, src, s.nvtx_counters);
   if (const auto hz = take(s, env_rate<Env::nvtx_counters_hz>(src))) {
     s.nvtx_counters_hz = *hz;
@@ -230,6 +240,24 @@ inline void apply_every_rank_settings(const Settings& s) {
                   [&] { stopwatch_state().set_nvtx_ranges(s.nvtx_ranges, true); });
   }
 }
+
+// Whether the environment set any of the wrapper's variables (LAPTIME_PROFILE included).
+inline bool nvtx_variables_set(const Settings& s) {
+  const Settings::FromEnv& e = s.from_env;
+  return e.nvtx || e.nvtx_sync_on_push || e.nvtx_sync_on_pop || e.nvtx_check_order || e.nvtx_domain;
+}
+
+// The wrapper's variables, over the code's enable() whichever comes first (nvtx_enable).
+inline void apply_nvtx_variables(const Settings& s) {
+  const Settings::FromEnv& e = s.from_env;
+  NvtxEnvOverrides o;
+  o.off = e.nvtx && !s.nvtx;
+  if (e.nvtx_sync_on_push) o.sync_on_push = s.nvtx_sync_on_push;
+  if (e.nvtx_sync_on_pop) o.sync_on_pop = s.nvtx_sync_on_pop;
+  if (e.nvtx_check_order) o.track = s.nvtx_check_order;
+  if (e.nvtx_domain) o.domain = s.nvtx_domain;
+  nvtx_configure_from_env(nvtx_state(), o, e.nvtx && s.nvtx);
+}
 }  // namespace detail
 
 /// Applies `s` to the Stopwatch and the NVTX wrapper of this process. Never throws: a setting
@@ -240,7 +268,9 @@ LAPTIME_IMPL void apply_settings(const Settings& s, int rank) noexcept {
   detail::apply_env_overrides(s);
   if (s.stopwatch && (s.stopwatch_all_ranks || rank == 0)) detail::apply_stopwatch_settings(s);
   detail::apply_every_rank_settings(s);
-  if (s.nvtx) {
+  if (detail::nvtx_variables_set(s)) {
+    detail::settings_step("the NVTX variables", [&] { detail::apply_nvtx_variables(s); });
+  } else if (s.nvtx) {
     detail::settings_step("NVTXRangeWrapper::enable", [&] {
       NVTXOptions options;
       options.domain = s.nvtx_domain;
