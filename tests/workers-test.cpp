@@ -243,6 +243,40 @@ TEST_CASE("a worker's threads and its own children are counted: per worker proce
   CHECK(grand == 4);
 }
 
+TEST_CASE("a worker's label is cut to 47 bytes at a UTF-8 character boundary, never inside one") {
+  Fresh fresh;
+  const std::string a45(45, 'a');
+  struct Case {
+    std::string label, shown;
+  };
+  const Case cases[] = {
+      {a45 + "\xf0\x9f\x98\x80tail", a45},            // a 4-byte character over byte 47
+      {a45 + "b\xc3\xa9" + "cd", a45 + "b"},          // a 2-byte one over byte 47
+      {a45 + "\xc3\xa9" + "cd", a45 + "\xc3\xa9"},    // one that ends at byte 47: kept
+      {std::string(60, 'z'), std::string(47, 'z')}};  // plain ASCII: 47 bytes
+  std::vector<pid_t> pids;
+  for (const Case& c : cases) {
+    pids.push_back(fork_child([&c] {
+      Stopwatch::instance().set_worker_label(c.label);
+      measure("labelled", 1);
+      return 0;
+    }));
+    REQUIRE(wait_exit(pids.back()) == 0);
+  }
+  const laptime::Results r = Stopwatch::instance().results();
+  const auto* labelled = find(r, "labelled");
+  REQUIRE(labelled != nullptr);
+  REQUIRE(labelled->workers.size() == pids.size());
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    CAPTURE(i);
+    for (const auto& w : labelled->workers) {
+      if (w.pid == pids[i]) CHECK(w.label == cases[i].shown);
+    }
+  }
+  CHECK(r.to_json().find("\\ufffd") == std::string::npos);
+  CHECK(r.to_json().find("\xef\xbf\xbd") == std::string::npos);
+}
+
 TEST_CASE("workers forked one after another reuse the regions: hundreds, none lost") {
   Fresh fresh;
   constexpr int kWorkers = 150;  // more than the 64 regions: ended workers' regions are reused

@@ -175,7 +175,8 @@ class Stopwatch {
 
   /// In a worker process (a child of the process that enabled the Stopwatch: fork, spawn,
   /// forkserver), the label its figures carry in the parent's report ("worker 3"; default
-  /// "pid <pid>"). Ignored elsewhere. docs/workers.md.
+  /// "pid <pid>"; at most 47 bytes, cut at a UTF-8 character boundary). Ignored elsewhere.
+  /// docs/workers.md.
   void set_worker_label(std::string_view label);
   /// Whether this process measures for a parent (a worker whose figures go to its report).
   bool is_worker() const noexcept;
@@ -226,7 +227,8 @@ class ScopedMeasurement {
     Stopwatch::instance().start_meas(name_);
   }
   // A destructor must not throw: a usage error here (the measurement was ended by hand inside
-  // the scope) is reported on stderr instead, whatever the policy.
+  // the scope) is reported on stderr instead under the throw policy; the warn and abort policies
+  // act as they do everywhere.
   ~ScopedMeasurement() {
 #if LAPTIME_ENABLED
     try {

@@ -73,6 +73,19 @@ struct FoldedWorker {
   std::unordered_map<std::string, std::unique_ptr<IntervalStats>> names;
 };
 
+/// The longest start of `text` of at most `max` bytes that does not end inside a UTF-8 character:
+/// where the first byte left out continues a character (10xxxxxx), that character is left out
+/// whole. Text that is not UTF-8 there (more than three such bytes in a row) is cut at `max`.
+inline std::string_view utf8_prefix(std::string_view text, std::size_t max) noexcept {
+  if (text.size() <= max) return text;
+  auto continues = [&](std::size_t i) {
+    return (static_cast<unsigned char>(text[i]) & 0xc0) == 0x80;
+  };
+  std::size_t n = max;
+  for (int back = 0; back < 3 && n > 0 && continues(n); ++back) --n;
+  return text.substr(0, continues(n) ? max : n);
+}
+
 /// The process's side of the shared file: the parent's (create) or a worker's (inherited or
 /// attached). Owned by StopwatchState; its mutex guards everything but the child's own region,
 /// which only the child writes (allocation under the mutex, slots by their threads).
@@ -201,7 +214,7 @@ class WorkerShare {
 
   void set_label(std::string_view label) {
     std::lock_guard<std::mutex> lock(mutex_);
-    pending_label_ = std::string(label.substr(0, sizeof(ShareRegion::label) - 1));
+    pending_label_ = std::string(utf8_prefix(label, sizeof(ShareRegion::label) - 1));
     if (mine_ != nullptr) write_label();
   }
 
