@@ -285,7 +285,7 @@ class NVTXRangeWrapper {
 /// An NVTX range for the lifetime of a scope (RAII). Not copyable, not movable, not on the heap:
 /// it always closes the range it opened, on the thread that opened it. With order tracking on, a
 /// range left open inside the scope is reported at its end as a usage error (printed, never thrown
-/// from the destructor) and nothing is popped.
+/// from the destructor; the abort policy still aborts) and nothing is popped.
 ///
 ///   {
 ///     laptime::NVTXScopedRange range{"layer " + std::to_string(i)};  // the text is copied once
