@@ -1,12 +1,6 @@
 # cmake -DSOURCE_DIR=... -DWORK=... -DGENERATOR=... -DCXX=... -DMODE=find_package|add_subdirectory
 #       -P run_consumer.cmake
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
-  endif()
-  set(last_output "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run_command.cmake)
 
 file(REMOVE_RECURSE ${WORK})
 set(consumer_dir ${SOURCE_DIR}/tests/consumers/${MODE})

@@ -3,13 +3,7 @@
 # both files must report the same CUDA status, and the program must neither crash nor misread.
 # cmake -DCXX=... -DINCLUDE=<laptime include> -DCUDA_INCLUDE=<toolkit include> -DSTUB=<stub
 #       libcuda.so> -DWORK=<dir> -DSOURCE=<this dir> -P run.cmake
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
-  endif()
-  set(last_output "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../run_command.cmake)
 
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK}/shim)
