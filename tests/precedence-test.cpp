@@ -1,0 +1,123 @@
+// Who wins when the user's environment and the code's calls disagree (docs/configuration.md,
+// "Precedence"): a variable the user set, then the code's calls, then built-in defaults, in either
+// order of calls, for the Stopwatch and the NVTX wrapper.
+#include "laptime/impl/nvtx_state.hpp"       // the wrapper's settings, read back
+#include "laptime/impl/stopwatch_state.hpp"  // what the environment set, read back
+#include "laptime/laptime.hpp"
+#include "test_support.hpp"
+
+using laptime_test::env;
+
+TEST_CASE("a variable the user set overrides the code, in either order of calls" *
+          LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  auto& sw = laptime::Stopwatch::instance();
+  laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  const auto user_env =
+      laptime::settings_from_env(env({{"LAPTIME_PROFILE", "evaluation"}, {"LAPTIME_WARMUP", "3"}}));
+  SUBCASE("configure_from_env, then the code's enable") {
+    laptime::detail::testing_reset_stopwatch();
+    laptime::apply_settings(user_env, 0);
+    CHECK_NOTHROW(sw.enable(50, 100, false));
+  }
+  SUBCASE("the code's enable, then configure_from_env") {
+    laptime::detail::testing_reset_stopwatch();
+    sw.enable(50, 100, false);
+    laptime::apply_settings(user_env, 0);
+    CHECK_NOTHROW(sw.enable(50, 100, false));  // the code may say it again
+  }
+  CHECK(sw.is_enabled());
+  const auto r = sw.results();
+  CHECK(r.num_warmup_iters == 3);                                       // the user's LAPTIME_WARMUP
+  CHECK(laptime::detail::stopwatch_state().print_every.load() == 100);  // the code's
+  // The code still may not contradict itself.
+  CHECK_THROWS_AS(sw.enable(51, 100, false), laptime::UsageError);
+  laptime::detail::testing_reset_stopwatch();
+#endif
+}
+
+#if LAPTIME_ENABLED
+namespace {
+// The wrapper's settings in force: its flags, and its domain.
+std::uint32_t nvtx_flags() {
+  return laptime::detail::nvtx_state().state.load() & laptime::detail::NvtxState::kFlagMask;
+}
+bool nvtx_tracks() {
+  return (nvtx_flags() & laptime::detail::NvtxState::kTrack) != 0;
+}
+}  // namespace
+#endif
+
+TEST_CASE("the NVTX variables override the code's enable, in either order of calls" *
+          LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  auto& nvtx = laptime::NVTXRangeWrapper::instance();
+  laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  laptime::NVTXOptions code_domain;
+  code_domain.domain = "code";
+  SUBCASE("LAPTIME_PROFILE=profiling, then the code's enable with order tracking") {
+    laptime::detail::nvtx_reset_for_testing();
+    laptime::apply_settings(laptime::settings_from_env(env({{"LAPTIME_PROFILE", "profiling"}})), 0);
+    CHECK(nvtx.is_enabled());
+    CHECK_NOTHROW(nvtx.enable(false, false, true));  // the documented set-up order
+    CHECK(nvtx_tracks());                            // the code's: the profile sets none
+    CHECK_NOTHROW(nvtx.enable(false, false, true));  // the code may say it again
+    CHECK_THROWS_AS(nvtx.enable(false, false, false), laptime::UsageError);  // not contradict it
+  }
+  SUBCASE("LAPTIME_NVTX and LAPTIME_NVTX_DOMAIN, then the code's enable") {
+    laptime::detail::nvtx_reset_for_testing();
+    laptime::apply_settings(
+        laptime::settings_from_env(env({{"LAPTIME_NVTX", "1"}, {"LAPTIME_NVTX_DOMAIN", "user"}})),
+        0);
+    CHECK_NOTHROW(nvtx.enable(false, false, true, code_domain));
+    CHECK(nvtx_tracks());
+    CHECK(laptime::detail::nvtx_state().options_domain == "user");  // the user's
+  }
+  SUBCASE("the code's enable, then LAPTIME_NVTX_CHECK_ORDER=0") {
+    laptime::detail::nvtx_reset_for_testing();
+    nvtx.enable(false, false, true, code_domain);
+    laptime::apply_settings(laptime::settings_from_env(env({{"LAPTIME_NVTX_CHECK_ORDER", "0"}})),
+                            0);
+    CHECK(nvtx.is_enabled());
+    CHECK_FALSE(nvtx_tracks());                                     // the user's
+    CHECK(laptime::detail::nvtx_state().options_domain == "code");  // the code's
+    CHECK_NOTHROW(nvtx.enable(false, false, true, code_domain));    // the code says it again
+    CHECK_FALSE(nvtx_tracks());
+  }
+  for (const char* off : {"LAPTIME_NVTX=0", "LAPTIME_PROFILE=training"}) {
+    CAPTURE(off);
+    laptime::detail::nvtx_reset_for_testing();
+    const std::string var(off);
+    const auto eq = var.find('=');
+    laptime::apply_settings(
+        laptime::settings_from_env(env({{var.substr(0, eq), var.substr(eq + 1)}})), 0);
+    CHECK_NOTHROW(nvtx.enable(false, false, true));
+    CHECK_FALSE(nvtx.is_enabled());  // the user's "off" keeps the wrapper off
+  }
+  laptime::detail::nvtx_reset_for_testing();
+#endif
+}
+
+TEST_CASE("the code's settings beat built-in defaults; LAPTIME_PROFILE=training wins over enable" *
+          LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  auto& sw = laptime::Stopwatch::instance();
+  laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  laptime::detail::testing_reset_stopwatch();
+  laptime::apply_settings(laptime::settings_from_env(env({{"LAPTIME_PROFILE", "evaluation"}})), 0);
+  CHECK(sw.results().num_warmup_iters == 10);  // the built-in default
+  CHECK_NOTHROW(sw.enable(50, std::nullopt, false));
+  CHECK(sw.results().num_warmup_iters == 50);  // the code's
+
+  laptime::detail::testing_reset_stopwatch();
+  laptime::apply_settings(laptime::settings_from_env(env({{"LAPTIME_PROFILE", "training"}})), 0);
+  sw.enable(0, 1, false);  // "training: everything off" is the user's choice
+  CHECK_FALSE(sw.is_enabled());
+
+  laptime::detail::testing_reset_stopwatch();
+  sw.enable(0, 1, false);
+  laptime::apply_settings(laptime::settings_from_env(env({{"LAPTIME_STOPWATCH", "0"}})), 0);
+  CHECK_FALSE(sw.is_enabled());
+  laptime::detail::testing_reset_stopwatch();
+#endif
+}
