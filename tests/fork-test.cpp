@@ -357,7 +357,8 @@ void fork_while_held(const char* what, const Hold& hold, const std::function<voi
   CHECK_MESSAGE(r.ok(), r.describe());
 }
 
-Hold holding(std::mutex& m) {
+template <class Mutex>
+Hold holding(Mutex& m) {
   return [&m](const std::function<void()>& wait) {
     m.lock();
     wait();
