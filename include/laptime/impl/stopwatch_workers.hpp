@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "laptime/config.hpp"
+
+#include "laptime/detail/leak_check.hpp"
 #include "laptime/detail/report.hpp"
 #include "laptime/impl/stopwatch_parts.hpp"
 #include "laptime/results.hpp"
@@ -41,11 +43,15 @@ inline void StopwatchState::attach_worker_share() {
 
 inline void StopwatchState::worker_after_fork_in_child() {
   // A worker: what the parent measured is not its own. Its threads' next measurements make
-  // slots in the region it claims (add_chunk); the names stay interned (same ids).
+  // slots in the region it claims (add_chunk); the names stay interned (same ids). The parent's
+  // slots are forgotten, not freed (detail/leak_check.hpp).
   share.after_fork_in_child();
   features.store(0, std::memory_order_relaxed);  // times only (docs/workers.md)
   threads.for_each([](ThreadRecord& r, long, bool) {
-    for (auto& c : r.chunks) c.store(nullptr, std::memory_order_relaxed);
+    for (auto& c : r.chunks) {
+      forgotten_on_purpose(c.load(std::memory_order_relaxed));
+      c.store(nullptr, std::memory_order_relaxed);
+    }
     r.cache.clear();
     r.running = 0;
   });

@@ -47,6 +47,7 @@
 #include "laptime/config.hpp"
 #include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/histogram.hpp"
+#include "laptime/detail/leak_check.hpp"
 #include "laptime/detail/stopwatch_hot.hpp"
 #include "laptime/impl/worker_share_file.hpp"
 
@@ -140,7 +141,9 @@ class WorkerShare {
     claim_failed_ = false;
     if (header_ != nullptr) parent_ = false;
     // Another thread of the parent may have been changing these at the fork: started over, not
-    // cleared (the copies are leaked).
+    // cleared (the copies are forgotten, detail/leak_check.hpp).
+    forgotten_on_purpose(pending_label_.data());
+    forgotten_on_purpose(folded_.data());
     new (&pending_label_) std::string();
     new (&folded_) std::vector<std::unique_ptr<FoldedWorker>>();
   }
