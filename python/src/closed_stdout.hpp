@@ -41,6 +41,13 @@ inline bool dropped_os_error() {
 /// to the C stdout.
 inline void after_failed_sys_stdout_write(std::string_view text) {
   if (dropped_os_error()) return;
+  // Ctrl-C while the report was written: the interrupt stays the program's (raised at its next
+  // instruction, PyErr_SetInterrupt), and the report is dropped.
+  if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+    PyErr_Clear();
+    PyErr_SetInterrupt();
+    return;
+  }
   if (PyErr_Occurred()) PyErr_WriteUnraisable(nullptr);
   laptime::binding::write_own_output(stdout, text, kReportNotPrinted);
 }

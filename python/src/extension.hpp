@@ -74,7 +74,9 @@ LAPTIME_ALWAYS_INLINE laptime::NVTXRangeWrapper& nvtx() {
 
 // ---- names (names.cpp) ----------------------------------------------------------------------
 
-bool utf8_view_other(PyObject* str, std::string_view& out);
+/// utf8_view's slow path; `owner`, where given, gets the object whose buffer `out` is (borrowed:
+/// the str itself, or the bytes the name cache keeps for a str with lone surrogates).
+bool utf8_view_other(PyObject* str, std::string_view& out, PyObject** owner = nullptr);
 
 /// The text of a str as UTF-8, without a copy: the bytes of a compact ASCII str (what names
 /// almost always are), else the UTF-8 buffer CPython caches inside the object.

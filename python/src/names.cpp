@@ -79,7 +79,7 @@ LAPTIME_ALWAYS_INLINE IdentityName& identity_entry(PyObject* obj) {
 /// would raise (an exception object, ~1 µs) on every call: once converted by fallback_name, its
 /// bytes are found in the name cache first. Lone surrogates make a str 2- or 4-byte wide, so
 /// Latin-1 names skip the lookup.
-LAPTIME_NOINLINE bool utf8_view_other(PyObject* str, std::string_view& out) {
+LAPTIME_NOINLINE bool utf8_view_other(PyObject* str, std::string_view& out, PyObject** owner) {
 #if PY_VERSION_HEX < 0x030C0000
   if (PyUnicode_READY(str) < 0) return false;  // a legacy str made by the deprecated C API
 #endif
@@ -87,6 +87,7 @@ LAPTIME_NOINLINE bool utf8_view_other(PyObject* str, std::string_view& out) {
     if (PyObject* bytes = PyDict_GetItemWithError(g_name_cache, str)) {  // kept alive by the cache
       out = std::string_view(PyBytes_AS_STRING(bytes),
                              static_cast<std::size_t>(PyBytes_GET_SIZE(bytes)));
+      if (owner != nullptr) *owner = bytes;
       return true;
     }
     if (PyErr_Occurred()) return false;
@@ -95,6 +96,7 @@ LAPTIME_NOINLINE bool utf8_view_other(PyObject* str, std::string_view& out) {
   const char* data = PyUnicode_AsUTF8AndSize(str, &size);
   if (data == nullptr) return false;
   out = std::string_view(data, static_cast<std::size_t>(size));
+  if (owner != nullptr) *owner = str;
   return true;
 }
 
@@ -131,8 +133,11 @@ LAPTIME_NOINLINE PyObject* other_name(const char* call, PyObject* arg, std::stri
   }
   PyObject* owner = nullptr;
   if (PyUnicode_Check(arg)) {
-    if (utf8_view_other(arg, name)) {
-      owner = Py_NewRef(arg);
+    // The owner of the bytes: the str, or the cache's bytes for one with lone surrogates (the
+    // entry must keep those alive itself: the cache starts over when full).
+    PyObject* buffer_owner = nullptr;
+    if (utf8_view_other(arg, name, &buffer_owner)) {
+      owner = Py_NewRef(buffer_owner);
     } else if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
       return nullptr;
     } else {

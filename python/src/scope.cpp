@@ -409,8 +409,16 @@ bool add_scope_types(PyObject* module) {
 #endif
   g_scope_descr_type[kEnter] = add_type(module, &g_scope_descr_specs[kEnter], "_ScopeEnterDescr");
   g_scope_descr_type[kExit] = add_type(module, &g_scope_descr_specs[kExit], "_ScopeExitDescr");
-  return g_scope_type != nullptr && g_scope_descr_type[kEnter] != nullptr &&
-         g_scope_descr_type[kExit] != nullptr && add_scope_methods(g_scope_type);
+  if (g_scope_type == nullptr || g_scope_descr_type[kEnter] == nullptr ||
+      g_scope_descr_type[kExit] == nullptr) {
+    return false;
+  }
+  // Made by laptime only: `type(scope)()` would make one with no name (a TypeError instead).
+  for (PyTypeObject* t :
+       {g_scope_type, g_scope_enter_type, g_scope_descr_type[kEnter], g_scope_descr_type[kExit]}) {
+    if (t != nullptr) t->tp_new = nullptr;
+  }
+  return add_scope_methods(g_scope_type);
 }
 
 }  // namespace pyext

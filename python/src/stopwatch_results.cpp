@@ -54,6 +54,17 @@ PyObject* sw_results(PyObject* self, PyObject*) {
   return r;
 }
 
+namespace {
+// Whether a progress line ends stdout now, asked without the GIL: the answer waits for a report
+// in progress on another thread, whose print function may be waiting for the GIL.
+bool take_open_line_without_gil() {
+  PyThreadState* saved = PyEval_SaveThread();
+  const bool open = laptime::binding::take_open_progress_line();
+  PyEval_RestoreThread(saved);
+  return open;
+}
+}  // namespace
+
 // print_eval_times(file=None): to sys.stdout by default, looked up at each call (redirections,
 // notebooks and pytest's capture replace it).
 PyObject* sw_print_eval_times(PyObject*, PyObject* const* args, Py_ssize_t nargs,
@@ -77,7 +88,7 @@ PyObject* sw_print_eval_times(PyObject*, PyObject* const* args, Py_ssize_t nargs
   }
   if (text.empty()) Py_RETURN_NONE;
   // Below a progress line rewritten in place on the terminal, not over it.
-  if (file == PySys_GetObject("stdout") && laptime::binding::take_open_progress_line()) {
+  if (file == PySys_GetObject("stdout") && take_open_line_without_gil()) {
     text.insert(text.begin(), '\n');
   }
   if (!write_to(file, text)) return nullptr;

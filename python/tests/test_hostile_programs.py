@@ -1,0 +1,120 @@
+"""Programs that use laptime in ways its tests did not, found by a review that attacked the API:
+each runs in a process of its own (a failure was a crash or a hang), and each failed before its
+fix (docs/python.md: Names, Printing)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import laptime
+
+
+def run(code, timeout=60):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    for name in ("LAPTIME_PROFILE", "LAPTIME_PROGRESS", "LAPTIME_PRINT_EVERY", "LAPTIME_STOPWATCH"):
+        env.pop(name, None)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+# The identity cache of names (names.cpp) must keep the bytes of a str with lone surrogates alive
+# itself: they belong to the name cache, which starts over when full. Before, the entry kept the
+# str, and its view dangled once 4096 other names had gone through the cache.
+NAME_CACHE = """
+    import laptime
+    M = (1 << 64) - 1
+    def slot(o):  # names.cpp's identity_entry
+        return (((id(o) >> 4) * 0x9e3779b97f4a7c15) & M) >> 56
+    sw = laptime.Stopwatch()
+    sw.enable(0)
+    s = "\\ud800" + "N" * 40  # no UTF-8 form: its bytes come from the name cache
+    sw.start_meas(s); sw.end_meas(s)
+    target, keep = slot(s), []
+    while True:  # another name takes s's identity entry
+        o = "".join(["\\xe9", "v"])
+        keep.append(o)
+        if slot(o) == target:
+            break
+    sw.start_meas(o); sw.end_meas(o)
+    sw.start_meas(s); sw.end_meas(s)  # s again, through the name cache
+    class K:
+        def __str__(self): return "k"
+    ks = []
+    while len(ks) < 4100:  # the name cache fills and starts over
+        k = K()
+        (ks if slot(k) != target else keep).append(k)
+    for k in ks:
+        sw.start_meas(k); sw.end_meas(k)
+    junk = [bytes([65 + i % 26]) * 46 for i in range(20000)]
+    sw.start_meas(s); sw.end_meas(s)
+    print(sorted(m["name"] for m in sw.results()["measurements"]))
+"""
+
+
+def test_a_name_whose_bytes_the_name_cache_keeps_outlives_the_cache_starting_over():
+    proc = run(NAME_CACHE)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == repr(sorted(["\\ud800" + "N" * 40, "\xe9v", "k"]))
+
+
+def test_print_eval_times_waits_for_a_report_on_another_thread_without_the_gil():
+    proc = run("""
+        import io, sys, threading, time
+        import laptime
+        class SlowOut(io.TextIOBase):
+            def write(self, s):
+                time.sleep(0.02)  # releases the GIL, as real output does
+                return len(s)
+        sw = laptime.Stopwatch()
+        sw.enable(0, 1)
+        sys.stdout = SlowOut()
+        def loop():
+            for _ in range(20):
+                sw.start_meas("step"); sw.end_meas("step")
+                sw.finish_iter()  # prints under the report lock
+        t = threading.Thread(target=loop)
+        t.start()
+        for _ in range(20):
+            sw.print_eval_times()
+        t.join()
+        sys.__stdout__.write("done\\n")
+    """, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "done\n"
+
+
+def test_ctrl_c_during_a_periodic_report_reaches_the_program():
+    proc = run("""
+        import io, os, signal, sys, threading, time
+        import laptime
+        class SlowStdout(io.TextIOBase):
+            def write(self, s):
+                time.sleep(0.5)
+                return len(s)
+        sw = laptime.Stopwatch()
+        sw.enable(0, 1)
+        sys.stdout = SlowStdout()
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:
+            for i in range(5):
+                sw.start_meas("step"); sw.end_meas("step")
+                sw.finish_iter()
+            sys.__stdout__.write("ran on\\n")
+        except KeyboardInterrupt:
+            sys.__stdout__.write("interrupted\\n")
+    """)
+    assert proc.stdout == "interrupted\n", proc.stderr
+
+
+@pytest.mark.parametrize("make", [
+    lambda sw: type(sw.measure("x")),
+    lambda sw: type(sw.measure("x").__enter__),
+])
+def test_the_scope_types_are_made_by_laptime_only(stopwatch, make):
+    scope_type = make(stopwatch)
+    with pytest.raises(TypeError, match="cannot create"):
+        scope_type()
+    assert laptime.Stopwatch().measure("x").name == "x"
