@@ -57,6 +57,10 @@ def main(argv=None):
     except (ResultsError, UsageError) as e:
         print(f"laptime {args.command}: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # an output that cannot be written (a missing folder, a full disk)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"laptime {args.command}: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -133,6 +133,7 @@ def _check_tail(t):
 
 
 def _check_samples(s):
+    _count(s, "capacity", "samples")
     fields = s.get("fields")
     if (not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)
             or len(set(fields)) != len(fields)):
@@ -170,7 +171,7 @@ def _check_samples(s):
             values = {f: iv[column[f]] for f in SAMPLE_FIELDS}
             # Times are in the clock's epoch (any integer); the rest counts from 0.
             for f, v in values.items():
-                if not _is_int(v) or (f != "start_ns" and v < 0):
+                if not _is_int64(v) or (f != "start_ns" and v < 0):
                     bound = "" if f == "start_ns" else " >= 0"
                     raise _Wrong(at, f"{f} {_show(v)}, not an integer{bound}")
             if values["name"] >= len(names):
@@ -230,9 +231,9 @@ def _name(obj, where):
 
 
 def _count(obj, key, where):
-    v = obj.get(key)
-    if v is not None and not _is_int(v):
-        raise _Wrong(_join(where, key), f"{_show(v)}, not an integer")
+    """An integer where the key is there (laptime writes counts as int64: never null)."""
+    if key in obj and not _is_int64(obj[key]):
+        raise _Wrong(_join(where, key), f"{_show(obj[key])}, not an integer")
 
 
 def _figure(obj, key, where):
@@ -241,12 +242,21 @@ def _figure(obj, key, where):
         return
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise _Wrong(_join(where, key), f"{_show(v)}, not a number")
-    if not math.isfinite(v):
-        raise _Wrong(_join(where, key), f"{v!r}, not a finite number")
+    try:
+        finite = math.isfinite(v)
+    except OverflowError:  # an integer too long for a float
+        finite = False
+    if not finite:
+        raise _Wrong(_join(where, key), f"{_show(v)}, not a finite number")
 
 
 def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_int64(v):
+    """An integer as laptime writes them (int64): a longer one is not from laptime."""
+    return _is_int(v) and -(1 << 63) <= v < (1 << 63)
 
 
 def _join(where, key):

@@ -99,6 +99,19 @@ BAD = {
         "dur_ns -5, not an integer >= 0"),
     "samples: threads not a list": (edited(setitem(["samples", "threads"], "main")),
                                     "samples.threads"),
+    # Found by a review that attacked the command: each of these passed the check and then
+    # raised inside a subcommand (OverflowError, TypeError).
+    "an integer figure too long for a float": (
+        good_text().replace('"total_s": 0.004', '"total_s": 1' + "0" * 400),
+        "measurements[0].total_s: 1000"),
+    "samples: a duration past int64": (
+        edited(lambda r: r["samples"]["threads"][0]["intervals"][1].__setitem__(2, 1 << 64)),
+        "not an integer >= 0"),
+    "a null rank": (edited(setitem(["rank"], None)), "rank: null, not an integer"),
+    "null iterations": (edited(setitem(["iterations_measured"], None)),
+                        "iterations_measured: null, not an integer"),
+    "samples: capacity a string": (edited(setitem(["samples", "capacity"], "x")),
+                                   "samples.capacity: \"x\", not an integer"),
 }
 
 SUBCOMMANDS = {
@@ -201,3 +214,13 @@ def test_the_command_itself_exits_2_without_a_traceback(command, tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith(f"laptime {command}: {path}: not UTF-8"), proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["trace", "plot", "html"])
+def test_an_output_that_cannot_be_written_is_one_line_and_status_2(command, tmp_path, capsys):
+    path = tmp_path / "run.json"
+    path.write_text(good_text(), encoding="utf-8")
+    target = str(tmp_path / "no such folder" / "out")
+    assert cli.main([command, str(path), "-o", target]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such folder" in err and "Traceback" not in err, err
