@@ -125,7 +125,7 @@ TEST_CASE("with a GPU, the driver is found and a thread with no current context 
   CHECK(token == laptime::cuda::GpuEventTimer::kInvalid);
 }
 
-#if LAPTIME_CUDA_DRIVER_API
+#if LAPTIME_ENABLED
 namespace cu = laptime::detail::cu;
 
 #if __has_include(<cuda.h>)
@@ -496,4 +496,4 @@ TEST_CASE_FIXTURE(fake::Fixture,
   CHECK(driver.ctx_syncs == 1);
 }
 
-#endif  // LAPTIME_CUDA_DRIVER_API
+#endif  // LAPTIME_ENABLED

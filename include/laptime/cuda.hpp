@@ -27,9 +27,6 @@
 #include "laptime/detail/cuda_events.hpp"
 #include "laptime/detail/cuda_sync.hpp"
 #include "laptime/detail/process_singleton.hpp"
-#else
-#undef LAPTIME_CUDA_DRIVER_API
-#define LAPTIME_CUDA_DRIVER_API 0  // as detail/cuda_driver.hpp has it compiled out
 #endif
 #include "laptime/detail/cuda_event_stats.hpp"  // GpuEventTimer::Stats, both ways
 #include "laptime/error.hpp"  // the error policy (set_error_policy), as this header always gave
@@ -40,7 +37,7 @@ namespace cuda {
 /// Whether the CUDA driver could be loaded and initialised and sees a device. The first call
 /// loads the driver (milliseconds): call it at setup to keep that out of the first measurement.
 inline bool driver_available() noexcept {
-#if LAPTIME_CUDA_DRIVER_API
+#if LAPTIME_ENABLED
   return laptime::detail::cuda_driver().available;
 #else
   return false;
@@ -60,7 +57,7 @@ inline std::string status() {
 /// Why GPU event timing cannot run here, for reports: "CUDA unavailable: cannot load ..." or
 /// "laptime is compiled out (LAPTIME_DISABLE)". Meaningful where !driver_available().
 inline std::string gpu_timing_off_reason() {
-#if LAPTIME_CUDA_DRIVER_API
+#if LAPTIME_ENABLED
   return "CUDA " + laptime::detail::cuda_driver().status;
 #else
   return "laptime is compiled out (LAPTIME_DISABLE)";
@@ -69,7 +66,7 @@ inline std::string gpu_timing_off_reason() {
 
 /// The driver's CUDA version as cuDriverGetVersion reports it (13000 for 13.0); 0 if unavailable.
 inline int driver_version() noexcept {
-#if LAPTIME_CUDA_DRIVER_API
+#if LAPTIME_ENABLED
   return laptime::detail::cuda_driver().driver_version;
 #else
   return 0;
@@ -79,7 +76,7 @@ inline int driver_version() noexcept {
 /// The CUcontext current on the calling thread (the device the framework made current), or
 /// nullptr where there is none or no driver. For diagnostics and tests.
 inline void* current_context() noexcept {
-#if LAPTIME_CUDA_DRIVER_API
+#if LAPTIME_ENABLED
   const laptime::detail::CudaDriver& d = laptime::detail::cuda_driver();
   if (!d.available) return nullptr;
   laptime::detail::cu::Context ctx = nullptr;
@@ -174,7 +171,7 @@ class GpuEventTimer {
 #endif
   }
 
-#if LAPTIME_CUDA_DRIVER_API
+#if LAPTIME_ENABLED
   /// A timer on the given driver table (nullptr: unavailable). Use instance(); this is for tests
   /// and for drivers loaded some other way.
   explicit GpuEventTimer(const laptime::detail::CudaDriverApi* api) noexcept : pool_(api) {}

@@ -23,16 +23,8 @@
 #include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/process_singleton.hpp"
 
-// LAPTIME_CUDA_DRIVER_API: 1 where the driver layer is compiled in, that is wherever laptime is
-// (compiled out, LAPTIME_DISABLE, there is no driver layer). Not a user setting: a file that
-// changed it would give laptime's objects another layout than the program's other files.
-#undef LAPTIME_CUDA_DRIVER_API
-#define LAPTIME_CUDA_DRIVER_API LAPTIME_ENABLED
-
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
-
-#if LAPTIME_CUDA_DRIVER_API
 
 /// The driver entry points laptime calls. Plain function pointers so that tests can hand a fake
 /// driver to the code that uses them (GpuEventTimer takes a CudaDriverApi).
@@ -99,20 +91,14 @@ std::string cuda_error_text(const CudaDriverApi& api, cu::Result r) {
   return std::string(name) + " (" + std::to_string(static_cast<int>(r)) + ")";
 }
 
-#endif  // LAPTIME_CUDA_DRIVER_API
-
 /// The process's driver: loaded once, shared by every copy of the header (process_singleton).
 struct CudaDriver {
-#if LAPTIME_CUDA_DRIVER_API
   CudaDriverApi api;
-#endif
   bool available = false;  // loaded, cuInit succeeded, at least one device
   int driver_version = 0;  // cuDriverGetVersion: 13000 for CUDA 13.0
   int device_count = 0;
   std::string status;  // one line for users: what was loaded, or why CUDA is unavailable
 };
-
-#if LAPTIME_CUDA_DRIVER_API
 
 /// Looks driver functions up in an open driver library. cuGetProcAddress_v2 (CUDA 12.0+) reports
 /// per symbol whether the version sufficed; cuGetProcAddress (11.3+) has no status argument; where
@@ -238,20 +224,14 @@ CudaDriver load_cuda_driver(const char* path) {
   return d;
 }
 
-#endif  // LAPTIME_CUDA_DRIVER_API
-
 // A template, like the functions here, so that a file that never touches CUDA does not compile
 // the loader (the NVTX wrapper's files: the compile-cost goal of docs/build.md).
 template <int = 0>
 struct BasicCudaDriverHolder {
   BasicCudaDriverHolder() {
-#if LAPTIME_CUDA_DRIVER_API
     // LAPTIME_CUDA_DRIVER: another driver library (a non-standard install, a test double).
     const auto path = env_text<Env::cuda_driver>();
     driver = load_cuda_driver(path ? path->data() : "libcuda.so.1");
-#else
-    driver.status = "unavailable: laptime is compiled out (LAPTIME_DISABLE)";
-#endif
   }
   CudaDriver driver;
 };

@@ -30,24 +30,16 @@ class GpuEventPool {
 
   using Stats = GpuEventStats;
 
-#if LAPTIME_CUDA_DRIVER_API
   /// A timer on the given driver table (nullptr: unavailable). Use instance(); this is for tests
   /// and for drivers loaded some other way.
   explicit GpuEventPool(const CudaDriverApi* api) noexcept : api_(api) {}
-#endif
   /// On the process's driver (unavailable where it is).
   GpuEventPool() noexcept;
   GpuEventPool(const GpuEventPool&) = delete;
   GpuEventPool& operator=(const GpuEventPool&) = delete;
 
   /// Whether start() can succeed at all (a driver and a device).
-  bool available() const noexcept {
-#if LAPTIME_CUDA_DRIVER_API
-    return api_ != nullptr;
-#else
-    return false;
-#endif
-  }
+  bool available() const noexcept { return api_ != nullptr; }
 
   /// Records a start event on `stream` (nullptr: the legacy default stream of the current
   /// context; otherwise a CUstream / cudaStream_t / PyTorch stream handle). Returns a token for
@@ -66,42 +58,29 @@ class GpuEventPool {
   /// no particular order, outside the timer's lock. Returns how many stopped pairs still pend.
   template <class Fn>
   std::size_t poll(Fn&& on_done) {
-#if LAPTIME_CUDA_DRIVER_API
     thread_local std::vector<Done> ready;  // keeps its capacity: no allocation per iteration
     ready.clear();
     const std::size_t left = collect(ready, /*top_up=*/true);
     for (const Done& d : ready) on_done(d.tag, d.gpu_ns);
     return left;
-#else
-    (void)on_done;
-    return 0;
-#endif
   }
 
   /// Blocking: waits for every stopped pair (cuEventSynchronize), then reports them like poll().
   /// For report time, never inside the loop. Pairs started but not stopped are left alone.
   template <class Fn>
   void drain(Fn&& on_done) {
-#if LAPTIME_CUDA_DRIVER_API
     wait_pending();
     std::vector<Done> ready;
     (void)collect(ready, /*top_up=*/false);
     for (const Done& d : ready) on_done(d.tag, d.gpu_ns);
-#else
-    (void)on_done;
-#endif
   }
 
   /// Calls f(tag) for every stopped pair not resolved yet, under the timer's lock (f must not
   /// call the timer). Lets a report say which names still wait for the GPU.
   template <class Fn>
   void for_each_pending(Fn&& f) const {
-#if LAPTIME_CUDA_DRIVER_API
     std::lock_guard<std::mutex> lock(mutex_);
     for (const std::uint32_t token : pending_) f(pairs_[token].tag);
-#else
-    (void)f;
-#endif
   }
 
   /// Creates events ahead of time so that at least `pairs` pairs are free in the context current
@@ -115,7 +94,6 @@ class GpuEventPool {
   Stats stats() const;
 
  private:
-#if LAPTIME_CUDA_DRIVER_API
   struct Done {
     std::uint64_t tag;
     std::uint64_t gpu_ns;
@@ -153,10 +131,7 @@ class GpuEventPool {
   std::vector<Pool> pools_;
   std::vector<std::uint32_t> pending_;
   Stats stats_;
-#endif
 };
-
-#if LAPTIME_CUDA_DRIVER_API
 
 inline GpuEventPool::GpuEventPool() noexcept {
   const CudaDriver& d = cuda_driver();
@@ -447,36 +422,6 @@ inline GpuEventStats GpuEventPool::stats() const {
   s.pending = pending_.size();
   return s;
 }
-
-#else  // !LAPTIME_CUDA_DRIVER_API: same API, nothing to time with
-
-inline GpuEventPool::GpuEventPool() noexcept = default;
-inline std::uint32_t GpuEventPool::start(void* stream) noexcept {
-  (void)stream;
-#if LAPTIME_ENABLED
-  cuda_warn_once("cuda-timing-unavailable", "GPU event timing requested but CUDA is " +
-                                                cuda_driver().status + "; host timing goes on");
-#endif
-  return kInvalid;
-}
-inline void GpuEventPool::stop(std::uint32_t token, void* stream, std::uint64_t tag) noexcept {
-  (void)token;
-  (void)stream;
-  (void)tag;
-}
-inline void GpuEventPool::cancel(std::uint32_t token) noexcept {
-  (void)token;
-}
-inline std::size_t GpuEventPool::reserve(std::size_t pairs) noexcept {
-  (void)pairs;
-  return 0;
-}
-inline void GpuEventPool::reset() noexcept {}
-inline GpuEventStats GpuEventPool::stats() const {
-  return GpuEventStats{};
-}
-
-#endif  // LAPTIME_CUDA_DRIVER_API
 
 }  // namespace detail
 LAPTIME_END_NAMESPACE

@@ -52,7 +52,6 @@ void cuda_warn_once(const char* key, const std::string& what) noexcept {
   }
 }
 
-#if LAPTIME_CUDA_DRIVER_API
 /// cuCtxSynchronize through `api` with laptime's warnings; true if the context was synchronised.
 template <int = 0>
 bool cuda_synchronize_context(const CudaDriverApi& api) noexcept {
@@ -75,7 +74,6 @@ bool cuda_synchronize_context(const CudaDriverApi& api) noexcept {
   }
   return false;
 }
-#endif
 
 /// cuda::synchronize().
 template <int = 0>
@@ -86,9 +84,7 @@ bool cuda_synchronize() noexcept {
     return true;
   }
   const CudaDriver& d = cuda_driver();
-#if LAPTIME_CUDA_DRIVER_API
   if (LAPTIME_LIKELY(d.available)) return cuda_synchronize_context(d.api);
-#endif
   cuda_warn_once("cuda-sync-unavailable", "CUDA sync requested but CUDA is " + d.status +
                                               "; timing goes on without the sync");
 #endif
@@ -115,7 +111,6 @@ void cuda_set_sync_function(CudaSyncFunction fn, void* user_data) noexcept {
 /// cuda::profiler_start() (start) and cuda::profiler_stop().
 template <int = 0>
 bool cuda_profiler_call(bool start) noexcept {
-#if LAPTIME_CUDA_DRIVER_API
   const CudaDriver& d = cuda_driver();
   if (d.available) {
     const cu::Result r = start ? d.api.profiler_start() : d.api.profiler_stop();
@@ -125,7 +120,6 @@ bool cuda_profiler_call(bool start) noexcept {
                        " failed: " + cuda_error_text(d.api, r));
     return false;
   }
-#endif
 #if LAPTIME_ENABLED
   cuda_warn_once("cuda-profiler-unavailable",
                  "CUDA profiler start/stop requested but CUDA is " + cuda_driver().status);

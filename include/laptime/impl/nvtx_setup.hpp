@@ -308,9 +308,13 @@ void nvtx_apply(NvtxState& w, std::uint32_t flags, const std::string& domain_nam
                 std::memory_order_release);
 }
 
-inline std::uint32_t nvtx_flags(bool sync_on_push, bool sync_on_pop, bool track) {
-  return NvtxState::kEnabled | (sync_on_push ? NvtxState::kSyncPush : 0u) |
-         (sync_on_pop ? NvtxState::kSyncPop : 0u) | (track ? NvtxState::kTrack : 0u);
+/// The state flags of settings asked for, the user's variables over them where set.
+inline std::uint32_t nvtx_flags(const NvtxEnvOverrides& env, bool sync_on_push, bool sync_on_pop,
+                                bool track) {
+  return NvtxState::kEnabled |
+         (env.sync_on_push.value_or(sync_on_push) ? NvtxState::kSyncPush : 0u) |
+         (env.sync_on_pop.value_or(sync_on_pop) ? NvtxState::kSyncPop : 0u) |
+         (env.track.value_or(track) ? NvtxState::kTrack : 0u);
 }
 
 /// NVTXRangeWrapper::enable. What the user's environment set (configure_from_env, before or
@@ -324,23 +328,17 @@ void nvtx_enable(NvtxState& w, bool sync_on_push, bool sync_on_pop, bool track,
   std::unique_lock<std::mutex> lock(w.config_mutex);
   const NvtxEnvOverrides& env = w.env;
   if (env.off) return;
-  sync_on_push = env.sync_on_push.value_or(sync_on_push);
-  sync_on_pop = env.sync_on_pop.value_or(sync_on_pop);
-  track = env.track.value_or(track);
   const std::string& domain = env.domain ? *env.domain : domain_name;
-  const std::uint32_t flags = nvtx_flags(sync_on_push, sync_on_pop, track);
+  const std::uint32_t flags = nvtx_flags(env, sync_on_push, sync_on_pop, track);
   const std::uint32_t current = w.state.load(std::memory_order_relaxed);
   const bool code_before = w.code_enabled;
   w.code_enabled = true;
-  if ((current & NvtxState::kEnabled) != 0) {
-    if ((current & NvtxState::kFlagMask) == flags && w.options_domain == domain &&
-        w.options_colors == colors) {
-      return;
-    }
-    if (!code_before) {  // enabled by configure_from_env alone
-      nvtx_apply(w, flags, domain, colors);
-      return;
-    }
+  const bool enabled = (current & NvtxState::kEnabled) != 0;
+  if (enabled && (current & NvtxState::kFlagMask) == flags && w.options_domain == domain &&
+      w.options_colors == colors) {
+    return;
+  }
+  if (enabled && code_before) {
     std::string what = "already enabled with " +
                        nvtx_describe(current, w.options_domain, w.options_colors) +
                        "; called again with " + nvtx_describe(flags, domain, colors) +
@@ -351,7 +349,8 @@ void nvtx_enable(NvtxState& w, bool sync_on_push, bool sync_on_pop, bool track,
                 what);
     return;
   }
-  nvtx_apply(w, flags, domain, colors);
+  nvtx_apply(w, flags, domain,
+             colors);  // the first enable, or the code's over configure_from_env's
 }
 
 /// configure_from_env's NVTX variables: kept for the code's enable() calls to come, and applied
@@ -374,15 +373,13 @@ void nvtx_configure_from_env(NvtxState& w, const NvtxEnvOverrides& o, bool on) {
     return;
   }
   if (!enabled && !on) return;
-  const bool sync_on_push = o.sync_on_push.value_or(enabled && (current & NvtxState::kSyncPush));
-  const bool sync_on_pop = o.sync_on_pop.value_or(enabled && (current & NvtxState::kSyncPop));
-  const bool track = o.track.value_or(enabled && (current & NvtxState::kTrack));
-  const std::string domain = o.domain ? *o.domain : (enabled ? w.options_domain : std::string());
-  const std::vector<std::uint32_t> colors =
-      enabled ? w.options_colors : std::vector<std::uint32_t>();
-  const std::uint32_t flags = nvtx_flags(sync_on_push, sync_on_pop, track);
+  // Over the settings in force: the code's where it enabled, else the defaults (all off).
+  const std::uint32_t flags =
+      nvtx_flags(o, (current & NvtxState::kSyncPush) != 0, (current & NvtxState::kSyncPop) != 0,
+                 (current & NvtxState::kTrack) != 0);
+  const std::string& domain = o.domain ? *o.domain : w.options_domain;
   if (enabled && (current & NvtxState::kFlagMask) == flags && w.options_domain == domain) return;
-  nvtx_apply(w, flags, domain, colors);
+  nvtx_apply(w, flags, domain, w.options_colors);
 }
 
 /// NVTXRangeWrapper::name_current_thread.

@@ -146,17 +146,17 @@ inline constexpr int kPopChecked = 1;   // range_pop(expected)
 inline constexpr int kPopScoped = 2;    // the end of an NVTXScopedRange's scope
 inline constexpr int kPopMeasured = 3;  // end_meas of a Stopwatch NVTX range (set_nvtx_ranges)
 
-/// The process-wide wrapper state: NvtxCore (nvtx.hpp: the flags the inline API reads) and the
-/// rest.
 /// What the user's environment set for the wrapper (configure_from_env; docs/configuration.md):
-/// it overrides the code's enable() arguments, whichever call comes first.
+/// it overrides the code's enable() arguments, whichever call comes first. `off`: LAPTIME_NVTX=0
+/// or LAPTIME_PROFILE=training, the code's enable() does nothing.
 struct NvtxEnvOverrides {
-  bool off =
-      false;  ///< LAPTIME_NVTX=0 or LAPTIME_PROFILE=training: the code's enable() does nothing
+  bool off = false;
   std::optional<bool> sync_on_push, sync_on_pop, track;
   std::optional<std::string> domain;
 };
 
+/// The process-wide wrapper state: NvtxCore (nvtx.hpp: the flags the inline API reads) and the
+/// rest.
 struct NvtxState : NvtxCore {
   alignas(64) std::mutex config_mutex;  // enable() and the test reset
   std::string options_domain;           // enable()'s NVTXOptions

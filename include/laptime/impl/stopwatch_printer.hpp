@@ -33,8 +33,8 @@ using PrintFn = void (*)(const char* text, std::size_t size, void* user_data);
 struct Printer {
   std::atomic<int> print_every{0};  // 0: never
   std::atomic<bool> print_rank0_only{false};
-  std::atomic<PrintFn> print_fn{nullptr};
-  std::atomic<void*> print_user{nullptr};
+  PrintFn print_fn = nullptr;  // under report_mutex, with its data
+  void* print_user = nullptr;
   // A print function of laptime's own that writes this process's stdout (the Python module's
   // sys.stdout printer): the progress line may rewrite itself through it, never through a user's.
   std::atomic<PrintFn> stdout_print_fn{nullptr};
@@ -48,14 +48,14 @@ struct Printer {
     // Below a rewritten progress line, not over it.
     const std::string& text = line_open ? "\n" + report : report;
     line_open = false;
-    call(print_fn.load(), text, what);
+    call(print_fn, text, what);
   }
 
   /// Prints a progress line: rewritten in place where rewrites_line (progress.hpp) says so, one
   /// line each otherwise.
   void print_line(const std::string& line) {
     std::lock_guard<std::recursive_mutex> lock(report_mutex);
-    const PrintFn fn = print_fn.load();
+    const PrintFn fn = print_fn;
     // A user's print function gets plain lines; laptime's own printers write this process's stdout.
     const bool user_fn = fn != nullptr && fn != stdout_print_fn.load();
     const bool rewrite =
@@ -79,7 +79,7 @@ struct Printer {
       explicit Inside(bool& f) : flag(f) { flag = true; }
       ~Inside() { flag = false; }
     } mark(inside);
-    fn(text.data(), text.size(), print_user.load());
+    fn(text.data(), text.size(), print_user);
   }
 
   /// Whether a rewritten progress line ends stdout now (then a report written there starts with
@@ -94,8 +94,8 @@ struct Printer {
   /// Stopwatch::set_print_function: the pair changes at once, between reports.
   void set_print_target(PrintFn fn, void* user_data) {
     std::lock_guard<std::recursive_mutex> lock(report_mutex);
-    print_user.store(user_data);
-    print_fn.store(fn);
+    print_user = user_data;
+    print_fn = fn;
   }
 
   // A forked child: the thread that may have held the lock does not exist there.
