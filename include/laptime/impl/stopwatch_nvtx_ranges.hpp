@@ -81,20 +81,33 @@ LAPTIME_NOINLINE inline void StopwatchState::close_own_nvtx_range(Slot& s, std::
   }
 }
 
-// At the end of an interval (end_features), on the thread that ends it. The common case (a range
-// this thread pushed, the wrapper's state unchanged, no order tracking, no sync) is a few loads, a
-// store and NVTX's pop, with no frame: every other case is a tail call to close_nvtx_range_slow.
+// At the end of an interval (end_features), on the thread that ends it. The common cases (a range
+// this thread pushed, the wrapper's state unchanged, no sync; with order tracking, the range is
+// the innermost by its registered name) are a few loads, a store and NVTX's pop: every other case
+// is a tail call to close_nvtx_range_slow.
 LAPTIME_NOINLINE inline void StopwatchState::close_nvtx_range(ThreadRecord& owner, Slot& run_slot,
                                                               std::uint32_t id) {
-  const NvtxCore* core = nvtx_core_pointer().load(std::memory_order_acquire);
+  NvtxCore* core = nvtx_core_pointer().load(std::memory_order_acquire);
   if (LAPTIME_LIKELY(threads.find_local() == &owner && core != nullptr &&
                      run_slot.nvtx.load(std::memory_order_acquire) == kNvtxRangePushed)) {
     const std::uint32_t st = core->state.load(std::memory_order_acquire);
     if (LAPTIME_LIKELY(st == run_slot.nvtx_state.load(std::memory_order_relaxed) &&
-                       (st & (NvtxCore::kTrack | NvtxCore::kSyncPop)) == 0)) {
-      run_slot.nvtx.store(kNvtxRangeNone, std::memory_order_relaxed);
-      nvtx_api::pop(core->domain.load(std::memory_order_relaxed));
-      return;
+                       (st & NvtxCore::kSyncPop) == 0)) {
+      if ((st & NvtxCore::kTrack) == 0) {
+        run_slot.nvtx.store(kNvtxRangeNone, std::memory_order_relaxed);
+        nvtx_api::pop(core->domain.load(std::memory_order_relaxed));
+        return;
+      }
+      // Order tracking: the innermost range is this one when its registered name is on top
+      // (a name beyond the table, or another on top, takes the slow path and its text check).
+      NvtxThread& t = nvtx_thread(static_cast<NvtxState&>(*core), st);
+      const NvtxName* pushed = run_slot.nvtx_name.load(std::memory_order_relaxed);
+      if (LAPTIME_LIKELY(pushed != nullptr && !t.stack.empty() && t.stack.back() == pushed)) {
+        run_slot.nvtx.store(kNvtxRangeNone, std::memory_order_relaxed);
+        t.stack.pop_back();
+        nvtx_api::pop(t.domain);
+        return;
+      }
     }
   }
   close_nvtx_range_slow(owner, run_slot, id);
