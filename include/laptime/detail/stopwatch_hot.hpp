@@ -213,6 +213,10 @@ struct alignas(kCacheLine) ThreadRecord {
   /// A thread takes this record: what ran on the previous owner is dropped (it can never end),
   /// what it accumulated stays. Called by ThreadRegistry under its lock.
   void adopt(long new_tid) noexcept;
+  /// Whether no interval of this epoch runs on the record: one its exited thread started stays
+  /// there, for another thread's end_meas to end (docs/stopwatch.md), and keeps the record from
+  /// being adopted until it ends or its epoch passes.
+  bool reusable() const noexcept;
 
   LAPTIME_ALWAYS_INLINE Slot& slot(std::uint32_t id) {
     Slot* c = chunks[id / kChunk].load(std::memory_order_relaxed);
@@ -332,6 +336,15 @@ LAPTIME_ALWAYS_INLINE bool nvtx_ranges_idle(const Slot& s, unsigned feats) noexc
 #endif
 }
 
+/// Whether the interval starting on `s` needs nothing of start_features: recording alone, once
+/// the thread has its ring (a change of the ring's capacity is applied at the end, by
+/// record_interval), or the NVTX ranges with nothing to open.
+LAPTIME_ALWAYS_INLINE bool start_idle(const ThreadRecord& rec, const Slot& s,
+                                      unsigned feats) noexcept {
+  if (feats == kFeatRecord) return rec.ring.load(std::memory_order_relaxed) != nullptr;
+  return nvtx_ranges_idle(s, feats);
+}
+
 inline void StopwatchCore::start(std::string_view name) {
   ThreadRecord& rec = local_record();
   const NameCacheEntry* e = lookup(rec, name);
@@ -355,7 +368,7 @@ inline void StopwatchCore::start(std::string_view name) {
   s.measuring.store(measuring, std::memory_order_relaxed);
   ++rec.running;
   const unsigned feats = features.load(std::memory_order_relaxed);
-  if (LAPTIME_UNLIKELY(feats != 0) && !nvtx_ranges_idle(s, feats)) {
+  if (LAPTIME_UNLIKELY(feats != 0) && !start_idle(rec, s, feats)) {
     start_features(s, id, feats, measuring);  // takes the start timestamp itself
   } else {
     s.start_ns.store(now_ns(), std::memory_order_relaxed);

@@ -35,7 +35,9 @@ namespace detail {
 
 /// Record must be default-constructible and provide `void adopt(long tid) noexcept`, called under
 /// the registry lock when a thread takes the record (fresh or retired): it clears what belonged to
-/// the previous thread (running measurements, range stacks) and keeps what is accumulated.
+/// the previous thread (running measurements, range stacks) and keeps what is accumulated; and
+/// `bool reusable() const noexcept`, whether a retired record may be taken at all (a Stopwatch
+/// record is not while an interval its thread started may still be ended by another thread).
 template <class Record>
 class ThreadRegistry {
  public:
@@ -159,7 +161,8 @@ class ThreadRegistry {
         break;
       }
       if (spare == nullptr &&
-          (!n->alive || (n->exiting && (n->tid == tid || thread_gone(n->tid))))) {
+          (!n->alive || (n->exiting && (n->tid == tid || thread_gone(n->tid)))) &&
+          n->record.reusable()) {
         spare = n;
       }
     }

@@ -100,6 +100,7 @@ struct alignas(64) NvtxThread {
     unregistered.clear();
     label.clear();  // no lock: the record has no live owner, and readers hold the registry lock
   }
+  static constexpr bool reusable() noexcept { return true; }
 
   /// Hot path: the name cached for this text pointer, if its bytes still match.
   LAPTIME_ALWAYS_INLINE const NvtxName* find_cached(std::string_view text) const noexcept {

@@ -102,10 +102,16 @@ LAPTIME_IMPL void StopwatchCore::end_elsewhere(ThreadRecord& rec, Slot& mine, st
   ThreadRecord* owner = nullptr;
   Slot* found = nullptr;
   int others = 0;
+  bool older = false;  // one runs elsewhere from an older epoch
   threads.for_each([&](ThreadRecord& other, long, bool) {
     if (&other == &rec) return;
     Slot* c = other.chunks[id / kChunk].load(std::memory_order_acquire);
-    if (c == nullptr || c[id % kChunk].run.load(std::memory_order_acquire) != ep) return;
+    if (c == nullptr) return;
+    const std::uint32_t r = c[id % kChunk].run.load(std::memory_order_acquire);
+    if (r != ep) {
+      older = older || r != 0;
+      return;
+    }
     ++others;
     owner = &other;
     found = &c[id % kChunk];
@@ -119,6 +125,9 @@ LAPTIME_IMPL void StopwatchCore::end_elsewhere(ThreadRecord& rec, Slot& mine, st
     }
     others = 0;  // its own thread ended it meanwhile
   }
+  // Started elsewhere before a disable(), reset() or enable() (another thread's): it ends nothing,
+  // silently, as on its own thread. Its owner drops it (the slot's NVTX range is its own).
+  if (others == 0 && older) return;
   usage_error("end_meas(" + detail::quoted(name) + ")",
               others == 0 ? detail::quoted(name) + " is not running (no start_meas(" +
                                 detail::quoted(name) + ") on any thread, or it already ended)"

@@ -46,10 +46,17 @@ LAPTIME_NOINLINE inline void StopwatchState::ensure_ring(ThreadRecord& rec) {
 // thread that ends it (each ring has one writer); it belongs to the iteration in which it ends.
 LAPTIME_IMPL void StopwatchCore::record_interval(std::uint32_t id, std::int64_t t0,
                                                  std::int64_t dt) {
-  IntervalRing* r = threads.local().ring.load(std::memory_order_relaxed);
+  StopwatchState& st = whole(*this);
+  ThreadRecord& rec = threads.local();
+  IntervalRing* r = rec.ring.load(std::memory_order_relaxed);
   if (LAPTIME_UNLIKELY(r == nullptr)) {  // this thread started nothing since recording began
-    whole(*this).unrecorded.fetch_add(1, std::memory_order_relaxed);
+    st.unrecorded.fetch_add(1, std::memory_order_relaxed);
     return;
+  }
+  // The capacity changed since this thread's ring was made (a start with a ring does not look).
+  if (LAPTIME_UNLIKELY(r->capacity != st.record_capacity.load(std::memory_order_relaxed))) {
+    st.ensure_ring(rec);
+    r = rec.ring.load(std::memory_order_relaxed);
   }
   const std::uint64_t gen = iter_gate().generation.load(std::memory_order_relaxed);
   r->push(std::uint64_t{id} | (gen << 32), t0, dt,

@@ -145,6 +145,21 @@ LAPTIME_IMPL void ThreadRecord::adopt(long new_tid) noexcept {
   }
 }
 
+LAPTIME_IMPL bool ThreadRecord::reusable() const noexcept {
+  if (running <= 0) return true;  // an upper bound: none was started and left
+  const StopwatchCore* core = stopwatch_core_pointer().load(std::memory_order_acquire);
+  if (core == nullptr) return true;
+  const std::uint32_t ep = core->epoch.load(std::memory_order_relaxed);
+  for (const auto& c : chunks) {
+    if (const Slot* s = c.load(std::memory_order_acquire)) {
+      for (std::size_t i = 0; i < kChunk; ++i) {
+        if (s[i].run.load(std::memory_order_acquire) == ep) return false;
+      }
+    }
+  }
+  return true;
+}
+
 LAPTIME_IMPL Slot* ThreadRecord::add_chunk(std::size_t index) {
   // Never freed: reports may read it at any time. A worker's comes from its region of the
   // shared file, where its parent reads it.

@@ -1,0 +1,165 @@
+// Ending an interval on another thread than the one that started it (docs/stopwatch.md): the
+// seed allowed a start in one callback and the end in another. Which interval such an end_meas
+// takes, what an exited starter or another thread's reset() changes, and when it is an error.
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "laptime/impl/stopwatch_state.hpp"  // the internals this test looks at
+#include "laptime/stopwatch.hpp"
+#include "stopwatch_support.hpp"
+
+namespace {
+
+using laptime_test::error_of;
+using laptime_test::find;
+using laptime_test::Fresh;
+
+std::uint64_t count_of(const std::string& name) {
+  const auto m = find(laptime::Stopwatch::instance().results(), name);
+  return m ? m->count : 0;
+}
+
+void wait_for(const std::atomic<int>& stage, int value) {
+  while (stage.load() < value) std::this_thread::yield();
+}
+
+}  // namespace
+
+TEST_CASE("end_meas on another thread ends the one interval of that name running elsewhere" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  std::atomic<int> stage{0};
+  std::string starter_error;
+  std::thread starter([&] {
+    sw.start_meas("callback");  // a start in one callback ...
+    stage = 1;
+    wait_for(stage, 2);
+    // ... ended by another thread: nothing runs here any more.
+    starter_error = error_of([&] { sw.finish_iter(); });
+    stage = 3;
+  });
+  wait_for(stage, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(error_of([&] { sw.end_meas("callback"); }).empty());  // ... the end in another
+  stage = 2;
+  wait_for(stage, 3);
+  starter.join();
+  CHECK(starter_error.empty());
+  const auto m = find(sw.results(), "callback");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == 1);
+  CHECK(m->running == 0);
+  CHECK(m->min_ns >= 15e6);  // the interval from the other thread's start to this end
+  // Ended once: a second end finds it running nowhere.
+  const std::string again = error_of([&] { sw.end_meas("callback"); });
+  CHECK(again.find("is not running") != std::string::npos);
+}
+
+TEST_CASE("end_meas ends the interval of a thread that has exited since it started it" *
+          LAPTIME_NEEDS_ENABLED) {
+  // A thread per batch starts "data wait" and is gone when the loop ends it (as the seed's one
+  // dictionary of starts allowed).
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  std::thread([&] { sw.start_meas("data wait"); }).join();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(error_of([&] { sw.end_meas("data wait"); }).empty());
+  CHECK(error_of([&] { sw.finish_iter(); }).empty());
+  const auto m = find(sw.results(), "data wait");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == 1);
+  CHECK(m->running == 0);
+  CHECK(m->min_ns >= 15e6);
+  // A new thread may take the exited one's record: nothing runs there, and its own pair counts.
+  std::string later;
+  std::thread([&] {
+    later = error_of([&] {
+      sw.start_meas("data wait");
+      sw.end_meas("data wait");
+    });
+  }).join();
+  CHECK(later.empty());
+  CHECK(count_of("data wait") == 2);
+  CHECK(error_of([&] { sw.end_meas("data wait"); }).find("is not running") != std::string::npos);
+}
+
+TEST_CASE(
+    "an exited thread's interval stays for end_meas while other threads come and go: its record "
+    "is not taken by a new thread until the interval ends" *
+    LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  constexpr int kBatches = 20;
+  int errors = 0;
+  for (int i = 0; i < kBatches; ++i) {
+    std::thread([&] { sw.start_meas("handoff"); }).join();
+    // A thread per batch that times something else: it attaches after the first one is gone.
+    std::thread([&] {
+      sw.start_meas("other");
+      sw.end_meas("other");
+    }).join();
+    errors += error_of([&] { sw.end_meas("handoff"); }).empty() ? 0 : 1;
+  }
+  CHECK(errors == 0);
+  CHECK(count_of("handoff") == kBatches);
+  CHECK(count_of("other") == kBatches);
+  // Ended, the records are free again: the batches' threads did not keep one each.
+  std::size_t records = 0;
+  laptime::detail::stopwatch_core().threads.for_each(
+      [&](laptime::detail::ThreadRecord&, long, bool) { ++records; });
+  CHECK(records <= 4);
+}
+
+TEST_CASE(
+    "an interval started on another thread before a reset(), disable() or enable() of a third "
+    "ends nothing, silently, where it is ended" *
+    LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  const auto across = [&](void (*change)()) {
+    std::thread([&] { sw.start_meas("handoff"); }).join();
+    std::thread(change).join();
+    return error_of([&] { sw.end_meas("handoff"); });
+  };
+  CHECK(across([] { laptime::Stopwatch::instance().reset(); }).empty());
+  CHECK(across([] {
+          laptime::Stopwatch::instance().disable();
+          laptime::Stopwatch::instance().enable(0, std::nullopt, false);
+        }).empty());
+  CHECK(count_of("handoff") == 0);  // never counted
+  // Nothing older runs anywhere now: an end without a start is the usage error again.
+  CHECK(error_of([&] { sw.end_meas("never started"); }).find("is not running") !=
+        std::string::npos);
+}
+
+TEST_CASE("end_meas of a name running on several other threads is a usage error" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  std::atomic<int> started{0};
+  std::atomic<int> stage{0};
+  std::vector<std::thread> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.emplace_back([&] {
+      sw.start_meas("decode");
+      ++started;
+      wait_for(stage, 1);
+      sw.end_meas("decode");  // each ends its own
+    });
+  }
+  wait_for(started, 2);
+  const std::string msg = error_of([&] { sw.end_meas("decode"); });
+  CHECK(msg.find("runs on 2 other threads") != std::string::npos);
+  stage = 1;
+  for (auto& t : workers) t.join();
+  CHECK(count_of("decode") == 2);  // the failed call took nothing from them
+}
