@@ -121,3 +121,34 @@ TEST_CASE("the code's settings beat built-in defaults; LAPTIME_PROFILE=training 
   laptime::detail::testing_reset_stopwatch();
 #endif
 }
+
+TEST_CASE(
+    "configure_from_env, then the code's enable on any rank: LAPTIME_TRACK_CPU and "
+    "LAPTIME_PRINT_RANK0_ONLY apply, though the environment did not enable the Stopwatch" *
+    LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  auto& sw = laptime::Stopwatch::instance();
+  laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  for (const int rank : {0, 1}) {
+    CAPTURE(rank);
+    laptime::detail::testing_reset_stopwatch();
+    sw.set_print_rank0_only(false);
+    laptime::apply_settings(laptime::settings_from_env(env({{"LAPTIME_TRACK_CPU", "loader"}})),
+                            rank);
+    CHECK_FALSE(sw.is_enabled());  // the environment did not ask for it
+    sw.enable(0, std::nullopt, false);
+    sw.start_meas("loader");
+    sw.end_meas("loader");
+    sw.start_meas("step");
+    sw.end_meas("step");
+    const laptime::Results r = sw.results();
+    for (const auto& m : r.measurements) {
+      CAPTURE(m.name);
+      CHECK(m.resources.has_value() == (m.name == "loader"));
+    }
+    // The variable's default (1): the reports stay on rank 0.
+    CHECK(laptime::detail::stopwatch_state().print_rank0_only.load());
+  }
+  laptime::detail::testing_reset_stopwatch();
+#endif
+}

@@ -199,8 +199,20 @@ inline void apply_env_overrides(const Settings& s) {
   settings_step("environment overrides", [&] { set_env_overrides(o); });
 }
 
-// The Stopwatch, on the ranks that measure.
+// The Stopwatch, on the ranks where the environment enables it.
 inline void apply_stopwatch_settings(const Settings& s) {
+  settings_step("Stopwatch::enable", [&] {
+    enable_stopwatch(s.num_warmup_iters, s.print_every_n_iters, s.do_cuda_sync, "0",
+                     /*from_env=*/true);
+  });
+}
+
+// On every rank and whoever enables the Stopwatch (the code, or LAPTIME_STOPWATCH): recording
+// costs nothing until the Stopwatch measures. Of the NVTX ranges only the environment's choice
+// is applied (it overrides the code's set_nvtx_ranges).
+inline void apply_every_rank_settings(const Settings& s) {
+  // What the Stopwatch does once enabled, by the environment or by the code's own enable() (the
+  // reports stay on rank 0 by default there too).
   Stopwatch& sw = Stopwatch::instance();
   settings_step("LAPTIME_PRINT_RANK0_ONLY", [&] { sw.set_print_rank0_only(s.print_rank0_only); });
   const std::size_t tracked = track_cpu_room(s.track_cpu.size());
@@ -212,16 +224,6 @@ inline void apply_stopwatch_settings(const Settings& s) {
   for (std::size_t i = 0; i < gpu_names; ++i) {
     settings_step("LAPTIME_GPU_TIMING", [&] { sw.enable_gpu_timing_for(s.gpu_timing_names[i]); });
   }
-  settings_step("Stopwatch::enable", [&] {
-    enable_stopwatch(s.num_warmup_iters, s.print_every_n_iters, s.do_cuda_sync, "0",
-                     /*from_env=*/true);
-  });
-}
-
-// On every rank and whoever enables the Stopwatch (the code, or LAPTIME_STOPWATCH): recording
-// costs nothing until the Stopwatch measures. Of the NVTX ranges only the environment's choice
-// is applied (it overrides the code's set_nvtx_ranges).
-inline void apply_every_rank_settings(const Settings& s) {
   // stopwatch_state() inside each step: nothing is made where nothing is set.
   if (s.record_intervals) {
     const std::size_t n = record_bound(*s.record_intervals);
@@ -266,8 +268,8 @@ inline void apply_nvtx_variables(const Settings& s) {
 LAPTIME_IMPL void apply_settings(const Settings& s, int rank) noexcept {
   for (const std::string& w : s.warnings) detail::warn_once(w, w);
   detail::apply_env_overrides(s);
-  if (s.stopwatch && (s.stopwatch_all_ranks || rank == 0)) detail::apply_stopwatch_settings(s);
   detail::apply_every_rank_settings(s);
+  if (s.stopwatch && (s.stopwatch_all_ranks || rank == 0)) detail::apply_stopwatch_settings(s);
   if (detail::nvtx_variables_set(s)) {
     detail::settings_step("the NVTX variables", [&] { detail::apply_nvtx_variables(s); });
   } else if (s.nvtx) {
