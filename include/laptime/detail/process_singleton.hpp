@@ -24,6 +24,7 @@
 // use them. docs/design.md describes this with its limits.
 #pragma once
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -261,8 +262,24 @@ inline std::uintptr_t anchor_find(ProcessAnchor* a, const char* key) noexcept {
 /// given to `discard` if another copy of the code made one meanwhile). Not a template, so the
 /// anchor code is compiled once per file however many singletons it uses; cold: called once per
 /// copy of the code and singleton.
+/// Keeps the shared object whose code called this mapped until the process exits: a dlclose of
+/// it then leaves it loaded. The process-wide objects keep pointers into the code of each copy
+/// that uses them (fork handlers, the at-exit output and its signal handlers, NVTX's table of
+/// functions, background threads); unmapped, they would point at nothing (docs/design.md).
+LAPTIME_NOINLINE LAPTIME_COLD inline void keep_caller_loaded() noexcept {
+  Dl_info info;
+  void* const caller = __builtin_extract_return_addr(__builtin_return_address(0));
+  if (::dladdr(caller, &info) == 0 || info.dli_fname == nullptr || info.dli_fname[0] == '\0') {
+    return;
+  }
+  // RTLD_NOLOAD: only an object already loaded (the main program's name finds none: it is never
+  // unloaded anyway). The reference is never dropped; RTLD_NODELETE makes that moot.
+  (void)::dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
 LAPTIME_COLD inline void* find_or_create_process_object(const char* key, std::size_t size,
                                                         void* (*make)(), void (*discard)(void*)) {
+  keep_caller_loaded();  // each copy's first use of each object passes here
   // The key names the version and the size: two laptime versions in one process never share
   // an object whose layout they disagree on.
   char name[sizeof(ProcessAnchor::Entry::key)];

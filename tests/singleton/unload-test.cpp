@@ -1,0 +1,110 @@
+// A shared object with its own copy of laptime that is dlclose'd after using it (docs/design.md,
+// "One object per process"): the process-wide objects keep pointers into the code of the copies
+// that used them (fork handlers, NVTX's function table, the at-exit output), so that copy stays
+// loaded. Each case runs in a child process made before anything is loaded, so that a crash is a
+// failed check, not the end of the suite.
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "laptime/nvtx.hpp"
+#include "laptime/results.hpp"
+#include "laptime/stopwatch.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+// The plugin (built so that dlclose would unmap it: no STB_GNU_UNIQUE symbols) enables the
+// Stopwatch and the NVTX wrapper with order tracking, measures and pushes a range, on a thread
+// that exits (so that no thread-exit destructor of its code is pending), then is dlclose'd.
+// Returns whether its code is still mapped.
+bool use_plugin_then_close() {
+  void* h = ::dlopen(PLUGIN_UNLOADABLE, RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return false;
+  const auto fn = [&](const char* name) {
+    return ::dlsym(h, (std::string("plugin_d_") + name).c_str());
+  };
+  const auto enable = reinterpret_cast<void (*)(int)>(fn("enable"));
+  const auto start = reinterpret_cast<void (*)(const char*)>(fn("start"));
+  const auto end = reinterpret_cast<void (*)(const char*)>(fn("end"));
+  const auto nvtx_enable = reinterpret_cast<void (*)()>(fn("nvtx_enable"));
+  const auto scoped_range = reinterpret_cast<void (*)(void (*)())>(fn("scoped_range"));
+  std::thread([&] {
+    enable(0);
+    nvtx_enable();
+    scoped_range(nullptr);
+    start("plugin work");
+    end("plugin work");
+  }).join();
+  ::dlclose(h);
+  std::FILE* maps = std::fopen("/proc/self/maps", "r");
+  char line[4096];
+  bool mapped = false;
+  while (maps != nullptr && std::fgets(line, sizeof line, maps) != nullptr) {
+    mapped = mapped || std::strstr(line, "laptime_singleton_d") != nullptr;
+  }
+  if (maps != nullptr) std::fclose(maps);
+  return mapped;
+}
+
+// Runs `body` in a child process; its exit status (-1: killed by a signal or hung).
+int in_child(int (*body)()) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (const int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE}) std::signal(sig, SIG_DFL);
+    ::alarm(20);
+    ::_exit(body());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("a shared object that used laptime stays loaded after dlclose" * LAPTIME_NEEDS_ENABLED) {
+  CHECK(in_child([] { return use_plugin_then_close() ? 0 : 1; }) == 0);
+}
+
+TEST_CASE("after dlclose of the copy that enabled it, the NVTX wrapper works in another copy" *
+          LAPTIME_NEEDS_ENABLED) {
+  CHECK(in_child([] {
+          (void)use_plugin_then_close();
+          auto& nvtx = laptime::NVTXRangeWrapper::instance();
+          nvtx.range_push("main range");  // a new thread's first push: the enabling copy's code
+          nvtx.range_pop("main range");
+          return 0;
+        }) == 0);
+}
+
+TEST_CASE(
+    "after dlclose of the copy that enabled the Stopwatch, a forked worker's intervals are "
+    "merged" *
+    LAPTIME_NEEDS_ENABLED) {
+  CHECK(in_child([] {
+          (void)use_plugin_then_close();
+          auto& sw = laptime::Stopwatch::instance();
+          sw.finish_iter();
+          const pid_t worker = ::fork();
+          if (worker == 0) {
+            for (int i = 0; i < 100; ++i) {
+              sw.start_meas("worker work");
+              sw.end_meas("worker work");
+            }
+            ::_exit(0);
+          }
+          int status = 0;
+          ::waitpid(worker, &status, 0);
+          if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 2;
+          for (const auto& m : sw.results().measurements) {
+            if (m.name == "worker work") return m.count == 100 ? 0 : 3;
+          }
+          return 4;
+        }) == 0);
+}
