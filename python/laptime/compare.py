@@ -246,6 +246,10 @@ def _gate_options(args):
         raise UsageError(str(e)) from None
 
 
+# Why a name of one run a side has no per-iteration values although the run recorded intervals.
+_THIN = "is measured in worker processes, which record no intervals"
+
+
 def _gate_one(ref_files, test_files, name, threshold, confidence, seed):
     """([Verdict], [names not gated], whether any run had per-iteration values)."""
     ref = [gate.run_figures(read(f)) for f in ref_files]
@@ -256,6 +260,10 @@ def _gate_one(ref_files, test_files, name, threshold, confidence, seed):
     except gate.GateError as e:
         raise UsageError(str(e)) from None
     names, skipped = gate.quantities(ref, test, name)
+    thin = [q for q in names if gate.without_spread(ref, test, q)]
+    names = [q for q in names if q not in thin]
+    if not names and thin:
+        raise UsageError(f"{thin[0]!r} {_THIN}; give at least 2 runs per side to gate it")
     if not names:
         what = f"no measurement {name!r}" if name else "no measurement"
         raise ResultsError(f"{what} in every run of both sides to gate")
@@ -263,6 +271,7 @@ def _gate_one(ref_files, test_files, name, threshold, confidence, seed):
     verdicts = [gate.judge([r[q] for r in ref], [t[q] for t in test], q, threshold, each, seed)
                 for q in names]
     skipped = [(q, "not measured in every run") for q in skipped]
+    skipped += [(q, f"{_THIN}: needs 2 runs per side") for q in thin]
     skipped += [(q, "0 in the reference") for q, v in zip(names, verdicts) if v is None]
     recorded = any(f.per_iteration for run in ref + test for f in run.values())
     return [v for v in verdicts if v is not None], skipped, recorded

@@ -76,7 +76,12 @@ def run_figures(results):
     if len(iterations) < 2:
         return out
     per_name = _samples.per_iteration(s)
+    # Worker processes record no intervals: a name with worker figures keeps its mean alone (its
+    # recorded values would be the main process's part, or zeros).
+    in_workers = {m["name"] for m in results.get("measurements", []) if m.get("workers")}
     for name in out:
+        if name in in_workers:
+            continue
         values = [per_name.get(name, {}).get(k, 0.0) for k in iterations]
         out[name] = RunFigure(sum(values) / len(values), values)
     ends = dict(s.get("iterations") or [])
@@ -97,6 +102,13 @@ def quantities(ref_runs, test_runs, name=None):
         return [q for q in everywhere if q == name], []
     gated = [q for q in everywhere if q != ITERATION] + [q for q in everywhere if q == ITERATION]
     return gated, [q for q in seen if q not in everywhere and q != ITERATION]
+
+
+def without_spread(ref_runs, test_runs, quantity):
+    """Whether a side of one run lacks ``quantity``'s per-iteration values (a name measured in
+    worker processes): nothing tells its spread, so it is not gated."""
+    return any(len(side) < 2 and not all(run[quantity].per_iteration for run in side)
+               for side in (ref_runs, test_runs))
 
 
 def check_judgeable(side_runs, what):

@@ -258,6 +258,34 @@ def test_one_recorded_run_a_side_is_gated_over_its_iterations(tmp_path, capsys):
     assert gate(capsys, ref, same, "--fail-above", "5%")[0] == 0
 
 
+def with_worker_name(run, mean_per_iter_s):
+    """``run`` with "decode" measured in DataLoader worker processes, which record nothing."""
+    run["measurements"].append({"name": "decode", "count": 200, "mean_per_iter_s": mean_per_iter_s,
+                                "workers": [{"pid": 7, "label": "pid 7", "count": 200}]})
+    return run
+
+
+def test_a_name_measured_in_workers_is_not_judged_from_zeros(tmp_path, capsys):
+    # Its recorded values would be zeros ("0 in the reference": a 4x slowdown passed). With one
+    # run a side it is named and not gated; with several runs a side it is gated on their means.
+    rng = random.Random(5)
+    ref = [write(tmp_path / "ref.json", with_worker_name(recorded_run(rng, 1.0), 0.0014))]
+    test = [write(tmp_path / "test.json", with_worker_name(recorded_run(rng, 1.0), 0.0057))]
+    code, out, err = gate(capsys, ref, test, "--fail-above", "5%")
+    assert (code, err) == (0, "")
+    assert ("not gated: 'decode' (is measured in worker processes, which record no intervals: "
+            "needs 2 runs per side)") in out
+    code, out, err = gate(capsys, ref, test, "--fail-above", "5%", "--name", "decode")
+    assert code == 2 and "give at least 2 runs per side" in err
+    refs = [write(tmp_path / f"ref{i}.json", with_worker_name(recorded_run(rng, 1.0), 0.0014))
+            for i in range(3)]
+    tests = [write(tmp_path / f"test{i}.json", with_worker_name(recorded_run(rng, 1.0), 0.0057))
+             for i in range(3)]
+    code, out, err = gate(capsys, refs, tests, "--fail-above", "5%", "--name", "decode")
+    assert (code, err) == (1, "")
+    assert any(line.startswith("FAIL") and "decode" in line for line in out.splitlines())
+
+
 def test_recorded_identical_runs_rarely_fail(tmp_path, capsys):
     rng = random.Random(11)
     fired = 0
