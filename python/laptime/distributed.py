@@ -32,9 +32,18 @@ from ._laptime import configure_from_env as _configure_from_env
 
 def configure_from_env(all_ranks=True):
     """``laptime.configure_from_env()`` with every rank measuring (``LAPTIME_RANKS=all``) unless
-    the environment already says ``LAPTIME_RANKS``. Returns the settings applied (a dict)."""
+    the environment already says ``LAPTIME_RANKS``. Returns the settings applied (a dict).
+
+    Where ``torch.distributed`` is initialised already, the process group's rank and world size
+    are this process's (``Stopwatch().set_rank``): ``torch.multiprocessing.spawn`` sets no
+    ``RANK`` variable, and without it every rank would call itself rank 0 and write the same
+    ``LAPTIME_OUTPUT`` file. Called before ``init_process_group`` there, call
+    ``Stopwatch().set_rank(rank, world_size)`` once it is known."""
     if all_ranks and not os.environ.get("LAPTIME_RANKS"):
         os.environ["LAPTIME_RANKS"] = "all"
+    dist = _dist()
+    if dist is not None:
+        Stopwatch().set_rank(dist.get_rank(), dist.get_world_size())
     return _configure_from_env()
 
 
