@@ -110,6 +110,23 @@ TEST_CASE("a thread keeps exactly its last N intervals, in order, as measured") 
   }
 }
 
+TEST_CASE("a new capacity holds from the next interval a thread ends, the last ones kept") {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable_recording(8);
+  sw.enable(0, std::nullopt, false);
+  for (int i = 0; i < 5; ++i) (void)timed("before", 0);
+  sw.enable_recording(3);
+  std::vector<Known> known;
+  for (int i = 0; i < 4; ++i) known.push_back(timed("after", 0));
+  const laptime::Samples s = *sw.results().samples;
+  CHECK(s.capacity == 3);
+  REQUIRE(s.threads.size() == 1);
+  const auto& got = s.threads[0].intervals;
+  REQUIRE(got.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) check_matches(s, got[i], known[i + 1]);
+}
+
 TEST_CASE("nested intervals are recorded with the start and length each had") {
   Fresh fresh;
   auto& sw = laptime::Stopwatch::instance();
@@ -192,8 +209,13 @@ TEST_CASE("reset() drops the recorded intervals; enable_recording(0) stops recor
   sw.enable_recording(4);
   sw.enable(0, std::nullopt, false);
   (void)timed("a", 0);
+  // Ended on a thread that started nothing since recording began: counted as unrecorded.
+  std::thread([&] { sw.start_meas("handed"); }).join();
+  std::thread([&] { sw.end_meas("handed"); }).join();
+  CHECK(sw.results().samples->unrecorded == 1);
   sw.reset();
   CHECK(sw.results().samples->threads.empty());
+  CHECK(sw.results().samples->unrecorded == 0);
   (void)timed("b", 0);
   REQUIRE(sw.results().samples->threads.size() == 1);
   CHECK(sw.results().samples->threads[0].intervals.size() == 1);

@@ -48,6 +48,7 @@ inline void StopwatchState::reset() {
   clear_one_time();
   clear_iterations();
   clear_gpu();
+  unrecorded.store(0, std::memory_order_relaxed);  // the recorded intervals' count of the missing
 }
 
 // A forked child (a DataLoader worker) gets a copy of this state, possibly while another thread
