@@ -55,22 +55,28 @@ PyObject* mod_configure_from_env(PyObject*, PyObject*) {
   PyObject* d = PyDict_New();
   if (d == nullptr) return nullptr;
   auto boolean = [](bool b) { return PyBool_FromLong(b); };
-  const bool ok = set_item(d, "stopwatch", boolean(s.stopwatch)) &&
-                  set_item(d, "num_warmup_iters", PyLong_FromLong(s.num_warmup_iters)) &&
-                  set_item(d, "print_every_n_iters",
-                           s.print_every_n_iters ? PyLong_FromLong(*s.print_every_n_iters)
-                                                 : Py_NewRef(Py_None)) &&
-                  set_item(d, "do_cuda_sync", boolean(s.do_cuda_sync)) &&
-                  set_item(d, "gpu_timing", boolean(s.gpu_timing)) &&
-                  set_item(d, "stopwatch_all_ranks", boolean(s.stopwatch_all_ranks)) &&
-                  set_item(d, "print_rank0_only", boolean(s.print_rank0_only)) &&
-                  set_item(d, "track_cpu", str_list(s.track_cpu)) &&
-                  set_item(d, "nvtx", boolean(s.nvtx)) &&
-                  set_item(d, "nvtx_sync_on_push", boolean(s.nvtx_sync_on_push)) &&
-                  set_item(d, "nvtx_sync_on_pop", boolean(s.nvtx_sync_on_pop)) &&
-                  set_item(d, "nvtx_check_order", boolean(s.nvtx_check_order)) &&
-                  set_item(d, "nvtx_domain", text_to_str(s.nvtx_domain)) &&
-                  set_item(d, "warnings", str_list(s.warnings));
+  const bool ok =
+      set_item(d, "stopwatch", boolean(s.stopwatch)) &&
+      set_item(d, "num_warmup_iters", PyLong_FromLong(s.num_warmup_iters)) &&
+      set_item(
+          d, "print_every_n_iters",
+          s.print_every_n_iters ? PyLong_FromLong(*s.print_every_n_iters) : Py_NewRef(Py_None)) &&
+      set_item(d, "do_cuda_sync", boolean(s.do_cuda_sync)) &&
+      set_item(d, "gpu_timing", boolean(s.gpu_timing)) &&
+      set_item(d, "stopwatch_all_ranks", boolean(s.stopwatch_all_ranks)) &&
+      set_item(d, "print_rank0_only", boolean(s.print_rank0_only)) &&
+      set_item(d, "track_cpu", str_list(s.track_cpu)) && set_item(d, "nvtx", boolean(s.nvtx)) &&
+      set_item(d, "nvtx_sync_on_push", boolean(s.nvtx_sync_on_push)) &&
+      set_item(d, "nvtx_sync_on_pop", boolean(s.nvtx_sync_on_pop)) &&
+      set_item(d, "nvtx_check_order", boolean(s.nvtx_check_order)) &&
+      set_item(d, "nvtx_domain", text_to_str(s.nvtx_domain)) &&
+      set_item(d, "nvtx_ranges", boolean(s.nvtx_ranges)) &&
+      set_item(d, "nvtx_counters", boolean(s.nvtx_counters)) &&
+      set_item(d, "nvtx_counters_hz", PyFloat_FromDouble(s.nvtx_counters_hz)) &&
+      set_item(d, "gpu_timing_names", str_list(s.gpu_timing_names)) &&
+      set_item(d, "data_name", s.data_name ? text_to_str(*s.data_name) : Py_NewRef(Py_None)) &&
+      set_item(d, "progress", s.progress.empty() ? Py_NewRef(Py_None) : text_to_str(s.progress)) &&
+      set_item(d, "warnings", str_list(s.warnings));
   // LAPTIME_RECORD: the intervals kept per thread, or None.
   PyObject* record =
       s.record_intervals ? PyLong_FromSize_t(*s.record_intervals) : Py_NewRef(Py_None);

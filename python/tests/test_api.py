@@ -230,6 +230,20 @@ def test_configure_from_env_without_variables_does_nothing(monkeypatch, stopwatc
     assert not stopwatch.is_enabled and not nvtx.is_enabled
 
 
+def test_configure_from_env_returns_every_setting_it_applies(monkeypatch):
+    # Each variable of docs/configuration.md's table that configure_from_env() reads shows in the
+    # dict: LAPTIME_PROFILE=profiling turns on the ranges and counters, which it must show.
+    monkeypatch.setenv("LAPTIME_PROFILE", "profiling")
+    monkeypatch.setenv("LAPTIME_DATA_NAME", "data wait")
+    monkeypatch.setenv("LAPTIME_PROGRESS", "off")
+    monkeypatch.setenv("LAPTIME_GPU_TIMING", "forward,backward")
+    applied = laptime.configure_from_env()
+    assert applied["nvtx_ranges"] and applied["nvtx_counters"]
+    assert applied["nvtx_counters_hz"] == 10.0
+    assert applied["data_name"] == "data wait" and applied["progress"] == "off"
+    assert applied["gpu_timing_names"] == ["forward", "backward"]
+
+
 class FakeTorchStream:
     """What laptime reads from a torch.cuda.Stream: its int handle."""
 
