@@ -60,6 +60,15 @@ inline void StopwatchState::reset() {
 // them do not exist. The child may keep measuring on its own copy; it never prints or writes the
 // parent's results at exit.
 inline void StopwatchState::before_fork() {
+  // A new worker needs a free region: the parent folds ended workers' regions when they run
+  // short, here too (an evaluation loop forks its loader's workers with no finish_iter between).
+  // Before any of the fork plan's locks: reap takes only the share's own lock, and releases it.
+  if (share.regions_short()) {
+    try {
+      share.reap();
+    } catch (...) {  // no memory to fold into: the regions stay, the report counts what is missed
+    }
+  }
   lock_config_for_fork();
   lock_names_for_fork();
   lock_gpu_for_fork();
