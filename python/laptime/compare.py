@@ -29,7 +29,24 @@ import statistics
 
 from laptime import gate
 from laptime.cli import UsageError
-from laptime.results import ResultsError, read
+from laptime import results as _results
+from laptime.results import ResultsError
+
+
+class _Files:
+    """Each file read once per command: a pipe (``/dev/stdin``, ``<(...)``) has no second read."""
+
+    def __init__(self):
+        self._parsed = {}
+
+    def __call__(self, path):
+        if path not in self._parsed:
+            self._parsed[path] = _results.read(path)
+        return self._parsed[path]
+
+
+def read(path):
+    return _results.read(path)
 
 
 def add_arguments(parser):
@@ -66,11 +83,11 @@ def _loop(results, name, path):
     return found[0]
 
 
-def rows(files, name=None, labels=None):
+def rows(files, name=None, labels=None, reader=read):
     """[(label, ms per iteration or None, CPU % or None)] for ``files``."""
     out = []
     for i, path in enumerate(files):
-        m = _loop(read(path), name, path)
+        m = _loop(reader(path), name, path)
         per_iter = m.get("mean_per_iter_s")
         cpu = (m.get("cpu") or {}).get("process_percent")
         label = labels[i] if labels else os.path.splitext(os.path.basename(path))[0]
@@ -104,12 +121,15 @@ def table(rows_, unit="batch"):
     return "\n".join(lines)
 
 
-def groups(sides, name=None, labels=None):
+def groups(sides, name=None, labels=None, reader=read):
     """[(label, [ms per iteration], [CPU %])] for ``sides``, a list of lists of files (the first
-    the reference); None figures are left out."""
+    the reference); None figures are left out. Without ``name``, the reference's first file's
+    loop is every file's: two runs never compare two different names."""
+    if name is None:
+        name = _loop(reader(sides[0][0]), None, sides[0][0]).get("name")
     out = []
     for i, files in enumerate(sides):
-        r = rows(files, name)
+        r = rows(files, name, reader=reader)
         label = labels[i] if labels else _common_label([lab for lab, _, _ in r])
         out.append((label, [ms for _, ms, _ in r if ms is not None],
                      [cpu for _, _, cpu in r if cpu is not None]))
@@ -193,11 +213,15 @@ def markdown(groups_, unit="batch"):
 def run(args):
     threshold, confidence = _gate_options(args)
     sides, labels = _sides(args)
+    if threshold is not None and len(sides) < 2:
+        raise UsageError("--fail-above needs a reference and a side to gate against it (two "
+                         "files, or --ref and --test)")
     # Everything is read and judged before anything is printed: input the gate cannot use is one
     # line on stderr, never a table followed by an error.
-    g = groups(sides, args.name, labels)
+    reader = _Files()
+    g = groups(sides, args.name, labels, reader)
     verdicts = [] if threshold is None else [
-        _gate_one(sides[0], files, args.name, threshold, confidence, args.seed)
+        _gate_one(sides[0], files, args.name, threshold, confidence, args.seed, reader)
         for files in sides[1:]]
     if args.ref:
         print(markdown(g, args.unit) if args.markdown else group_table(g, args.unit))
@@ -247,13 +271,14 @@ def _gate_options(args):
 
 
 # Why a name of one run a side has no per-iteration values although the run recorded intervals.
-_THIN = "is measured in worker processes, which record no intervals"
+_THIN = ("has no recorded intervals (measured in worker processes, or ended on a thread that "
+         "recorded none)")
 
 
-def _gate_one(ref_files, test_files, name, threshold, confidence, seed):
+def _gate_one(ref_files, test_files, name, threshold, confidence, seed, reader=read):
     """([Verdict], [names not gated], whether any run had per-iteration values)."""
-    ref = [gate.run_figures(read(f)) for f in ref_files]
-    test = [gate.run_figures(read(f)) for f in test_files]
+    ref = [gate.run_figures(reader(f)) for f in ref_files]
+    test = [gate.run_figures(reader(f)) for f in test_files]
     try:
         gate.check_judgeable(ref, "the reference")
         gate.check_judgeable(test, "the test side")

@@ -83,7 +83,12 @@ def run_figures(results):
         if name in in_workers:
             continue
         values = [per_name.get(name, {}).get(k, 0.0) for k in iterations]
-        out[name] = RunFigure(sum(values) / len(values), values)
+        # None recorded (ended on a thread without a ring: the samples' "unrecorded"): the mean
+        # alone, as for a name measured in workers.
+        if any(values):
+            # The run's mean is the whole run's: the recorded iterations (the ring's last ones)
+            # tell only the spread about it.
+            out[name] = RunFigure(out[name].mean, values)
     ends = dict(s.get("iterations") or [])
     walls = [(ends[k] - ends[k - 1]) / 1e9 for k in iterations if k - 1 in ends]
     if len(walls) >= 2:

@@ -273,8 +273,8 @@ def test_a_name_measured_in_workers_is_not_judged_from_zeros(tmp_path, capsys):
     test = [write(tmp_path / "test.json", with_worker_name(recorded_run(rng, 1.0), 0.0057))]
     code, out, err = gate(capsys, ref, test, "--fail-above", "5%")
     assert (code, err) == (0, "")
-    assert ("not gated: 'decode' (is measured in worker processes, which record no intervals: "
-            "needs 2 runs per side)") in out
+    assert ("not gated: 'decode' (has no recorded intervals (measured in worker processes, or "
+            "ended on a thread that recorded none): needs 2 runs per side)") in out
     code, out, err = gate(capsys, ref, test, "--fail-above", "5%", "--name", "decode")
     assert code == 2 and "give at least 2 runs per side" in err
     refs = [write(tmp_path / f"ref{i}.json", with_worker_name(recorded_run(rng, 1.0), 0.0014))
@@ -341,3 +341,71 @@ def test_iterations_a_wrapped_ring_lost_are_left_out_not_counted_as_zero(tmp_pat
     test = [write(tmp_path / "whole.json", recorded_run(rng, 1.0))]
     code, out, _ = gate(capsys, ref, test, "--fail-above", "5%", "--name", "loop")
     assert code == 0, out
+
+
+def test_a_wrapped_ring_tells_the_spread_the_whole_run_the_mean(tmp_path, capsys):
+    # The ring keeps the last iterations; a run slow only in its first ones is still slower: the
+    # gate's mean is the run's mean_per_iter_s (a 37 % slowdown passed as +0.0 %).
+    rng = random.Random(3)
+    ref = [write(tmp_path / f"ref{i}.json", recorded_run(rng, 1.0)) for i in range(3)]
+    slow = []
+    for i in range(3):
+        run = recorded_run(rng, 1.0)
+        run["measurements"][0]["mean_per_iter_s"] *= 1.37  # the slow part is no longer recorded
+        slow.append(write(tmp_path / f"slow{i}.json", run))
+    code, out, err = gate(capsys, ref, slow, "--fail-above", "5%", "--name", "loop")
+    assert (code, err) == (1, "")
+    assert any(line.startswith("FAIL") and "loop" in line for line in out.splitlines())
+
+
+def test_a_name_without_recorded_values_keeps_its_mean(tmp_path, capsys):
+    # Ended on a thread that records nothing (the samples' unrecorded): not zeros, its mean.
+    rng = random.Random(4)
+    def with_unrecorded(run, mean):
+        run["measurements"].append({"name": "io", "count": 50, "mean_per_iter_s": mean})
+        return run
+    ref = [write(tmp_path / f"r{i}.json", with_unrecorded(recorded_run(rng, 1.0), 0.0021))
+           for i in range(3)]
+    test = [write(tmp_path / f"t{i}.json", with_unrecorded(recorded_run(rng, 1.0), 0.0042))
+            for i in range(3)]
+    code, out, err = gate(capsys, ref, test, "--fail-above", "5%", "--name", "io")
+    assert (code, err) == (1, "")
+
+
+def test_one_file_with_the_gate_is_a_command_line_error(tmp_path, capsys):
+    rng = random.Random(6)
+    only = write(tmp_path / "only.json", recorded_run(rng, 1.0))
+    code, out, err = gate_files(capsys, [only], "--fail-above", "5%")
+    assert code == 2 and "needs a reference" in err and out == ""
+
+
+def test_runs_that_measured_different_names_first_are_compared_on_one_name(tmp_path, capsys):
+    a = {"schema": 1, "measurements": [{"name": "loop", "count": 10, "mean_per_iter_s": 0.010},
+                                       {"name": "prefetch", "count": 10,
+                                        "mean_per_iter_s": 0.002}]}
+    b = {"schema": 1, "measurements": [{"name": "prefetch", "count": 10,
+                                        "mean_per_iter_s": 0.002},
+                                       {"name": "loop", "count": 10, "mean_per_iter_s": 0.020}]}
+    code, out, err = gate_files(capsys, [write(tmp_path / "a.json", a),
+                                         write(tmp_path / "b.json", b)])
+    assert code == 0, err
+    assert "Speedup × 0.50" in out  # loop against loop, not against prefetch
+
+
+def test_each_file_is_read_once_so_a_pipe_works(tmp_path, capsys, monkeypatch):
+    from laptime import results
+    rng = random.Random(8)
+    ref = write(tmp_path / "ref.json", recorded_run(rng, 1.0))
+    test = write(tmp_path / "test.json", recorded_run(rng, 1.0))
+    reads = []
+    real = results.read
+    monkeypatch.setattr(results, "read", lambda path, **kw: reads.append(path) or real(path, **kw))
+    code, _, err = gate(capsys, [ref], [test], "--fail-above", "5%")
+    assert code == 0, err
+    assert sorted(reads) == sorted([ref, test])
+
+
+def gate_files(capsys, files, *options):
+    code = cli.main(["compare", *files, *options])
+    out, err = capsys.readouterr()
+    return code, out, err
