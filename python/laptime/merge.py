@@ -229,16 +229,44 @@ def load(paths):
 
 
 def write_json(merged, path):
-    """Writes the merged results to ``path`` (replaced atomically, as laptime's own files are)."""
+    """Writes the merged results to ``path`` as laptime's own files are written: a regular file
+    (or none yet) is replaced atomically, keeping the old file's permission bits (a new one gets
+    the umask's); a symbolic link's target is what is written; a device or a pipe
+    (``/dev/stdout``) is written in place, never replaced."""
+    import errno
     import os
+    import stat
     import tempfile
 
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".laptime-merge-", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(merged, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+    text = json.dumps(merged, indent=1) + "\n"
+    target = os.path.realpath(path)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if mode is not None and not stat.S_ISREG(mode):
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
+    if mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".laptime-merge-",
+                               suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, stat.S_IMODE(mode))
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 # ---- the `laptime merge` subcommand (python/laptime/cli.py) ----
@@ -252,7 +280,7 @@ def add_arguments(parser):
 
 def run(args):
     merged = merge(load(args.files))
-    sys.stdout.write(format_report(merged))
-    if args.json:
+    if args.json:  # first: a path it cannot write is one line on stderr, not a report, then that
         write_json(merged, args.json)
+    sys.stdout.write(format_report(merged))
     return 0

@@ -102,6 +102,44 @@ def test_the_command_prints_the_same_report_and_writes_merged_json(tmp_path, cap
     assert json.loads(out.read_text()) == merge.merge(merge.load(FILES))
 
 
+def test_merge_json_writes_through_a_link_keeps_the_mode_and_refuses_a_folder(tmp_path, capsys):
+    import os
+    expected = merge.merge(merge.load(FILES))
+    target = tmp_path / "target.json"
+    target.write_text("old")
+    os.chmod(target, 0o644)
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    assert cli.main(["merge", *map(str, FILES), "--json", str(link)]) == 0
+    assert link.is_symlink()  # the link stays; its target holds the merged results
+    assert json.loads(target.read_text()) == expected
+    assert oct(target.stat().st_mode & 0o777) == oct(0o644)
+    capsys.readouterr()
+    # A folder: one line naming it, no report, no temporary file left.
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    assert cli.main(["merge", *map(str, FILES), "--json", str(folder)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and str(folder) in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "link.json", "target.json"]
+
+
+def test_merge_json_to_a_pipe_writes_into_it(tmp_path):
+    import os
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    # The reader is open first (non-blocking, so that a command that replaced the pipe instead
+    # fails this test rather than hanging it); the merged JSON fits the pipe's buffer.
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    proc = subprocess.run([sys.executable, "-m", "laptime", "merge", *map(str, FILES),
+                           "--json", str(fifo)], stdout=subprocess.DEVNULL, timeout=60)
+    assert proc.returncode == 0
+    with os.fdopen(fd, "rb") as f:
+        got = json.loads(f.read() or b"null")
+    assert got == merge.merge(merge.load(FILES))
+    assert fifo.is_fifo()  # written into, not replaced by a regular file
+
+
 def test_the_command_fails_cleanly_on_a_file_that_is_not_json(tmp_path):
     bad = tmp_path / "rank0.json"
     bad.write_text("{ torn")
