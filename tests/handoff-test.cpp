@@ -135,6 +135,11 @@ TEST_CASE(
           laptime::Stopwatch::instance().enable(0, std::nullopt, false);
         }).empty());
   CHECK(count_of("handoff") == 0);  // never counted
+  // Silently once: a second end of it is the usage error, as on the starting thread.
+  std::thread([&] { sw.start_meas("twice"); }).join();
+  std::thread([] { laptime::Stopwatch::instance().reset(); }).join();
+  CHECK(error_of([&] { sw.end_meas("twice"); }).empty());
+  CHECK(error_of([&] { sw.end_meas("twice"); }).find("is not running") != std::string::npos);
   // Nothing older runs anywhere now: an end without a start is the usage error again.
   CHECK(error_of([&] { sw.end_meas("never started"); }).find("is not running") !=
         std::string::npos);
@@ -162,4 +167,22 @@ TEST_CASE("end_meas of a name running on several other threads is a usage error"
   stage = 1;
   for (auto& t : workers) t.join();
   CHECK(count_of("decode") == 2);  // the failed call took nothing from them
+}
+
+TEST_CASE(
+    "threads that exit with intervals nobody ends keep the records bounded: at most 16 wait for "
+    "an end" *
+    LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  for (int i = 0; i < 200; ++i) {
+    std::thread([&] { sw.start_meas("left running"); }).join();
+  }
+  std::size_t records = 0;
+  laptime::detail::stopwatch_core().threads.for_each(
+      [&](laptime::detail::ThreadRecord&, long, bool) { ++records; });
+  CHECK(records <= 16 + 2);  // the held ones, this thread's, one being taken
+  // The latest ones still wait for their end.
+  CHECK(error_of([&] { sw.end_meas("left running"); }).find("runs on") != std::string::npos);
 }

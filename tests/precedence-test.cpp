@@ -132,7 +132,6 @@ TEST_CASE(
   for (const int rank : {0, 1}) {
     CAPTURE(rank);
     laptime::detail::testing_reset_stopwatch();
-    sw.set_print_rank0_only(false);
     laptime::apply_settings(laptime::settings_from_env(env({{"LAPTIME_TRACK_CPU", "loader"}})),
                             rank);
     CHECK_FALSE(sw.is_enabled());  // the environment did not ask for it
@@ -149,6 +148,20 @@ TEST_CASE(
     // The variable's default (1): the reports stay on rank 0.
     CHECK(laptime::detail::stopwatch_state().print_rank0_only.load());
   }
+  // The code's call beats that default, in either order; the user's variable beats the code.
+  const auto rank0_only = [] { return laptime::detail::stopwatch_state().print_rank0_only.load(); };
+  laptime::detail::testing_reset_stopwatch();
+  sw.set_print_rank0_only(false);
+  laptime::apply_settings(laptime::settings_from_env(env({})), 1);
+  CHECK_FALSE(rank0_only());
+  laptime::detail::testing_reset_stopwatch();
+  laptime::apply_settings(laptime::settings_from_env(env({})), 1);
+  sw.set_print_rank0_only(false);
+  CHECK_FALSE(rank0_only());
+  laptime::detail::testing_reset_stopwatch();
+  laptime::apply_settings(laptime::settings_from_env(env({{"LAPTIME_PRINT_RANK0_ONLY", "1"}})), 1);
+  sw.set_print_rank0_only(false);
+  CHECK(rank0_only());
   laptime::detail::testing_reset_stopwatch();
 #endif
 }

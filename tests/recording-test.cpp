@@ -110,7 +110,7 @@ TEST_CASE("a thread keeps exactly its last N intervals, in order, as measured") 
   }
 }
 
-TEST_CASE("a new capacity holds from the next interval a thread ends, the last ones kept") {
+TEST_CASE("a new capacity holds from the next interval a thread starts, the last ones kept") {
   Fresh fresh;
   auto& sw = laptime::Stopwatch::instance();
   sw.enable_recording(8);

@@ -68,6 +68,7 @@ struct Settings {
     bool nvtx = false;         ///< LAPTIME_NVTX or LAPTIME_PROFILE: the wrapper on or off
     bool nvtx_sync_on_push = false, nvtx_sync_on_pop = false, nvtx_check_order = false;
     bool nvtx_domain = false;
+    bool print_rank0_only = false;  ///< LAPTIME_PRINT_RANK0_ONLY
   } from_env;
 };
 

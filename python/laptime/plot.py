@@ -54,8 +54,9 @@ def figure(results, names=None):
     rows = len(order)
     fig = Figure(figsize=(11, 2.2 * rows + 0.6))
     axes = fig.subplots(rows, 2, squeeze=False, gridspec_kw={"width_ratios": [2.2, 1]})
+    ended = {k for k, _ in (s.get("iterations") or [])}
     for row, name in enumerate(order):
-        _draw_per_iteration(axes[row][0], name, series[name], warmup)
+        _draw_per_iteration(axes[row][0], name, series[name], warmup, ended)
         _draw_histogram(axes[row][1], name, lengths[name])
     axes[-1][0].set_xlabel("iteration", **LITERAL)
     fig.suptitle(f"laptime: {results.get('host', '')} pid {results.get('pid', '')} "
@@ -64,11 +65,17 @@ def figure(results, names=None):
     return fig
 
 
-def _draw_per_iteration(ax, name, per, warmup):
-    """What ``name`` cost in each iteration, ``per`` {iteration: seconds}, warm-up shaded."""
-    # An iteration without an interval of the name cost it 0 (between its first and last
-    # recorded ones: before, the ring may have dropped them).
-    its = list(range(min(per), max(per) + 1))
+def _draw_per_iteration(ax, name, per, warmup, ended):
+    """What ``name`` cost in each iteration, ``per`` {iteration: seconds}, warm-up shaded;
+    ``ended``: the iterations whose end the rings still hold."""
+    # An iteration without an interval of the name cost it 0 where the rings hold that iteration
+    # (between the name's first and last recorded ones: before, the ring may have dropped them).
+    # Elsewhere nothing is known: a thread that exited early keeps its ring's old iterations, and
+    # the gap up to the others' is no run of zeros.
+    low, high = min(per), max(per)
+    if not ended and high - low < 1_000_000:  # a file without iteration ends: every iteration
+        ended = range(low, high + 1)
+    its = sorted(set(per) | {i for i in ended if low <= i <= high})
     per = {i: per.get(i, 0.0) for i in its}
     # The scale is the measured iterations': a slow first iteration (compiling, caches filling)
     # would flatten every measured one. Warm-up above that scale is clipped, and said so.
@@ -112,10 +119,34 @@ def png_bytes(results, names=None, dpi=100):
     return buf.getvalue()
 
 
+def _output(path):
+    """``path`` with a format matplotlib writes (none given: ``.png`` appended), or UsageError."""
+    import os
+
+    from matplotlib.figure import Figure
+
+    from laptime.cli import UsageError
+
+    ext = os.path.splitext(path)[1][1:].lower()
+    if not os.path.basename(path):
+        raise UsageError(f"-o {path!r}: not a file name")
+    if not ext:
+        return path + ".png"
+    formats = Figure().canvas.get_supported_filetypes()
+    if ext not in formats:
+        raise UsageError(f"-o {path!r}: .{ext} is not a format it writes "
+                         f"({', '.join(sorted(formats))})")
+    return path
+
+
 def run(args):
+    from laptime.cli import UsageError
     from laptime.results import read
 
+    if not 1 <= args.dpi <= 2400:
+        raise UsageError(f"--dpi {args.dpi}: must be 1 to 2400")
+    output = _output(args.output)
     names = args.names.split(",") if args.names else None
-    figure(read(args.file, samples=True), names).savefig(args.output, dpi=args.dpi)
-    print(f"laptime plot: {args.output}")
+    figure(read(args.file, samples=True), names).savefig(output, dpi=args.dpi)
+    print(f"laptime plot: {output}")
     return 0

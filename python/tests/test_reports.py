@@ -280,6 +280,30 @@ def test_plot_scales_each_series_to_the_measured_iterations_not_a_slow_warm_up(t
     assert cli.main(["plot", str(path), "-o", str(tmp_path / "slow-warm-up.png")]) == 0
 
 
+def test_plot_draws_no_zeros_where_the_rings_hold_no_iteration(tmp_path):
+    pytest.importorskip("matplotlib")
+    # A loader thread that exited early keeps its ring (iterations 0-3); the loop's ring and the
+    # iteration ends hold 1000-1003: nothing is known of 4-999, which are not 996 zeros.
+    results = results_with_samples({"load": [0.001] * 4}, warmup=0)
+    s = results["samples"]
+    s["threads"].append({"tid": 2, "name": "loop", "intervals": [
+        [0, 10**9 + k, 10**6, 1000 + k] for k in range(4)]})
+    s["iterations"] = [[1000 + k, 2 * 10**9 + k] for k in range(4)]
+    fig = plot.figure(results)
+    xs = list(fig.axes[0].get_lines()[0].get_xdata())
+    assert xs == [0, 1, 2, 3, 1000, 1001, 1002, 1003]
+
+
+@pytest.mark.parametrize("option", [["-o", "{tmp}/x.xyz"], ["-o", "{tmp}/x.png", "--dpi", "0"]])
+def test_plot_refuses_an_unknown_format_or_dpi_in_one_line(tmp_path, capsys, option):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(results_with_samples({"step": [0.001] * 4}, warmup=0)))
+    code = cli.main(["plot", str(path), *[o.format(tmp=tmp_path) for o in option]])
+    out, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and out == ""
+
+
 def chromium():
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if shutil.which(name):

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -262,24 +263,37 @@ inline std::uintptr_t anchor_find(ProcessAnchor* a, const char* key) noexcept {
 /// given to `discard` if another copy of the code made one meanwhile). Not a template, so the
 /// anchor code is compiled once per file however many singletons it uses; cold: called once per
 /// copy of the code and singleton.
-/// Keeps the shared object whose code called this mapped until the process exits: a dlclose of
-/// it then leaves it loaded. The process-wide objects keep pointers into the code of each copy
-/// that uses them (fork handlers, the at-exit output and its signal handlers, NVTX's table of
-/// functions, background threads); unmapped, they would point at nothing (docs/design.md).
+/// Keeps the shared object holding this copy of laptime mapped until the process exits: a
+/// dlclose of it then leaves it loaded. The process-wide objects keep pointers into the code of
+/// each copy that uses them (fork handlers, the at-exit output and its signal handlers, NVTX's
+/// table of functions, background threads); unmapped, they would point at nothing
+/// (docs/design.md). Called once per copy, by the first use of the Stopwatch or the NVTX wrapper
+/// through it, before any of laptime's locks is taken: dladdr and dlopen take the dynamic
+/// loader's lock, which a thread in dlopen holds while a plugin's constructor runs. While the
+/// loader is changing its list (another thread's dlopen, or a child forked during one, where
+/// dlopen would assert), it is left for the next first use.
 LAPTIME_NOINLINE LAPTIME_COLD inline void keep_caller_loaded() noexcept {
-  Dl_info info;
-  void* const caller = __builtin_extract_return_addr(__builtin_return_address(0));
-  if (::dladdr(caller, &info) == 0 || info.dli_fname == nullptr || info.dli_fname[0] == '\0') {
+  static std::atomic<bool> done{false};
+  if (done.exchange(true, std::memory_order_acq_rel)) return;
+  if (_r_debug.r_state != r_debug::RT_CONSISTENT) {
+    done.store(false, std::memory_order_release);
     return;
   }
-  // RTLD_NOLOAD: only an object already loaded (the main program's name finds none: it is never
+  Dl_info info;
+  void* const caller = __builtin_extract_return_addr(__builtin_return_address(0));
+  // A name without a slash is the main program's (argv[0] from PATH): never unloaded, and
+  // dlopen would search the library path for it.
+  if (::dladdr(caller, &info) == 0 || info.dli_fname == nullptr ||
+      std::strchr(info.dli_fname, '/') == nullptr) {
+    return;
+  }
+  // RTLD_NOLOAD: only an object already loaded (the main program's path finds none: it is never
   // unloaded anyway). The reference is never dropped; RTLD_NODELETE makes that moot.
   (void)::dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
 LAPTIME_COLD inline void* find_or_create_process_object(const char* key, std::size_t size,
                                                         void* (*make)(), void (*discard)(void*)) {
-  keep_caller_loaded();  // each copy's first use of each object passes here
   // The key names the version and the size: two laptime versions in one process never share
   // an object whose layout they disagree on.
   char name[sizeof(ProcessAnchor::Entry::key)];

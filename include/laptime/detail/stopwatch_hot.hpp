@@ -257,6 +257,8 @@ struct StopwatchCore {
   std::atomic<IterationGate*> gate{&own_gate};
   std::atomic<std::uint32_t> epoch{1};  // of running intervals: disable/reset/enable move it on
   std::array<std::atomic<std::uint8_t>, LAPTIME_MAX_NAMES> name_flags{};
+  // Interval recording (kFeatRecord): each thread's ring holds this many; 0: off.
+  std::atomic<std::size_t> record_capacity{0};
 
   ThreadRegistry<ThreadRecord> threads;
   IterationGate own_gate;
@@ -337,11 +339,14 @@ LAPTIME_ALWAYS_INLINE bool nvtx_ranges_idle(const Slot& s, unsigned feats) noexc
 }
 
 /// Whether the interval starting on `s` needs nothing of start_features: recording alone, once
-/// the thread has its ring (a change of the ring's capacity is applied at the end, by
-/// record_interval), or the NVTX ranges with nothing to open.
-LAPTIME_ALWAYS_INLINE bool start_idle(const ThreadRecord& rec, const Slot& s,
-                                      unsigned feats) noexcept {
-  if (feats == kFeatRecord) return rec.ring.load(std::memory_order_relaxed) != nullptr;
+/// the thread has its ring of the capacity asked for (start_features makes it: a ring is only
+/// ever allocated at a start), or the NVTX ranges with nothing to open.
+LAPTIME_ALWAYS_INLINE bool start_idle(const ThreadRecord& rec, const Slot& s, unsigned feats,
+                                      std::size_t record_capacity) noexcept {
+  if (feats == kFeatRecord) {
+    const IntervalRing* r = rec.ring.load(std::memory_order_relaxed);
+    return r != nullptr && r->capacity == record_capacity;
+  }
   return nvtx_ranges_idle(s, feats);
 }
 
@@ -368,7 +373,8 @@ inline void StopwatchCore::start(std::string_view name) {
   s.measuring.store(measuring, std::memory_order_relaxed);
   ++rec.running;
   const unsigned feats = features.load(std::memory_order_relaxed);
-  if (LAPTIME_UNLIKELY(feats != 0) && !start_idle(rec, s, feats)) {
+  if (LAPTIME_UNLIKELY(feats != 0) &&
+      !start_idle(rec, s, feats, record_capacity.load(std::memory_order_relaxed))) {
     start_features(s, id, feats, measuring);  // takes the start timestamp itself
   } else {
     s.start_ns.store(now_ns(), std::memory_order_relaxed);

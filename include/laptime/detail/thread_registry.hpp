@@ -155,19 +155,28 @@ class ThreadRegistry {
     std::lock_guard<std::mutex> lock(mutex_);
     Node* found = nullptr;
     Node* spare = nullptr;
+    Node* held = nullptr;  // the oldest record of an exited thread that is not reusable
+    int held_count = 0;
     for (Node* n = head_; n != nullptr; n = n->next) {
       if (n->alive && n->tid == tid && (!n->exiting || ::pthread_equal(n->self, me))) {
         found = n;  // this thread already attached through another copy of the code
         break;
       }
       if (spare == nullptr &&
-          (!n->alive || (n->exiting && (n->tid == tid || thread_gone(n->tid)))) &&
-          n->record.reusable()) {
-        spare = n;
+          (!n->alive || (n->exiting && (n->tid == tid || thread_gone(n->tid))))) {
+        if (n->record.reusable()) {
+          spare = n;
+        } else {
+          held = n;  // the list is newest first
+          ++held_count;
+        }
       }
     }
     if (found == nullptr) {
-      found = spare;
+      // At most kMaxHeld records wait for another thread to end what their thread left running:
+      // beyond that the oldest is taken (what ran there is dropped), so that memory and this
+      // search stay bounded when threads exit with intervals nobody ends.
+      found = spare != nullptr ? spare : held_count >= kMaxHeld ? held : nullptr;
       if (found == nullptr) {
         found = new Node();
         found->next = head_;
@@ -210,6 +219,7 @@ class ThreadRegistry {
     return gone;
   }
 
+  static constexpr int kMaxHeld = 16;
   std::mutex mutex_;
   Node* head_ = nullptr;
 };

@@ -19,6 +19,7 @@ namespace detail {
 #if LAPTIME_ENABLED
 
 LAPTIME_IMPL NvtxCore& nvtx_core_slow() {
+  keep_caller_loaded();  // this copy's code may become the wrapper's (its table of functions)
   NvtxState& s = process_singleton<NvtxState>("nvtx");
   nvtx_core_pointer().store(&s, std::memory_order_release);
   return s;

@@ -83,7 +83,9 @@ inline void read_stopwatch_settings(Settings& s, EnvSource src) {
   if (gpu.all) s.gpu_timing = *gpu.all;
   if (gpu.names) s.gpu_timing_names = std::move(*gpu.names);
   if (!gpu.warning.empty()) s.warnings.push_back(std::move(gpu.warning));
-  take_flag<Env::print_rank0_only>(s, src, s.print_rank0_only);
+  if (take_flag<Env::print_rank0_only>(s, src, s.print_rank0_only)) {
+    s.from_env.print_rank0_only = true;
+  }
   if (const auto ranks = take(s, env_choice<Env::ranks>(src))) {
     s.stopwatch_all_ranks = *ranks == 1;  // 0|all
   }
@@ -214,7 +216,10 @@ inline void apply_every_rank_settings(const Settings& s) {
   // What the Stopwatch does once enabled, by the environment or by the code's own enable() (the
   // reports stay on rank 0 by default there too).
   Stopwatch& sw = Stopwatch::instance();
-  settings_step("LAPTIME_PRINT_RANK0_ONLY", [&] { sw.set_print_rank0_only(s.print_rank0_only); });
+  settings_step("LAPTIME_PRINT_RANK0_ONLY", [&] {
+    set_print_rank0_only(stopwatch_state(), s.print_rank0_only,
+                         s.from_env.print_rank0_only ? Rank0Source::env : Rank0Source::fallback);
+  });
   const std::size_t tracked = track_cpu_room(s.track_cpu.size());
   for (std::size_t i = 0; i < tracked; ++i) {
     settings_step("LAPTIME_TRACK_CPU", [&] { sw.track_cpu_usage(s.track_cpu[i]); });

@@ -78,7 +78,7 @@ LAPTIME_IMPL void Stopwatch::set_rank(int rank, int world_size) {
   detail::set_rank(rank, world_size);
 }
 LAPTIME_IMPL void Stopwatch::set_print_rank0_only(bool on) noexcept {
-  detail::stopwatch_state().print_rank0_only.store(on);
+  detail::set_print_rank0_only(detail::stopwatch_state(), on, detail::Rank0Source::code);
 }
 LAPTIME_IMPL void Stopwatch::set_worker_label(std::string_view label) {
   detail::stopwatch_state().share.set_label(label);

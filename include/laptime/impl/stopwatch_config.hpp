@@ -84,6 +84,21 @@ inline void set_env_overrides(const EnvOverrides& overrides) {
   if (s.configured) apply_with_overrides(s, s.cfg_warmup, s.cfg_print_every, s.cfg_cuda_sync);
 }
 
+/// Who sets print-rank-0-only: the code (Stopwatch::set_print_rank0_only), the user's
+/// LAPTIME_PRINT_RANK0_ONLY, or configure_from_env's default for it (1) where the user set none.
+enum class Rank0Source { code, env, fallback };
+
+/// The user's variable, then the code's call, then configure_from_env's default, in either order
+/// of calls (docs/configuration.md, "Precedence").
+inline void set_print_rank0_only(StopwatchState& s, bool on, Rank0Source source) {
+  std::lock_guard<std::mutex> lock(s.config_mutex);
+  if (source == Rank0Source::fallback && (s.print_rank0_from_env || s.print_rank0_by_code)) return;
+  if (source == Rank0Source::code && s.print_rank0_from_env) return;
+  if (source == Rank0Source::env) s.print_rank0_from_env = true;
+  if (source == Rank0Source::code) s.print_rank0_by_code = true;
+  s.print_rank0_only.store(on);
+}
+
 /// Stopwatch::enable, with the spelling of "no value" in the caller's language for messages
 /// ("std::nullopt" in C++, "None" from Python). `from_env`: configure_from_env's call, whose
 /// arguments (built-in defaults where the user set no variable) yield to the code's.

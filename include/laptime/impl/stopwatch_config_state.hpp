@@ -49,6 +49,8 @@ struct ConfigState {
   bool nvtx_ranges_from_env = false;  // LAPTIME_NVTX_RANGES
   bool progress_from_env = false;     // LAPTIME_PROGRESS
   bool data_name_from_env = false;    // LAPTIME_DATA_NAME
+  bool print_rank0_from_env = false;  // LAPTIME_PRINT_RANK0_ONLY
+  bool print_rank0_by_code = false;   // Stopwatch::set_print_rank0_only
   std::string data_name;              // empty: the default rule (verdict.hpp)
 
   pid_t owner_pid = 0;  // the process whose results the exit output writes
@@ -108,6 +110,8 @@ struct ConfigState {
     nvtx_ranges_from_env = false;
     progress_from_env = false;
     data_name_from_env = false;
+    print_rank0_from_env = false;
+    print_rank0_by_code = false;
     data_name.clear();
     also();
   }

@@ -102,14 +102,15 @@ LAPTIME_IMPL void StopwatchCore::end_elsewhere(ThreadRecord& rec, Slot& mine, st
   ThreadRecord* owner = nullptr;
   Slot* found = nullptr;
   int others = 0;
-  bool older = false;  // one runs elsewhere from an older epoch
+  Slot* older = nullptr;  // one started elsewhere in an older epoch, not yet ended or dropped
+  std::uint32_t older_run = 0;
   threads.for_each([&](ThreadRecord& other, long, bool) {
     if (&other == &rec) return;
     Slot* c = other.chunks[id / kChunk].load(std::memory_order_acquire);
     if (c == nullptr) return;
     const std::uint32_t r = c[id % kChunk].run.load(std::memory_order_acquire);
     if (r != ep) {
-      older = older || r != 0;
+      if (r != 0 && r != kDroppedRun) older = &c[id % kChunk], older_run = r;
       return;
     }
     ++others;
@@ -125,9 +126,14 @@ LAPTIME_IMPL void StopwatchCore::end_elsewhere(ThreadRecord& rec, Slot& mine, st
     }
     others = 0;  // its own thread ended it meanwhile
   }
-  // Started elsewhere before a disable(), reset() or enable() (another thread's): it ends nothing,
-  // silently, as on its own thread. Its owner drops it (the slot's NVTX range is its own).
-  if (others == 0 && older) return;
+  // Started elsewhere before a disable(), reset() or enable() (another thread's): this end ends
+  // nothing, silently, as on its own thread, once: the slot is marked dropped (kDroppedRun), so
+  // that a second end is the usage error again. Its owner drops it at its next start of the name
+  // (the slot's NVTX range and GPU events are the owner's to close).
+  if (others == 0 && older != nullptr &&
+      older->run.compare_exchange_strong(older_run, kDroppedRun, std::memory_order_acq_rel)) {
+    return;
+  }
   usage_error("end_meas(" + detail::quoted(name) + ")",
               others == 0 ? detail::quoted(name) + " is not running (no start_meas(" +
                                 detail::quoted(name) + ") on any thread, or it already ended)"

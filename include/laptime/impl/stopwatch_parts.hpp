@@ -47,8 +47,8 @@ inline constexpr std::uint8_t kNvtxRangeStarted = 2;
 inline constexpr std::uint8_t kNvtxRangeOwed = 3;
 
 /// Interval recording (Stopwatch::enable_recording, LAPTIME_RECORD): stopwatch_recording.hpp.
+/// (The ring's capacity, which start_meas reads, is StopwatchCore::record_capacity.)
 struct RecordingState {
-  std::atomic<std::size_t> record_capacity{0};  // 0: off
   std::atomic<std::uint64_t> unrecorded{0};
 };
 

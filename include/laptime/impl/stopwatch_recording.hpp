@@ -38,25 +38,24 @@ LAPTIME_NOINLINE inline void StopwatchState::ensure_ring(ThreadRecord& rec) {
   if (::pthread_getname_np(::pthread_self(), name, sizeof name) == 0) fresh->thread_name = name;
   fresh->tid = rec.tid;
   std::lock_guard<std::mutex> lock(rec.mutex);  // rec.rings: also read by reports
-  rec.ring.store(fresh.get(), std::memory_order_release);
-  rec.rings.push_back(std::move(fresh));
+  IntervalRing* const ring = fresh.get();
+  try {
+    rec.rings.push_back(std::move(fresh));  // first: a failure leaves the ring in use as it was
+  } catch (...) {
+    features.fetch_and(~kFeatRecord, std::memory_order_relaxed);
+    return warn_once("record-memory", "recording off: no memory to keep a thread's ring");
+  }
+  rec.ring.store(ring, std::memory_order_release);
 }
 
 // Out of line: the recording cost stays off the plain pair. The interval goes to the ring of the
 // thread that ends it (each ring has one writer); it belongs to the iteration in which it ends.
 LAPTIME_IMPL void StopwatchCore::record_interval(std::uint32_t id, std::int64_t t0,
                                                  std::int64_t dt) {
-  StopwatchState& st = whole(*this);
-  ThreadRecord& rec = threads.local();
-  IntervalRing* r = rec.ring.load(std::memory_order_relaxed);
+  IntervalRing* r = threads.local().ring.load(std::memory_order_relaxed);
   if (LAPTIME_UNLIKELY(r == nullptr)) {  // this thread started nothing since recording began
-    st.unrecorded.fetch_add(1, std::memory_order_relaxed);
+    whole(*this).unrecorded.fetch_add(1, std::memory_order_relaxed);
     return;
-  }
-  // The capacity changed since this thread's ring was made (a start with a ring does not look).
-  if (LAPTIME_UNLIKELY(r->capacity != st.record_capacity.load(std::memory_order_relaxed))) {
-    st.ensure_ring(rec);
-    r = rec.ring.load(std::memory_order_relaxed);
   }
   const std::uint64_t gen = iter_gate().generation.load(std::memory_order_relaxed);
   r->push(std::uint64_t{id} | (gen << 32), t0, dt,

@@ -114,6 +114,7 @@ inline void testing_reset_stopwatch_impl() {
 
 // The state's creation, compiled out too: a white-box test reads the state either way.
 LAPTIME_IMPL StopwatchCore& stopwatch_core_slow() {
+  keep_caller_loaded();  // this copy's code joins the fork plan, may arm the exit output...
   StopwatchState& s = process_singleton<StopwatchState>("stopwatch");
   if (!s.fork_handlers.exchange(true)) {
     // The library's one fork plan (process_singleton.hpp): the Stopwatch's locks are taken first
