@@ -189,8 +189,17 @@ def group_table(groups_, unit="batch"):
     return "\n".join(lines)
 
 
+def _printable(text):
+    """``text`` on one line: a control character (a newline in a name) shown escaped, so that a
+    name can never forge a line of the verdict."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def _md_escape(text):
-    return str(text).replace("|", "\\|")
+    """For Markdown (a job summary renders HTML): one line, and no markup of its own."""
+    import html
+
+    return html.escape(_printable(text), quote=False).replace("|", "\\|").replace("`", "\\`")
 
 
 def markdown(groups_, unit="batch"):
@@ -322,7 +331,7 @@ def _gate_report(groups_, verdicts, threshold, confidence, args):
                      f"seed {args.seed}")
         if args.markdown:
             lines.append("")
-        width = max(len(v.name) for v in vs) if vs else 0
+        width = max(len(_printable(v.name)) for v in vs) if vs else 0
         for v in vs:
             verdict = "FAIL" if v.failed else "ok"
             figures = f"{_signed(v.difference)} ({level} {_signed(v.low)} to {_signed(v.high)})"
@@ -330,8 +339,10 @@ def _gate_report(groups_, verdicts, threshold, confidence, args):
                 lines.append(f"- {'**FAIL**' if v.failed else 'ok'} {_md_escape(v.name)}: "
                              f"{figures}")
             else:
-                lines.append(f"{verdict:<4}  {v.name.ljust(width)}  {figures}")
+                lines.append(f"{verdict:<4}  {_printable(v.name).ljust(width)}  {figures}")
         for why in dict.fromkeys(why for _, why in skipped):
-            names = ", ".join(repr(n) for n, w in skipped if w == why)
+            names = ", ".join(_printable(repr(n)) for n, w in skipped if w == why)
+            if args.markdown:
+                names = _md_escape(names)
             lines.append(f"not gated: {names} ({why})")
     return "\n" + "\n".join(lines) + "\n"

@@ -409,3 +409,22 @@ def gate_files(capsys, files, *options):
     code = cli.main(["compare", *files, *options])
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def test_a_name_cannot_forge_a_verdict_line_or_markup(tmp_path, capsys):
+    # A name with a newline, HTML and a pipe: one line each, escaped in Markdown.
+    hostile = "x\nok    loop  +0.0 %</script><b>|"
+    rng = random.Random(9)
+    runs = []
+    for side, scale in (("ref", 1.0), ("new", 1.5)):
+        files = []
+        for i in range(3):
+            run = synthetic_run(rng, scale, names=((hostile, 0.004),))
+            files.append(write(tmp_path / f"{side}{i}.json", run))
+        runs.append(files)
+    code, out, _ = gate(capsys, runs[0], runs[1], "--fail-above", "5%")
+    assert code == 1
+    verdicts = [line for line in out.splitlines() if line.startswith(("FAIL", "ok"))]
+    assert len(verdicts) == 1 and verdicts[0].startswith("FAIL") and "\\n" in verdicts[0]
+    code, out, _ = gate(capsys, runs[0], runs[1], "--fail-above", "5%", "--markdown")
+    assert code == 1 and "<b>" not in out and "</script>" not in out
