@@ -168,7 +168,10 @@ def _plots(results, title):
                 "for per-iteration plots).</p>")
     from laptime.plot import png_bytes
 
-    data = base64.b64encode(png_bytes(results)).decode("ascii")
+    try:
+        data = base64.b64encode(png_bytes(results)).decode("ascii")
+    except ResultsError as e:  # recorded, but none of its names (all measured in workers)
+        return f'<p class="meta">{_esc(title)}: no plot: {_esc(str(e))}.</p>'
     return (f"<h3>Per iteration and histograms: {_esc(title)}</h3>"
             f'<img alt="laptime plot of {_esc(title)}" src="data:image/png;base64,{data}">')
 

@@ -304,6 +304,19 @@ def test_plot_refuses_an_unknown_format_or_dpi_in_one_line(tmp_path, capsys, opt
     assert code == 2 and err.count("\n") == 1 and out == ""
 
 
+def test_html_writes_the_page_of_a_recorded_run_with_nothing_to_plot(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    # Recording on, every name measured in DataLoader worker processes (which record nothing):
+    # the page is written, its plot replaced by the reason (it exited 2 with no page).
+    results = results_with_samples({"step": [0.001] * 3}, warmup=0)
+    results["samples"]["threads"] = []
+    path = tmp_path / "workers-only.json"
+    path.write_text(json.dumps(results))
+    out = tmp_path / "page.html"
+    assert cli.main(["html", str(path), "-o", str(out)]) == 0
+    assert "no plot: no recorded interval" in out.read_text()
+
+
 def chromium():
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if shutil.which(name):
