@@ -28,7 +28,7 @@ std::uint64_t count_of(const std::string& name) {
   return m ? m->count : 0;
 }
 
-void wait_for(const std::atomic<int>& stage, int value) {
+[[maybe_unused]] void wait_for(const std::atomic<int>& stage, int value) {
   while (stage.load() < value) std::this_thread::yield();
 }
 
