@@ -15,26 +15,19 @@
 
 namespace {
 
+using laptime_test::count_of;
 using laptime_test::error_of;
 using laptime_test::find;
 using laptime_test::Fresh;
+using laptime_test::wait_for;
 
 void enable() {
   laptime::Stopwatch::instance().enable(0, std::nullopt, false);
 }
 
-std::uint64_t count_of(const std::string& name) {
-  const auto m = find(laptime::Stopwatch::instance().results(), name);
-  return m ? m->count : 0;
-}
-
 int running_of(const std::string& name) {
   const auto m = find(laptime::Stopwatch::instance().results(), name);
   return m ? m->running : 0;
-}
-
-void wait_for(const std::atomic<int>& stage, int value) {
-  while (stage.load() < value) std::this_thread::yield();
 }
 
 /// A thread that measures while the test's thread changes the Stopwatch's state: `stage` steps

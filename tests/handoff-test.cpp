@@ -13,18 +13,11 @@
 
 namespace {
 
+using laptime_test::count_of;
 using laptime_test::error_of;
 using laptime_test::find;
 using laptime_test::Fresh;
-
-std::uint64_t count_of(const std::string& name) {
-  const auto m = find(laptime::Stopwatch::instance().results(), name);
-  return m ? m->count : 0;
-}
-
-void wait_for(const std::atomic<int>& stage, int value) {
-  while (stage.load() < value) std::this_thread::yield();
-}
+using laptime_test::wait_for;
 
 }  // namespace
 

@@ -2,8 +2,11 @@
 // found by name, the message of a usage error.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "laptime/error.hpp"
 #include "laptime/results.hpp"
@@ -37,6 +40,17 @@ inline std::unique_ptr<const laptime::MeasurementResult> find(const laptime::Res
     if (m.name == name) return std::make_unique<const laptime::MeasurementResult>(m);
   }
   return nullptr;
+}
+
+/// How many intervals of `name` the Stopwatch counted (0: none, or no such name).
+inline std::uint64_t count_of(const std::string& name) {
+  const auto m = find(laptime::Stopwatch::instance().results(), name);
+  return m ? m->count : 0;
+}
+
+/// Spins until `stage` reaches `value` (threads of a test taking turns).
+inline void wait_for(const std::atomic<int>& stage, int value) {
+  while (stage.load() < value) std::this_thread::yield();
 }
 
 /// The message of the UsageError `f` raises; empty when it raises none.

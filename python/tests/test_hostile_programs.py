@@ -90,6 +90,8 @@ def test_ctrl_c_during_a_periodic_report_reaches_the_program():
     proc = run("""
         import io, os, signal, sys, threading, time
         import laptime
+        # Python's own Ctrl-C handler, also where SIGINT came ignored (a shell's background job).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         class SlowStdout(io.TextIOBase):
             def write(self, s):
                 time.sleep(0.5)
