@@ -109,6 +109,10 @@ inline void testing_reset_stopwatch_impl() {
   for (std::uint32_t id = 0; id < n; ++id) s.name_flags[id].store(0);
   ThreadRecord& rec = s.threads.local();
   rec.adopt(rec.tid);  // drop what a failed test left running on this thread
+  // and on threads that exited (their records wait for a hand-off's end otherwise)
+  s.threads.for_each([](ThreadRecord& r, long tid, bool alive) {
+    if (!alive) r.adopt(tid);
+  });
   s.reset();
 }
 
