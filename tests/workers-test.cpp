@@ -302,8 +302,12 @@ TEST_CASE("workers forked one after another reuse the regions: hundreds, none lo
   constexpr int kWorkers = 150;  // more than the 64 regions: ended workers' regions are reused
   // The parent folds ended workers when regions run short: at finish_iter, and at the next fork.
   bool finish_iters = false;
-  SUBCASE("a finish_iter after each") { finish_iters = true; }
-  SUBCASE("nothing between them (an evaluation loop's loaders)") { finish_iters = false; }
+  SUBCASE("a finish_iter after each") {
+    finish_iters = true;
+  }
+  SUBCASE("nothing between them (an evaluation loop's loaders)") {
+    finish_iters = false;
+  }
   for (int i = 0; i < kWorkers; ++i) {
     const pid_t pid = fork_child([] {
       measure("decode", 1, 10);
