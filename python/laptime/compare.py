@@ -45,9 +45,6 @@ class _Files:
         return self._parsed[path]
 
 
-def read(path):
-    return _results.read(path)
-
 
 def add_arguments(parser):
     parser.add_argument("files", nargs="*", metavar="FILE.json",
@@ -83,8 +80,9 @@ def _loop(results, name, path):
     return found[0]
 
 
-def rows(files, name=None, labels=None, reader=read):
+def rows(files, name=None, labels=None, reader=None):
     """[(label, ms per iteration or None, CPU % or None)] for ``files``."""
+    reader = reader or _results.read
     out = []
     for i, path in enumerate(files):
         m = _loop(reader(path), name, path)
@@ -121,10 +119,11 @@ def table(rows_, unit="batch"):
     return "\n".join(lines)
 
 
-def groups(sides, name=None, labels=None, reader=read):
+def groups(sides, name=None, labels=None, reader=None):
     """[(label, [ms per iteration], [CPU %])] for ``sides``, a list of lists of files (the first
     the reference); None figures are left out. Without ``name``, the reference's first file's
     loop is every file's: two runs never compare two different names."""
+    reader = reader or _results.read
     if name is None:
         name = _loop(reader(sides[0][0]), None, sides[0][0]).get("name")
     out = []
@@ -284,8 +283,9 @@ _THIN = ("has no recorded intervals (measured in worker processes, or ended on a
          "recorded none)")
 
 
-def _gate_one(ref_files, test_files, name, threshold, confidence, seed, reader=read):
+def _gate_one(ref_files, test_files, name, threshold, confidence, seed, reader=None):
     """([Verdict], [names not gated], whether any run had per-iteration values)."""
+    reader = reader or _results.read
     ref = [gate.run_figures(reader(f)) for f in ref_files]
     test = [gate.run_figures(reader(f)) for f in test_files]
     try:
@@ -341,7 +341,7 @@ def _gate_report(groups_, verdicts, threshold, confidence, args):
             else:
                 lines.append(f"{verdict:<4}  {_printable(v.name).ljust(width)}  {figures}")
         for why in dict.fromkeys(why for _, why in skipped):
-            names = ", ".join(_printable(repr(n)) for n, w in skipped if w == why)
+            names = ", ".join(repr(n) for n, w in skipped if w == why)  # repr escapes a newline
             if args.markdown:
                 names = _md_escape(names)
             lines.append(f"not gated: {names} ({why})")
