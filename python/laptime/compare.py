@@ -96,7 +96,12 @@ def rows(files, name=None, labels=None, reader=None):
 def _ms(x):
     if x is None:
         return "n/a"
-    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+    if x == 0 or x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    # three significant digits below 0.01 ms (a per-sample loop), never "0.00"
+    return f"{x:.2f}" if x >= 1 else f"{x:.3g}"
 
 
 def _pct(x):

@@ -72,8 +72,13 @@ def merge(results, ranks=None):
     world_sizes = sorted({r.get("world_size") for r in results if r.get("world_size") is not None})
     if len(world_sizes) > 1:
         warnings.append(f"the inputs come from different world sizes {world_sizes}")
-    if world_sizes and len(results) != world_sizes[-1]:
-        warnings.append(f"{len(results)} of {world_sizes[-1]} ranks merged")
+    same = _same_runs(results)
+    warnings += same
+    runs = len(results) - len(same)
+    if world_sizes and runs < world_sizes[-1]:
+        warnings.append(f"{runs} of {world_sizes[-1]} ranks merged")
+    elif world_sizes and runs > world_sizes[-1]:
+        warnings.append(f"{runs} inputs for a world size of {world_sizes[-1]}")
     rank_info = [_rank_info(results[i], ranks[i]) for i in order]
     silent = [ri["rank"] for ri in rank_info if not ri["measured_anything"]]
     if silent:
@@ -95,6 +100,20 @@ def merge(results, ranks=None):
         "measurements": [_merged_name(name, ranked, rank_info) for name in names],
         "warnings": warnings,
     }
+
+
+def _same_runs(results):
+    """A warning for each input identical to an earlier one: a file given twice is one rank's
+    run, not two ranks' (two runs never agree in every figure)."""
+    seen, out = {}, []
+    for i, r in enumerate(results):
+        key = json.dumps(r, sort_keys=True)
+        if key in seen:
+            out.append(f"inputs {seen[key]} and {i} are the same run (identical results; host "
+                       f"{r.get('host')}, pid {r.get('pid')}): was a file given twice?")
+        else:
+            seen[key] = i
+    return out
 
 
 def _rank_info(r, rank):
@@ -142,6 +161,8 @@ def _merged_name(name, ranked, rank_info):
         "count": _spread(per_rank, "count"),
         "mean_per_iter_s": _spread(per_rank, "mean_per_iter_s"),
         "max_s": _spread(per_rank, "max_s"),
+        # a crashed or killed job: the name's interval was open when the rank's file was written
+        "running_ranks": [p["rank"] for p in per_rank if p["running"]],
     }
     cpu = _spread(per_rank, "cpu_process_percent")
     if cpu is not None:
@@ -162,7 +183,9 @@ def _t(seconds):
         return f"{seconds:.3f} s"
     if s >= 1e-3:
         return f"{seconds * 1e3:.3f} ms"
-    return f"{seconds * 1e6:.1f} us"
+    if s >= 1e-6:
+        return f"{seconds * 1e6:.1f} us"
+    return f"{seconds * 1e9:.0f} ns"
 
 
 def format_report(merged):
@@ -204,6 +227,9 @@ def format_report(merged):
             )
         if m["missing_ranks"]:
             lines.append(f"  {'':<{width}}  not measured on rank(s) {m['missing_ranks']}")
+        if m.get("running_ranks"):
+            lines.append(f"  {'':<{width}}  still running on rank(s) {m['running_ranks']} when "
+                         "the file was written (an interval cut short: a crash or a kill?)")
     tracked = [m for m in ms if "cpu_process_percent" in m]
     if tracked:
         lines.append("  CPU usage (process tree incl. workers, % of the machine), per rank:")

@@ -77,6 +77,42 @@ def test_a_rank_that_measured_nothing_is_named():
     assert "measured nothing" in merge.format_report(merged)
 
 
+def test_the_same_run_given_twice_is_named_not_counted_as_two_ranks():
+    results = merge.load([FILES[0], FILES[0]])
+    merged = merge.merge(results)
+    warnings = " | ".join(merged["warnings"])
+    assert "inputs 0 and 1 are the same run" in warnings
+    assert "1 of 3 ranks merged" in warnings  # one run, given twice
+
+
+def test_more_inputs_than_the_world_size_is_said_as_such():
+    results = merge.load(FILES)
+    for r in results:
+        r["world_size"] = 2
+    warnings = merge.merge(results)["warnings"]
+    assert any("3 inputs for a world size of 2" in w for w in warnings)
+    assert not any("3 of 2 ranks" in w for w in warnings)
+
+
+def test_a_name_still_running_on_a_rank_is_flagged():
+    # a crashed job: rank 1's results were written with "data fetch" open
+    results = merge.load(FILES)
+    fetch = next(m for m in results[1]["measurements"] if m["name"] == "data fetch")
+    fetch["running"] = True
+    merged = merge.merge(results)
+    assert by_name(merged)["data fetch"]["running_ranks"] == [1]
+    assert by_name(merged)["eval"]["running_ranks"] == []
+    text = merge.format_report(merged)
+    assert "still running on rank(s) [1]" in text
+
+
+def test_sub_microsecond_times_are_printed_in_nanoseconds():
+    assert merge._t(4.2e-8) == "42 ns"
+    assert merge._t(3.5e-7) == "350 ns"
+    assert merge._t(2.5e-6) == "2.5 us"
+    assert merge._t(0.0) == "0 ns"
+
+
 def test_wrong_schema_and_empty_input_are_errors():
     with pytest.raises(merge.MergeError, match="schema"):
         merge.merge([{"schema": 2}])

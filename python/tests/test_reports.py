@@ -473,3 +473,11 @@ def test_laptime_record_in_the_environment_turns_recording_on(stopwatch, monkeyp
         stopwatch.end_meas("x")
     (thread,) = stopwatch.results()["samples"]["threads"]
     assert len(thread["intervals"]) == 3
+
+
+def test_compare_prints_sub_microsecond_loops_with_their_digits_not_as_zero():
+    # a per-sample loop of 0.42 us is 0.00042 ms: three significant digits, never "0.00"
+    assert compare._ms(0.00042) == "0.00042"
+    assert compare._ms(0.0123) == "0.0123"
+    assert compare._ms(1.5) == "1.50" and compare._ms(416) == "416"
+    assert compare._ms(0.0) == "0"
