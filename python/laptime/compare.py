@@ -246,6 +246,13 @@ def run(args):
     if threshold is None:
         return 0
     print(_gate_report(g, verdicts, threshold, confidence, args), end="")
+    if min(len(files) for files in sides) == 1:
+        # A run's recorded iterations know nothing of what differs between runs (a busier
+        # machine, another node, another build of the data cache): docs/reports.md, "How often
+        # it is wrong".
+        print("note: one run on a side: its interval knows the spread between that run's "
+              "iterations, not between runs; give 3 or more runs a side where a gate must be "
+              "trusted")
     return 1 if any(v.failed for vs, _, _ in verdicts for v in vs) else 0
 
 

@@ -258,6 +258,17 @@ def test_one_recorded_run_a_side_is_gated_over_its_iterations(tmp_path, capsys):
     assert gate(capsys, ref, same, "--fail-above", "5%")[0] == 0
 
 
+def test_one_run_a_side_says_the_interval_misses_run_to_run_variance(tmp_path, capsys):
+    rng = random.Random(11)
+    ref = [write(tmp_path / "base.json", recorded_run(rng, 1.0))]
+    same = [write(tmp_path / "same.json", recorded_run(rng, 1.0))]
+    out = gate(capsys, ref, same, "--fail-above", "5%")[1]
+    assert "note: one run on a side" in out and "not between runs" in out
+    refs = [write(tmp_path / f"base{i}.json", recorded_run(rng, 1.0)) for i in range(3)]
+    sames = [write(tmp_path / f"same{i}.json", recorded_run(rng, 1.0)) for i in range(3)]
+    assert "note: one run on a side" not in gate(capsys, refs, sames, "--fail-above", "5%")[1]
+
+
 def with_worker_name(run, mean_per_iter_s):
     """``run`` with "decode" measured in DataLoader worker processes, which record nothing."""
     run["measurements"].append({"name": "decode", "count": 200, "mean_per_iter_s": mean_per_iter_s,
