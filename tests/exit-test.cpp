@@ -216,6 +216,26 @@ TEST_CASE("at exit into a closed pipe the JSON is written and the exit status st
             r.err, "laptime: warning: the report could not be printed at exit: stdout: ") == 1);
 }
 
+TEST_CASE("an interval open at a normal exit is running in the at-exit JSON, on any thread" *
+          LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  const auto r = reliability::run_self({"--helper", "open-at-exit"},
+                                       helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+  REQUIRE_MESSAGE(r.ok(), r.describe());
+  check_json_file(path, kLoopIters);
+  const auto json = reliability::parse_json(reliability::read_file(path));
+  REQUIRE(json != nullptr);
+  for (const char* name : {"open at exit", "left by a thread"}) {
+    CAPTURE(name);
+    const reliability::Json* m = reliability::find_measurement(*json, name);
+    REQUIRE(m != nullptr);
+    REQUIRE(m->get("running") != nullptr);
+    CHECK(m->get("running")->boolean);
+  }
+  CHECK_FALSE(reliability::find_measurement(*json, "main loop")->get("running")->boolean);
+}
+
 TEST_CASE("the at-exit JSON replaces an existing file by rename, never rewriting it in place" *
           LAPTIME_NEEDS_ENABLED) {
   reliability::TempDir dir;

@@ -210,6 +210,17 @@ inline int helper_write_json_loop(const char* path) {
   }
 }
 
+// Returns from main with an interval open on the main thread and one left by a thread that
+// exited (a crash's uncaught exception unwinds the same way): both are "running" in the file.
+inline int helper_open_at_exit() {
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  main_loop(sw);
+  std::thread([&] { sw.start_meas("left by a thread"); }).join();
+  sw.start_meas("open at exit");
+  return 0;
+}
+
 #endif  // LAPTIME_ENABLED
 
 /// The program `mode` names (with its argument `arg`, or nullptr), run in this process; 2 where
@@ -220,6 +231,7 @@ inline int run_helper_program(std::string_view mode, const char* arg) {
   if (mode == "exit-from-thread") return helper_exit_from_thread();
   if (mode == "throwing-print") return helper_throwing_print();
   if (mode == "plain") return helper_plain(false, nullptr);
+  if (mode == "open-at-exit") return helper_open_at_exit();
   if (mode == "read-only-mount" && arg != nullptr) return helper_plain(true, arg);
   if (mode == "end-by" && arg != nullptr) return helper_end_by(arg);
   if (mode == "chained") return helper_chained();

@@ -67,17 +67,18 @@ inline void describe_iterations(StopwatchState& s, Results& r) {
 }
 
 /// Every thread's slots of generation `gen` merged per name id below `n` (running intervals:
-/// those of live threads in this epoch).
+/// those started in this epoch and not ended, on live threads and on exited ones, whose
+/// intervals another thread may still end: docs/stopwatch.md).
 inline MergedNames merge_thread_slots(StopwatchState& s, std::uint32_t n, std::uint32_t gen) {
   const std::uint32_t ep = s.epoch.load(std::memory_order_relaxed);
   MergedNames merged(n);
   for (auto& m : merged) m = std::make_unique<MergedName>();
-  s.threads.for_each([&](ThreadRecord& rec, long, bool alive) {
+  s.threads.for_each([&](ThreadRecord& rec, long, bool) {
     for (std::uint32_t id = 0; id < n; ++id) {
       Slot* c = rec.chunks[id / kChunk].load(std::memory_order_acquire);
       if (c == nullptr) continue;
       Slot& slot = c[id % kChunk];
-      if (alive && slot.run.load(std::memory_order_relaxed) == ep) ++merged[id]->running;
+      if (slot.run.load(std::memory_order_relaxed) == ep) ++merged[id]->running;
       if (slot.generation.load(std::memory_order_acquire) != gen) continue;
       merged[id]->stats.merge_from(slot.stats);
       if (ResourceSlot* rs = slot.resources.load(std::memory_order_acquire)) {
