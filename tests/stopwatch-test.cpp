@@ -433,6 +433,30 @@ TEST_CASE("LAPTIME_MEAS and ScopedMeasurement time their scope, also when it thr
   CHECK(find(r, "throwing scope")->count == 1);
 }
 
+TEST_CASE(
+    "a scope that re-enters a running name under the warn policy leaves the outer one "
+    "running: recursion is measured once, from its outer call" *
+    LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  laptime::set_error_policy(laptime::ErrorPolicy::Warn);
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  {
+    LAPTIME_MEAS("recursive");
+    {
+      LAPTIME_MEAS("recursive");  // warned: already running; this scope ends nothing
+      spin_for(std::chrono::microseconds(50));
+    }
+    spin_for(std::chrono::microseconds(200));  // still inside the outer interval
+  }
+  laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  CHECK(error_of([&] { sw.finish_iter(); }).empty());  // nothing left running
+  const auto r = sw.results();
+  REQUIRE(find(r, "recursive") != nullptr);
+  CHECK(find(r, "recursive")->count == 1);
+  CHECK(find(r, "recursive")->min_ns >= 250e3);  // the outer scope, whole
+}
+
 // A project's own macro that times two scopes at once expands both LAPTIME_MEAS on one line: each
 // must declare a variable of its own (a redeclaration error, or -Wshadow, otherwise).
 #define TIME_BOTH(a, b) \

@@ -50,6 +50,7 @@ inline constexpr const char* kEmptyResultsJson =
     "\"measurements\": [], \"one_time\": []}";
 inline constexpr const char* kEmptyResultsText =
     "laptime stopwatch: 0 measured iterations (0 warm-up); rank 0/1, pid 0, host \n";
+bool start_for_scope(std::string_view name);
 }  // namespace detail
 
 /// Where periodic and at-exit reports are printed: fn(text, size, user_data). The Python module
@@ -223,14 +224,14 @@ class Stopwatch {
 /// Not copyable or movable; ends the measurement even when the scope exits by an exception.
 class ScopedMeasurement {
  public:
-  explicit ScopedMeasurement(std::string_view name) : name_(name) {
-    Stopwatch::instance().start_meas(name_);
-  }
+  explicit ScopedMeasurement(std::string_view name)
+      : name_(name), started_(detail::start_for_scope(name)) {}
   // A destructor must not throw: a usage error here (the measurement was ended by hand inside
   // the scope) is reported on stderr instead under the throw policy; the warn and abort policies
   // act as they do everywhere.
   ~ScopedMeasurement() {
 #if LAPTIME_ENABLED
+    if (!started_) return;  // the name ran already (recursion, under the warn policy)
     try {
       Stopwatch::instance().end_meas(name_);
     } catch (...) {
@@ -247,6 +248,7 @@ class ScopedMeasurement {
 
  private:
   std::string_view name_;
+  bool started_;
 };
 
 #if LAPTIME_ENABLED
@@ -282,6 +284,18 @@ LAPTIME_ALWAYS_INLINE void Stopwatch::start_meas(std::string_view name) {
   }
 }
 
+/// start_meas for a scope (ScopedMeasurement, Python's `with measure()`): false where the scope's
+/// end must end nothing, because its start found the name running on this thread and the error
+/// policy let the call return: recursion then measures the outer call whole.
+LAPTIME_ALWAYS_INLINE bool detail::start_for_scope(std::string_view name) {
+  detail::StopwatchCore& s = detail::stopwatch_core();
+  const std::uint8_t power = s.power.load(std::memory_order_relaxed);
+  if (LAPTIME_UNLIKELY(power == detail::kNeverEnabled)) return true;
+  if (LAPTIME_LIKELY(power == detail::kEnabled)) return s.start(name);
+  s.start_while_disabled(name);
+  return true;
+}
+
 LAPTIME_ALWAYS_INLINE void Stopwatch::end_meas(std::string_view name) {
   detail::StopwatchCore& s = detail::stopwatch_core();
   const std::uint8_t power = s.power.load(std::memory_order_relaxed);
@@ -306,6 +320,9 @@ inline bool Stopwatch::is_enabled() const noexcept {
 }
 inline void Stopwatch::start_meas(std::string_view) {}
 inline void Stopwatch::end_meas(std::string_view) {}
+inline bool detail::start_for_scope(std::string_view) {
+  return true;
+}
 inline void Stopwatch::finish_iter() {}
 inline void Stopwatch::enable(int, std::optional<int>, bool) {}
 inline void Stopwatch::disable() noexcept {}

@@ -62,7 +62,9 @@ PyObject* scope_enter_kind(Scope* self) {
   if (LAPTIME_UNLIKELY(self->text_owner == nullptr) && !resolve_text(self)) return nullptr;
   try {
     if constexpr (K == ScopeKind::Measure) {
-      stopwatch().start_meas(self->text);
+      // Nothing to end where the name ran already on this thread (recursion, two generators
+      // suspended in one name) and the error policy let the start return.
+      if (!laptime::detail::start_for_scope(self->text)) Py_RETURN_NONE;
     } else {
       nvtx().range_push(range_name(self));
     }

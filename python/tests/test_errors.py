@@ -3,6 +3,7 @@ and leaves the singletons working: no misuse corrupts state."""
 
 import os
 import subprocess
+import time
 import sys
 import threading
 
@@ -135,6 +136,32 @@ def test_warn_policy_prints_one_line_and_carries_on(stopwatch, capfd):
     stopwatch.start_meas("ok")
     stopwatch.end_meas("ok")
     assert stopwatch.results()["measurements"][-1]["count"] == 1
+
+
+def test_warn_policy_a_nested_block_of_a_running_name_leaves_the_outer_one_whole(stopwatch,
+                                                                                  capfd):
+    # recursion, or two generators suspended inside one name: the inner block is warned about
+    # and ends nothing; the outer block is measured whole
+    laptime.set_error_policy("warn")
+    stopwatch.enable(0)
+
+    @stopwatch.measure("rec")
+    def rec(n):
+        if n:
+            rec(n - 1)
+        time.sleep(0.01)
+
+    rec(2)
+    with stopwatch.measure("nested"):
+        with stopwatch.measure("nested"):
+            time.sleep(0.01)
+        time.sleep(0.02)
+    assert "already running" in capfd.readouterr().err
+    laptime.set_error_policy("throw")
+    stopwatch.finish_iter()  # nothing left running
+    m = {x["name"]: x for x in stopwatch.results()["measurements"]}
+    assert m["rec"]["count"] == 1 and m["rec"]["max_s"] >= 0.03
+    assert m["nested"]["count"] == 1 and m["nested"]["max_s"] >= 0.03
 
 
 def test_unknown_policy_is_a_value_error():

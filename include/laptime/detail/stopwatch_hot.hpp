@@ -271,7 +271,9 @@ struct StopwatchCore {
   }
 
   // --- the hot path ---
-  void start(std::string_view name);
+  /// False where nothing was started that an end may take: the name already runs on this
+  /// thread (the error policy let the call return) or the name table is full.
+  bool start(std::string_view name);
   void end(std::string_view name);
   // start_meas and end_meas while disabled after an enable() (kDisabled), out of line
   // (impl/stopwatch_disabled.hpp): what they leave on the calling thread's slot.
@@ -350,10 +352,10 @@ LAPTIME_ALWAYS_INLINE bool start_idle(const ThreadRecord& rec, const Slot& s, un
   return nvtx_ranges_idle(s, feats);
 }
 
-inline void StopwatchCore::start(std::string_view name) {
+inline bool StopwatchCore::start(std::string_view name) {
   ThreadRecord& rec = local_record();
   const NameCacheEntry* e = lookup(rec, name);
-  if (LAPTIME_UNLIKELY(e == nullptr)) return;
+  if (LAPTIME_UNLIKELY(e == nullptr)) return false;
   const std::uint32_t id = e->value->id;
   Slot& s = *e->value;
   if (LAPTIME_UNLIKELY(!s.prepared)) prepare(s);
@@ -361,7 +363,7 @@ inline void StopwatchCore::start(std::string_view name) {
   if (const std::uint32_t r = s.run.load(std::memory_order_relaxed); LAPTIME_UNLIKELY(r != 0)) {
     if (r == ep) {
       start_running_error(name);
-      return;
+      return false;
     }
     drop_interval(s);  // started before a disable(), reset() or enable(): never ended
   }
@@ -380,6 +382,7 @@ inline void StopwatchCore::start(std::string_view name) {
     s.start_ns.store(now_ns(), std::memory_order_relaxed);
   }
   s.run.store(ep, std::memory_order_release);
+  return true;
 }
 
 inline void StopwatchCore::end(std::string_view name) {
