@@ -430,6 +430,28 @@ TEST_CASE("write_json writes the results atomically and throws naming the path a
       CHECK(e.code().value() == EISDIR);
     }
   }
+  SUBCASE("a pipe named through /dev/fd or /proc/self/fd (as /dev/stdout is): written into") {
+    for (const char* folder : {"/dev/fd/", "/proc/self/fd/"}) {
+      CAPTURE(folder);
+      int p[2];
+      REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+      std::string error;
+      try {
+        sw.write_json(folder + std::to_string(p[1]));
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      ::close(p[1]);
+      CHECK(error.empty());
+      std::string text;
+      char buf[4096];
+      for (ssize_t n; (n = ::read(p[0], buf, sizeof buf)) > 0;) text.append(buf, n);
+      ::close(p[0]);
+      const auto json = reliability::parse_json(text);
+      REQUIRE(json != nullptr);
+      CHECK(json->get("iterations_measured")->number == kLoopIters);
+    }
+  }
   SUBCASE("a full device: the error comes from the write") {
     try {
       sw.write_json("/dev/full");

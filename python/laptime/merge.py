@@ -265,6 +265,16 @@ def write_json(merged, path):
     import tempfile
 
     text = json.dumps(merged, indent=1) + "\n"
+    try:
+        # A pipe or a device named through a descriptor's link (/dev/stdout is /proc/self/fd/1,
+        # whose link text "pipe:[N]" names no file): opened by the kernel, never resolved.
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
     target = os.path.realpath(path)
     try:
         mode = os.stat(target).st_mode

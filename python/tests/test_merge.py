@@ -176,6 +176,18 @@ def test_merge_json_to_a_pipe_writes_into_it(tmp_path):
     assert fifo.is_fifo()  # written into, not replaced by a regular file
 
 
+def test_merge_json_to_dev_stdout_when_stdout_is_a_pipe_writes_into_it():
+    # `laptime merge ... --json /dev/stdout | jq`: /dev/stdout is /proc/self/fd/1, whose link
+    # text "pipe:[N]" names no file
+    proc = subprocess.run([sys.executable, "-m", "laptime", "merge", *map(str, FILES),
+                           "--json", "/dev/stdout"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    merged, end = json.JSONDecoder().raw_decode(proc.stdout)  # the JSON, then the report
+    assert merged == merge.merge(merge.load(FILES))
+    assert proc.stdout[end:].lstrip().startswith("laptime: cross-rank report")
+
+
 def test_the_command_fails_cleanly_on_a_file_that_is_not_json(tmp_path):
     bad = tmp_path / "rank0.json"
     bad.write_text("{ torn")

@@ -286,9 +286,15 @@ class EndingSignalsHeld {
 /// writing would be; once the process is ending, another thread's write is refused (ECANCELED).
 /// Returns {} on success.
 inline WriteFailure write_file_atomically(const std::string& path, std::string_view bytes) {
+  struct stat st;
+  // A pipe, socket or device named through a descriptor's link (/dev/stdout is
+  // /proc/self/fd/1, whose link text "pipe:[N]" names no file): the kernel opens it, readlink
+  // cannot follow it.
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    return write_in_place(path, bytes);
+  }
   std::string target = path;
   if (const int e = follow_links(target)) return {e, "following the symbolic link"};
-  struct stat st;
   const bool exists = ::stat(target.c_str(), &st) == 0;
   if (exists) {
     if (S_ISDIR(st.st_mode)) return {EISDIR, nullptr};
