@@ -193,17 +193,11 @@ def group_table(groups_, unit="batch"):
     return "\n".join(lines)
 
 
-def _printable(text):
-    """``text`` on one line: a control character (a newline in a name) shown escaped, so that a
-    name can never forge a line of the verdict."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
-
-
 def _md_escape(text):
     """For Markdown (a job summary renders HTML): one line, and no markup of its own."""
     import html
 
-    return html.escape(_printable(text), quote=False).replace("|", "\\|").replace("`", "\\`")
+    return html.escape(_results.printable(text), quote=False).replace("|", "\\|").replace("`", "\\`")
 
 
 def markdown(groups_, unit="batch"):
@@ -343,7 +337,7 @@ def _gate_report(groups_, verdicts, threshold, confidence, args):
                      f"seed {args.seed}")
         if args.markdown:
             lines.append("")
-        width = max(len(_printable(v.name)) for v in vs) if vs else 0
+        width = max(len(_results.printable(v.name)) for v in vs) if vs else 0
         for v in vs:
             verdict = "FAIL" if v.failed else "ok"
             figures = f"{_signed(v.difference)} ({level} {_signed(v.low)} to {_signed(v.high)})"
@@ -351,7 +345,7 @@ def _gate_report(groups_, verdicts, threshold, confidence, args):
                 lines.append(f"- {'**FAIL**' if v.failed else 'ok'} {_md_escape(v.name)}: "
                              f"{figures}")
             else:
-                lines.append(f"{verdict:<4}  {_printable(v.name).ljust(width)}  {figures}")
+                lines.append(f"{verdict:<4}  {_results.printable(v.name).ljust(width)}  {figures}")
         for why in dict.fromkeys(why for _, why in skipped):
             names = ", ".join(repr(n) for n, w in skipped if w == why)  # repr escapes a newline
             if args.markdown:

@@ -23,7 +23,7 @@ import json
 import statistics
 import sys
 
-from laptime.results import SCHEMA, ResultsError, check, read
+from laptime.results import SCHEMA, ResultsError, check, printable, read
 
 # The inputs cannot be merged (not laptime results, nothing to merge); the command reports it as
 # it reports any input it cannot read (cli.main).
@@ -200,11 +200,13 @@ def format_report(merged):
     )
     for r in ranks:
         lines.append(
-            f"  rank {r['rank']}: {r['host']} pid {r['pid']}, {r['iterations_measured']} measured "
-            f"after {r['num_warmup_iters']} warm-up"
+            f"  rank {r['rank']}: {printable(r['host'])} pid {r['pid']}, "
+            f"{r['iterations_measured']} measured after {r['num_warmup_iters']} warm-up"
         )
     ms = merged["measurements"]
-    width = max([len("name")] + [len(m["name"]) for m in ms])
+    names = {m["name"]: printable(m["name"]) for m in ms}
+    # A name longer than 40 characters widens its own row only.
+    width = min(40, max([len("name")] + [len(n) for n in names.values()]))
     lines.append(
         f"  {'name':<{width}}  {'count per rank':>18}  {'per iter: min':>13}  {'median':>11}  "
         f"{'max':>11}  slowest"
@@ -219,10 +221,11 @@ def format_report(merged):
             count_txt = f"{counts['min']}..{counts['max']}"
         t = m["mean_per_iter_s"]
         if t is None:
-            lines.append(f"  {m['name']:<{width}}  {count_txt:>18}  no measurement after warm-up")
+            lines.append(f"  {names[m['name']]:<{width}}  {count_txt:>18}  no measurement after "
+                         "warm-up")
         else:
             lines.append(
-                f"  {m['name']:<{width}}  {count_txt:>18}  {_t(t['min']):>13}  "
+                f"  {names[m['name']]:<{width}}  {count_txt:>18}  {_t(t['min']):>13}  "
                 f"{_t(t['median']):>11}  {_t(t['max']):>11}  rank {t['slowest_rank']}"
             )
         if m["missing_ranks"]:
@@ -241,11 +244,11 @@ def format_report(merged):
             )
             c = m["cpu_process_percent"]
             lines.append(
-                f"    {m['name']}: {per}; min {c['min']:.1f} median {c['median']:.1f} "
+                f"    {names[m['name']]}: {per}; min {c['min']:.1f} median {c['median']:.1f} "
                 f"max {c['max']:.1f} %, sum {c['sum']:.1f} %"
             )
     for w in merged.get("warnings", []):
-        lines.append(f"  warning: {w}")
+        lines.append(f"  warning: {printable(w)}")
     return "\n".join(lines) + "\n"
 
 

@@ -282,3 +282,9 @@ def _show(v):
 
 def _lower_first(text):
     return text[:1].lower() + text[1:]
+
+
+def printable(text):
+    """``text`` on one line: a control character (a newline or an escape in a name or a host) shown
+    escaped, so that a file's text can never forge a line of a report or drive the terminal."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))

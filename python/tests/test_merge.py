@@ -106,6 +106,22 @@ def test_a_name_still_running_on_a_rank_is_flagged():
     assert "still running on rank(s) [1]" in text
 
 
+def test_the_report_escapes_control_characters_and_a_long_name_pads_only_its_own_row():
+    results = merge.load(FILES)
+    for r in results:
+        r["host"] = "evil\x1b]0;title\x07"
+        for m in r["measurements"]:
+            if m["name"] == "data fetch":
+                m["name"] = "fetch\x1b[2J\nFAKE line\x00"
+            if m["name"] == "eval":
+                m["name"] = "e" * 300
+    text = merge.format_report(merge.merge(results))
+    assert "\x1b" not in text and "\x00" not in text and "\x07" not in text
+    assert "FAKE line" in text and not any(l.startswith("FAKE") for l in text.splitlines())
+    row = next(l for l in text.splitlines() if l.strip().startswith("training loop"))
+    assert len(row) < 140  # the 300-character name does not widen every row
+
+
 def test_sub_microsecond_times_are_printed_in_nanoseconds():
     assert merge._t(4.2e-8) == "42 ns"
     assert merge._t(3.5e-7) == "350 ns"
