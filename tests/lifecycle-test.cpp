@@ -204,6 +204,11 @@ TEST_CASE("set_rank labels reports, for programs that learn their rank from MPI 
   CHECK_THROWS_AS(sw.set_rank(INT_MAX), laptime::UsageError);
   CHECK_THROWS_AS(sw.set_rank(INT_MAX, 4), laptime::UsageError);
   CHECK(sw.results().rank == 5);
+  // A world size given with the rank must exceed it (a swapped pair is a usage error, not a
+  // silently grown world); a kept one grows to fit.
+  CHECK_THROWS_AS(sw.set_rank(5, 4), laptime::UsageError);
+  CHECK_THROWS_AS(sw.set_rank(4, 4), laptime::UsageError);
+  CHECK(sw.results().world_size == 8);
   sw.set_rank(INT_MAX - 1);
   r = sw.results();
   CHECK(r.rank == INT_MAX - 1);

@@ -221,11 +221,13 @@ inline void disable_gpu_timing() noexcept {
 }
 
 /// Stopwatch::set_rank. The rank is bounded as the launchers' variables are (detect_rank): at
-/// most INT_MAX - 1, so that a world size can exceed it.
+/// most INT_MAX - 1, so that a world size can exceed it. A world size given must exceed the rank
+/// (a swapped pair); a kept one grows to fit.
 inline void set_rank(int rank, int world_size) {
-  if (rank < 0 || rank == INT_MAX || world_size < 0) {
+  if (rank < 0 || rank == INT_MAX || world_size < 0 || (world_size > 0 && world_size <= rank)) {
     usage_error("set_rank(" + std::to_string(rank) + ", " + std::to_string(world_size) + ")",
-                "rank must be in 0 ... " + std::to_string(INT_MAX - 1) + " and world_size >= 0");
+                "rank must be in 0 ... " + std::to_string(INT_MAX - 1) +
+                    ", and world_size 0 (kept) or above the rank");
     return;
   }
   StopwatchState& s = stopwatch_state();
