@@ -21,9 +21,14 @@
 namespace laptime_test {
 /// The exact nearest-rank quantile q of `v`: what a histogram's quantile is checked against.
 inline double exact_quantile(std::vector<std::uint64_t> v, double q) {
+  // Linear between the closest ranks, as numpy's default: the median of an even count is the
+  // mean of the middle two.
   std::sort(v.begin(), v.end());
-  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return static_cast<double>(v[std::max<std::size_t>(rank, 1) - 1]);
+  const double h = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(h);
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return static_cast<double>(v[lo]) +
+         (h - static_cast<double>(lo)) * (static_cast<double>(v[hi]) - static_cast<double>(v[lo]));
 }
 
 /// An environment of the given variables, for settings_from_env.

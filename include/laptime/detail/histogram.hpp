@@ -161,25 +161,17 @@ class Histogram {
     });
     return n;
   }
-  /// The q-quantile (0 <= q <= 1) by the nearest-rank rule, as the midpoint of its bucket
-  /// (exact below 64 ns). 0 when empty.
+  /// The q-quantile (0 <= q <= 1), linear between the two closest ranks as numpy's default (the
+  /// median of an even count is the mean of the middle two), each rank's value the midpoint of
+  /// its bucket (exact below 64 ns). 0 when empty.
   double quantile(double q) const noexcept {
     const std::uint64_t n = total_count();
     if (n == 0) return 0.0;
-    q = std::clamp(q, 0.0, 1.0);
-    // nearest rank: the smallest value with at least ceil(q*n) values <= it (rank >= 1)
-    std::uint64_t rank = static_cast<std::uint64_t>(q * static_cast<double>(n) + 0.999999999);
-    rank = std::clamp<std::uint64_t>(rank, 1, n);
-    std::uint64_t seen = 0;
-    std::size_t found = kBuckets - 1;
-    for_each_bucket([&](std::size_t b, std::uint64_t c) {
-      seen += c;
-      if (seen < rank) return false;
-      found = b;
-      return true;
-    });
-    const double width = static_cast<double>(bucket_width(found));
-    return static_cast<double>(bucket_low(found)) + (width - 1.0) / 2.0;
+    const double h = std::clamp(q, 0.0, 1.0) * static_cast<double>(n - 1);
+    const auto lo = static_cast<std::uint64_t>(h);  // 0-based ranks lo and lo + 1
+    const double low = value_at_rank(lo);
+    const double frac = h - static_cast<double>(lo);
+    return frac == 0.0 ? low : low + frac * (value_at_rank(std::min(lo + 1, n - 1)) - low);
   }
   /// Bytes allocated for this histogram (the object and its blocks).
   std::size_t memory_bytes() const noexcept {
@@ -193,6 +185,20 @@ class Histogram {
   struct Block {
     std::atomic<std::uint32_t> counts[kSub] = {};
   };
+
+  /// The value of 0-based rank `rank`: the midpoint of the bucket that holds it.
+  double value_at_rank(std::uint64_t rank) const noexcept {
+    std::uint64_t seen = 0;
+    std::size_t found = kBuckets - 1;
+    for_each_bucket([&](std::size_t b, std::uint64_t c) {
+      seen += c;
+      if (seen <= rank) return false;
+      found = b;
+      return true;
+    });
+    const double width = static_cast<double>(bucket_width(found));
+    return static_cast<double>(bucket_low(found)) + (width - 1.0) / 2.0;
+  }
 
   // f(bucket, count) for every allocated block's buckets in order, until f returns true.
   template <class Fn>
