@@ -457,6 +457,24 @@ TEST_CASE(
   CHECK(find(r, "recursive")->min_ns >= 250e3);  // the outer scope, whole
 }
 
+// A name passed only to LAPTIME_MEAS is used in both builds: compiled out (the disabled tree, with
+// -Werror), an unused parameter or variable would stop the user's -Wall -Wextra -Werror build.
+static void timed_stage(std::string_view stage_name) {
+  LAPTIME_MEAS(stage_name);
+  const char* inner = "inner stage";
+  LAPTIME_MEAS(inner);
+}
+
+TEST_CASE("a name that is a parameter or a variable, passed only to LAPTIME_MEAS, is timed" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  timed_stage("stage");
+  CHECK(find(sw.results(), "stage")->count == 1);
+  CHECK(find(sw.results(), "inner stage")->count == 1);
+}
+
 // A project's own macro that times two scopes at once expands both LAPTIME_MEAS on one line: each
 // must declare a variable of its own (a redeclaration error, or -Wshadow, otherwise).
 #define TIME_BOTH(a, b) \
