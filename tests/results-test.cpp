@@ -138,6 +138,30 @@ TEST_CASE("a name in a usage error message is escaped too" * LAPTIME_NEEDS_ENABL
 #endif
 }
 
+// This file is compiled with -ffinite-math-only (tests/CMakeLists.txt), as -ffast-math builds are:
+// std::isfinite is then folded to true.
+TEST_CASE("NaN and infinity are null in the JSON and n/a in the report, also under -ffast-math") {
+  laptime::Results r;
+  r.iterations_measured = 1;
+  r.iterations_finished = 1;
+  laptime::MeasurementResult m;
+  m.name = "x";
+  m.count = 1;
+  volatile double zero = 0;
+  m.total_ns = zero / zero;
+  m.mean_per_iter_ns = 1.0 / zero;
+  m.mean_per_interval_ns = -1.0 / zero;
+  m.min_ns = m.median_ns = m.p90_ns = m.p99_ns = m.max_ns = 5;
+  r.measurements.push_back(m);
+  const std::string json = r.to_json();
+  CHECK(json.find("\"total_s\": null, \"mean_per_iter_s\": null, \"mean_per_interval_s\": null") !=
+        std::string::npos);
+  CHECK(json.find("nan") == std::string::npos);
+  CHECK(json.find("inf") == std::string::npos);
+  CHECK(laptime::detail::finite_bits(5e-324));  // the smallest subnormal
+  CHECK(laptime::detail::finite_bits(1.7976931348623157e308));
+}
+
 TEST_CASE("numbers are written with a '.' whatever the program's locale" * LAPTIME_NEEDS_ENABLED) {
   // A locale whose decimal point is ','; built with localedef where none is installed.
   const char* found = nullptr;

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -112,9 +113,18 @@ inline std::string format_duration(double ns) {
   return out;
 }
 
+/// Whether `v` is a finite number, from its exponent bits: std::isfinite is folded to true where
+/// the including file is built with -ffast-math (-ffinite-math-only), and NaN and infinity would
+/// then reach the JSON, which has no words for them.
+inline bool finite_bits(double v) noexcept {
+  std::uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return ((bits >> 52) & 0x7ff) != 0x7ff;
+}
+
 /// A figure that may be unavailable: "n/a" then.
 inline std::string format_optional(std::optional<double> v, const char* suffix) {
-  if (!v || !std::isfinite(*v)) return "n/a";
+  if (!v || !finite_bits(*v)) return "n/a";
   std::string out;
   append_fixed(out, *v, 1);
   out += suffix;
@@ -133,7 +143,7 @@ inline void json_string(std::string& out, std::string_view s) {
 /// value. Exact figures (totals, means, min, max) take 9; quantiles, which come from histogram
 /// buckets good to 1 %, take 3: the digits they have.
 inline void json_number(std::string& out, std::optional<double> v, int digits = 9) {
-  if (!v || !std::isfinite(*v)) {
+  if (!v || !finite_bits(*v)) {
     out += "null";
     return;
   }
