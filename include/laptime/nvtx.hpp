@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/error_policy.hpp"  // UsageError: what a usage error throws
 #if LAPTIME_ENABLED
 #include <atomic>
 

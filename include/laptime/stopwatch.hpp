@@ -32,6 +32,7 @@
 #include <string_view>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/error_policy.hpp"  // UsageError: what a usage error throws
 #if LAPTIME_ENABLED
 #include "laptime/detail/stopwatch_hot.hpp"
 #endif

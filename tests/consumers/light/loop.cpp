@@ -14,3 +14,13 @@ void train(int iterations) {
     sw.finish_iter();
   }
 }
+
+// A usage error caught by its type: the light headers declare what they throw.
+bool end_without_start() {
+  try {
+    laptime::Stopwatch::instance().end_meas("never started");
+  } catch (const laptime::UsageError&) {
+    return true;
+  }
+  return false;
+}

@@ -9,12 +9,16 @@
 #include <string>
 
 void train(int iterations);  // loop.cpp
+bool end_without_start();    // loop.cpp
 std::string summary();       // report.cpp
 
 int main(int argc, char** argv) {
   auto& sw = laptime::Stopwatch::instance();
   sw.enable(/*num_warmup_iters=*/1, /*print_every_n_iters=*/std::nullopt, /*do_cuda_sync=*/false);
   train(4);
+#if LAPTIME_ENABLED
+  if (!end_without_start()) return 1;
+#endif
   sw.print_eval_times();
   if (argc > 1) sw.write_json(argv[1]);
   std::printf("light: %s, %d measured iterations\n", summary().c_str(),
