@@ -8,6 +8,8 @@
 // One clear message rather than a hundred errors from the first std::optional.
 #if defined(__cplusplus) && __cplusplus < 201703L
 #error "laptime needs C++17 or later: compile with -std=c++17"
+// GCC goes on after #error; a missing header stops it there.
+#include "laptime: C++17 or later is required"
 #endif
 
 #define LAPTIME_VERSION_MAJOR 0
