@@ -104,6 +104,11 @@ def _ms(x):
     return f"{x:.2f}" if x >= 1 else f"{x:.3g}"
 
 
+def _saved(cpu, ref_cpu):
+    """The CPU saved against the reference, whole percent; equal figures are "0 %", never "-0 %"."""
+    return f"{round((1 - cpu / ref_cpu) * 100)} %"  # an int: no "-0"
+
+
 def _pct(x):
     return "n/a" if x is None else f"{x:.1f}"
 
@@ -118,7 +123,7 @@ def table(rows_, unit="batch"):
     ref_label, ref_ms, ref_cpu = rows_[0]
     for label, ms, cpu in rows_[1:]:
         speedup = "n/a" if not ms or ref_ms is None else f"{ref_ms / ms:.2f}"
-        savings = ("n/a" if cpu is None or not ref_cpu else f"{(1 - cpu / ref_cpu) * 100:.0f} %")
+        savings = "n/a" if cpu is None or not ref_cpu else _saved(cpu, ref_cpu)
         lines.append(f"Speedup × {speedup} ({label} vs {ref_label})")
         lines.append(f"Savings {savings} ({label} vs {ref_label})")
     return "\n".join(lines)
@@ -170,8 +175,7 @@ def _ratios(groups_):
     for label, ms, cpu in groups_[1:]:
         m, c = spread(ms), spread(cpu)
         speedup = "n/a" if not m or not m[0] or not r_ms else f"{r_ms[0] / m[0]:.2f}"
-        savings = ("n/a" if not c or not r_cpu or not r_cpu[0]
-                   else f"{(1 - c[0] / r_cpu[0]) * 100:.0f} %")
+        savings = "n/a" if not c or not r_cpu or not r_cpu[0] else _saved(c[0], r_cpu[0])
         out.append((label, speedup, savings))
     return out
 

@@ -481,3 +481,10 @@ def test_compare_prints_sub_microsecond_loops_with_their_digits_not_as_zero():
     assert compare._ms(0.0123) == "0.0123"
     assert compare._ms(1.5) == "1.50" and compare._ms(416) == "416"
     assert compare._ms(0.0) == "0"
+
+
+def test_compare_says_0_percent_saved_for_equal_cpu_never_minus_0():
+    assert compare._saved(3.2, 3.2) == "0 %"
+    assert compare._saved(3.2001, 3.2) == "0 %"
+    assert compare._saved(1.25, 3.2) == f"{(1 - 1.25 / 3.2) * 100:.0f} %"
+    assert compare._saved(4.0, 2.0) == "-100 %"
