@@ -138,6 +138,27 @@ TEST_CASE("a name in a usage error message is escaped too" * LAPTIME_NEEDS_ENABL
 #endif
 }
 
+TEST_CASE("a long name is cut in a usage error message, at a character, with its length" *
+          LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  laptime::detail::testing_reset_stopwatch();
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  std::string name = "\xc3\xa9";  // é, two bytes: a cut never splits it
+  while (name.size() < 100000) name += "\xc3\xa9";
+  std::string message;
+  try {
+    sw.end_meas(name);
+  } catch (const laptime::UsageError& e) {
+    message = e.what();
+  }
+  CHECK(message.size() < 1000);  // was 300 kB: the name three times whole
+  CHECK(message.find("\xc3\xa9\xc3\xa9...' (100000 bytes)") != std::string::npos);
+  CHECK(message.find("\\x") == std::string::npos);  // no byte of a split character
+  laptime::detail::testing_reset_stopwatch();
+#endif
+}
+
 // This file is compiled with -ffinite-math-only (tests/CMakeLists.txt), as -ffast-math builds are:
 // std::isfinite is then folded to true.
 TEST_CASE("NaN and infinity are null in the JSON and n/a in the report, also under -ffast-math") {

@@ -170,10 +170,20 @@ inline std::string escaped(std::string_view s) {
 /// "'name'" escaped as the JSON and the report do (a name in a message must not rewrite the
 /// terminal). Always called qualified (detail::quoted): <iomanip>'s std::quoted is found by
 /// argument-dependent lookup otherwise.
+/// A name over 200 bytes is cut there, at a character's first byte, and followed by its length: a
+/// message stays a line whatever the name.
 inline std::string quoted(std::string_view name) {
+  constexpr std::size_t kShown = 200;
   std::string out = "'";
-  append_escaped(out, name, /*json=*/false);
-  out += "'";
+  if (name.size() <= kShown) {
+    append_escaped(out, name, /*json=*/false);
+    out += "'";
+    return out;
+  }
+  std::size_t cut = kShown;
+  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+  append_escaped(out, name.substr(0, cut), /*json=*/false);
+  out += "...' (" + std::to_string(name.size()) + " bytes)";
   return out;
 }
 

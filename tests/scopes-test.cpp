@@ -1,0 +1,109 @@
+// Timing a scope (docs/stopwatch.md): ScopedMeasurement and LAPTIME_MEAS, also when the scope
+// throws, when it re-enters a name that runs, and when one expansion holds two of them.
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "laptime/stopwatch.hpp"
+#include "stopwatch_support.hpp"
+
+namespace {
+
+using laptime_test::error_of;
+using laptime_test::find;
+using laptime_test::Fresh;
+
+void spin_for(std::chrono::microseconds d) {
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+}  // namespace
+
+TEST_CASE("LAPTIME_MEAS and ScopedMeasurement time their scope, also when it throws" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  {
+    LAPTIME_MEAS("scope");
+    spin_for(std::chrono::microseconds(100));
+  }
+  try {
+    laptime::ScopedMeasurement m("throwing scope");
+    throw std::runtime_error("boom");
+  } catch (const std::runtime_error&) {
+  }
+  sw.finish_iter();  // nothing left running
+  const auto r = sw.results();
+  CHECK(find(r, "scope")->count == 1);
+  CHECK(find(r, "scope")->min_ns >= 100e3);
+  CHECK(find(r, "throwing scope")->count == 1);
+}
+
+TEST_CASE(
+    "a scope that re-enters a running name under the warn policy leaves the outer one "
+    "running: recursion is measured once, from its outer call" *
+    LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  laptime::set_error_policy(laptime::ErrorPolicy::Warn);
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  {
+    LAPTIME_MEAS("recursive");
+    {
+      LAPTIME_MEAS("recursive");  // warned: already running; this scope ends nothing
+      spin_for(std::chrono::microseconds(50));
+    }
+    spin_for(std::chrono::microseconds(200));  // still inside the outer interval
+  }
+  laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  CHECK(error_of([&] { sw.finish_iter(); }).empty());  // nothing left running
+  const auto r = sw.results();
+  REQUIRE(find(r, "recursive") != nullptr);
+  CHECK(find(r, "recursive")->count == 1);
+  CHECK(find(r, "recursive")->min_ns >= 250e3);  // the outer scope, whole
+}
+
+// A name passed only to LAPTIME_MEAS is used in both builds: compiled out (the disabled tree, with
+// -Werror), an unused parameter or variable would stop the user's -Wall -Wextra -Werror build.
+static void timed_stage(std::string_view stage_name) {
+  LAPTIME_MEAS(stage_name);
+  const char* inner = "inner stage";
+  LAPTIME_MEAS(inner);
+}
+
+TEST_CASE("a name that is a parameter or a variable, passed only to LAPTIME_MEAS, is timed" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  timed_stage("stage");
+  CHECK(find(sw.results(), "stage")->count == 1);
+  CHECK(find(sw.results(), "inner stage")->count == 1);
+}
+
+// A project's own macro that times two scopes at once expands both LAPTIME_MEAS on one line: each
+// must declare a variable of its own (a redeclaration error, or -Wshadow, otherwise).
+#define TIME_BOTH(a, b) \
+  LAPTIME_MEAS(a);      \
+  LAPTIME_MEAS(b)
+
+TEST_CASE("two LAPTIME_MEAS in one macro expansion, and on one line, time both" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  { TIME_BOTH("outer", "inner"); }
+  // clang-format off
+  { LAPTIME_MEAS("left"); { LAPTIME_MEAS("right"); } }
+  // clang-format on
+  sw.finish_iter();
+  const auto r = sw.results();
+  for (const char* name : {"outer", "inner", "left", "right"}) {
+    REQUIRE(find(r, name) != nullptr);
+    CHECK(find(r, name)->count == 1);
+  }
+}
