@@ -67,10 +67,15 @@ bool optional_arg(const char* call, const char* keyword, PyObject* const* args, 
 
 /// A number of iterations: an int (also a bool, which the seed's arithmetic took as 0 or 1, and
 /// anything with __index__) or a float with an integral value (5.0, as configuration files give
-/// numbers), within int. False with TypeError, ValueError or OverflowError set.
+/// numbers; also what converts to one, numpy.float32(5.0)), within int. False with TypeError,
+/// ValueError or OverflowError set.
 bool iteration_count(const char* keyword, PyObject* obj, int& out) {
-  if (PyFloat_Check(obj)) {
-    const double d = PyFloat_AS_DOUBLE(obj);
+  const PyNumberMethods* nb = Py_TYPE(obj)->tp_as_number;
+  if (PyFloat_Check(obj) || (!PyIndex_Check(obj) && nb != nullptr && nb->nb_float != nullptr)) {
+    PyObject* as_float = PyNumber_Float(obj);
+    if (as_float == nullptr) return false;
+    const double d = PyFloat_AS_DOUBLE(as_float);
+    Py_DECREF(as_float);
     if (!std::isfinite(d) || d != std::floor(d)) {
       PyErr_Format(PyExc_ValueError, "laptime: enable(): %s=%R is not a whole number", keyword,
                    obj);

@@ -146,6 +146,25 @@ def test_enable_takes_integral_floats_and_bools_as_the_seed_did(stopwatch):
     assert not stopwatch.is_enabled
 
 
+class _Float32:
+    """A number that is not a float but converts to one, as numpy.float32(5.0) from a config."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __float__(self):
+        return self.value
+
+
+def test_enable_takes_numbers_that_convert_to_an_integral_float(stopwatch):
+    stopwatch.enable(_Float32(2.0), _Float32(3.0), False)
+    assert stopwatch.results()["num_warmup_iters"] == 2
+    stopwatch.disable()
+    with pytest.raises(ValueError, match="whole number"):
+        stopwatch.enable(_Float32(2.5), None, False)
+    assert not stopwatch.is_enabled
+
+
 def test_print_eval_times_prints_nothing_when_not_enabled(stopwatch, capsys):
     stopwatch.print_eval_times()
     buf = io.StringIO()
