@@ -170,6 +170,8 @@ def test_print_eval_times_prints_nothing_when_not_enabled(stopwatch, capsys):
     buf = io.StringIO()
     stopwatch.print_eval_times(buf)
     assert capsys.readouterr().out == "" and buf.getvalue() == ""
+    # report() returns the report whatever: the empty one's header before enable()
+    assert stopwatch.report().startswith("laptime stopwatch: 0 measured iterations")
     stopwatch.enable(0)
     stopwatch.print_eval_times()
     assert "laptime stopwatch:" in capsys.readouterr().out
