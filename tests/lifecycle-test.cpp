@@ -216,6 +216,41 @@ TEST_CASE("set_rank labels reports, for programs that learn their rank from MPI 
   sw.set_rank(0, 1);
 }
 
+TEST_CASE("enable() after disable() with another warm-up keeps the measured iterations measured" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  auto iterations = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      sw.start_meas("step");
+      sw.end_meas("step");
+      sw.finish_iter();
+    }
+  };
+  sw.enable(2, std::nullopt, false);
+  iterations(22);  // 2 warm-up, 20 measured
+  sw.disable();
+  SUBCASE("a shorter warm-up") {
+    sw.enable(0, std::nullopt, false);
+  }
+  SUBCASE("a longer one") {
+    sw.enable(30, std::nullopt, false);
+  }
+  iterations(1);
+  const auto r = sw.results();
+  // Every measured iteration has its interval: the warm-up stays the run's first 2 iterations
+  // (reset() starts a new one), so the past is not re-labelled.
+  CHECK(r.num_warmup_iters == 2);
+  CHECK(r.iterations_measured == 21);
+  CHECK(find(r, "step")->count == 21);
+  sw.reset();  // a new run: a new warm-up
+  sw.disable();
+  sw.enable(5, std::nullopt, false);
+  iterations(6);
+  CHECK(sw.results().num_warmup_iters == 5);
+  CHECK(sw.results().iterations_measured == 1);
+}
+
 TEST_CASE("GPU timing of selected names leaves the other names without GPU figures" *
           LAPTIME_NEEDS_ENABLED) {
 #if LAPTIME_ENABLED  // laptime::cuda is not there compiled out

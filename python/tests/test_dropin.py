@@ -132,6 +132,7 @@ def test_enable_takes_integral_floats_and_bools_as_the_seed_did(stopwatch):
     assert stopwatch.get_num_nonwarmup_iters_measured() == 3
     stopwatch.enable(2, 3, 0)  # the same settings: no error
     stopwatch.disable()
+    stopwatch.reset()  # a new run, a new warm-up (past one that was done, it stays)
     stopwatch.enable(True, None, False)  # True is 1 in the seed's arithmetic
     assert stopwatch.results()["num_warmup_iters"] == 1
     stopwatch.disable()

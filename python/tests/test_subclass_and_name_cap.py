@@ -51,6 +51,7 @@ def test_a_subclass_overrides_a_method_and_reaches_the_singleton_through_super(s
     assert [(m["name"], m["count"]) for m in stopwatch.results()["measurements"]] == [("step", 2)]
     # Constructed with arguments, the subclass enables, as Stopwatch(*args) does.
     stopwatch.disable()
+    stopwatch.reset()  # a new run: a new warm-up
     CountingStopwatch(num_warmup_iters=3)
     assert stopwatch.results()["num_warmup_iters"] == 3
 

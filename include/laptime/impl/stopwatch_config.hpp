@@ -30,6 +30,23 @@ inline void start_enable_services(StopwatchState& s) {
   if (!s.share.is_worker()) arm_exit_output(s);
 }
 
+// The warm-up is the run's first iterations. Once iterations past it were measured (their
+// results kept across a disable()), another enable()'s warm-up would re-label them: the measured
+// count is the iterations finished past the warm-up. It stays then, with a warning; reset()
+// starts a run with a new one.
+inline void keep_or_move_warmup(IterationGate& g, int warmup) {
+  const int current = g.warmup.load(std::memory_order_relaxed);
+  if (warmup == current) return;
+  if (g.finished.load(std::memory_order_relaxed) > current) {
+    warn_once("warmup-kept", "Stopwatch.enable(num_warmup_iters=" + std::to_string(warmup) +
+                                 "): the run is past its warm-up of " + std::to_string(current) +
+                                 " iterations and keeps it (measured iterations stay measured); "
+                                 "call reset() first for a new warm-up");
+    return;
+  }
+  g.warmup.store(warmup, std::memory_order_relaxed);
+}
+
 // Puts the settings in force: `configured` and cfg_*, what the hot path reads. Under config_mutex.
 inline void apply_stopwatch_config(StopwatchState& s, int warmup, std::optional<int> every,
                                    bool cuda_sync) {
@@ -42,7 +59,7 @@ inline void apply_stopwatch_config(StopwatchState& s, int warmup, std::optional<
   s.cfg_warmup = warmup;
   s.cfg_print_every = every;
   s.cfg_cuda_sync = cuda_sync;
-  if (!s.share.is_worker()) s.iter_gate().warmup.store(warmup, std::memory_order_relaxed);
+  if (!s.share.is_worker()) keep_or_move_warmup(s.iter_gate(), warmup);
   s.print_every.store(every.value_or(0), std::memory_order_relaxed);
   if (cuda_sync) {
     // Load the driver now (milliseconds), not inside the first measured interval.
