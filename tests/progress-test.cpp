@@ -118,6 +118,12 @@ TEST_CASE("the progress line: iterations, it/s, ETA with a total, rolling p50/p9
   f.total = 10;
   CHECK(laptime::detail::progress_line(f) ==
         "laptime: iter 1200/10 | n/a it/s | ETA n/a | loop p50 n/a p90 n/a (last 0) | CPU n/a");
+  // A fast loop's rate in whole iterations, never in exponent form ("1.5e+06 it/s").
+  f.window = 100;
+  f.window_total_ns = 100 * 666.0;
+  CHECK(laptime::detail::progress_line(f).find("| 1501502 it/s |") != std::string::npos);
+  f.window_total_ns = 100 * 1.5e6;
+  CHECK(laptime::detail::progress_line(f).find("| 667 it/s |") != std::string::npos);
   CHECK(laptime::detail::format_eta(3725) == "1h02m");
   CHECK(laptime::detail::format_eta(306) == "5m06s");
   CHECK(laptime::detail::format_eta(0.2) == "0s");

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -139,7 +140,12 @@ inline std::string progress_line(const ProgressFigures& f) {
   s += " | ";
   const double mean = f.window > 0 ? f.window_total_ns / static_cast<double>(f.window) : 0.0;
   if (mean > 0) {
-    append_general(s, 1e9 / mean, 3);
+    const double rate = 1e9 / mean;
+    if (rate >= 1000) {
+      append_int(s, std::llround(rate));  // whole iterations, never "1.5e+06"
+    } else {
+      append_general(s, rate, 3);
+    }
     s += " it/s";
   } else {
     s += "n/a it/s";
