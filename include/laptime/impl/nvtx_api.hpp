@@ -5,6 +5,7 @@
 // pointers) so that nothing else depends on the NVTX headers being present.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -53,6 +54,17 @@ static_assert(NVTX_COLOR_ARGB == kNvtxColorArgb && NVTX_MESSAGE_TYPE_ASCII == kN
                   NVTX_MESSAGE_TYPE_REGISTERED == kNvtxMessageRegistered,
               "NVTX enum values changed");
 #endif
+
+// The kinds of laptime's implementation this program (or shared object) links: compiled with
+// the NVTX headers (bit 1) or without (bit 0). Its functions are weak or inline, one copy of each
+// kept by the linker, so files that disagree on nvtx3/ run whichever copy the link order kept
+// (docs/build.md). Each file that compiles the implementation sets its bit before main();
+// NVTXRangeWrapper.enable() warns where both are set.
+inline std::atomic<unsigned> nvtx_header_kinds{0};
+template <int Have>
+inline const bool kNvtxHeaderKind =
+    (nvtx_header_kinds.fetch_or(1u << Have, std::memory_order_relaxed), true);
+inline const bool* const kNvtxHeaderKindOfThisFile = &kNvtxHeaderKind<LAPTIME_HAVE_NVTX>;
 
 namespace nvtx_api {
 #if LAPTIME_HAVE_NVTX
