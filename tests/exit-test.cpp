@@ -216,6 +216,18 @@ TEST_CASE("at exit into a closed pipe the JSON is written and the exit status st
             r.err, "laptime: warning: the report could not be printed at exit: stdout: ") == 1);
 }
 
+TEST_CASE("LAPTIME_OUTPUT=/dev/stdout into a closed pipe: one line, and the exit status stays 0" *
+          LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  // `LAPTIME_OUTPUT=/dev/stdout ./train | head -1`: the JSON is written into the pipe in place.
+  const auto r = reliability::run_self({"--helper", "plain"},
+                                       helper_env({{"LAPTIME_OUTPUT", "/dev/stdout"}}), dir, 60,
+                                       /*stdout_to_closed_pipe=*/true);
+  REQUIRE_MESSAGE(r.ok(), r.describe());  // not killed by SIGPIPE
+  CHECK(reliability::lines_with(r.err, "laptime") == 1);
+  CHECK(reliability::lines_with(r.err, "/dev/stdout") == 1);
+}
+
 TEST_CASE("an interval open at a normal exit is running in the at-exit JSON, on any thread" *
           LAPTIME_NEEDS_ENABLED) {
   reliability::TempDir dir;

@@ -33,6 +33,7 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/process_singleton.hpp"
+#include "laptime/impl/own_output.hpp"  // SigpipeBlocked
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
@@ -226,6 +227,8 @@ inline WriteFailure write_all(int fd, std::string_view bytes) noexcept {
 /// A target that is not a regular file (/dev/null, /dev/stdout, a FIFO) has nothing to replace:
 /// it is written as it is.
 inline WriteFailure write_in_place(const std::string& path, std::string_view bytes) {
+  // A pipe whose reader has gone fails the write with EPIPE, never ends the process.
+  const SigpipeBlocked no_sigpipe;
   const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (fd < 0) return {errno, "opening"};
   WriteFailure f = write_all(fd, bytes);
