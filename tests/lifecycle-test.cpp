@@ -243,12 +243,36 @@ TEST_CASE("enable() after disable() with another warm-up keeps the measured iter
   CHECK(r.num_warmup_iters == 2);
   CHECK(r.iterations_measured == 21);
   CHECK(find(r, "step")->count == 21);
-  sw.reset();  // a new run: a new warm-up
+  sw.reset();
   sw.disable();
   sw.enable(5, std::nullopt, false);
   iterations(6);
   CHECK(sw.results().num_warmup_iters == 5);
   CHECK(sw.results().iterations_measured == 1);
+}
+
+TEST_CASE("reset() after an enable() whose warm-up was kept starts a run with the new warm-up" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  auto iterations = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      sw.start_meas("step");
+      sw.end_meas("step");
+      sw.finish_iter();
+    }
+  };
+  sw.enable(2, std::nullopt, false);
+  iterations(22);
+  sw.disable();
+  sw.enable(0, std::nullopt, false);  // kept: 2
+  CHECK(sw.results().num_warmup_iters == 2);
+  sw.reset();  // a new run: the warm-up asked for last
+  iterations(3);
+  const auto r = sw.results();
+  CHECK(r.num_warmup_iters == 0);
+  CHECK(r.iterations_measured == 3);
+  CHECK(find(r, "step")->count == 3);
 }
 
 TEST_CASE("GPU timing of selected names leaves the other names without GPU figures" *

@@ -38,10 +38,11 @@ inline void keep_or_move_warmup(IterationGate& g, int warmup) {
   const int current = g.warmup.load(std::memory_order_relaxed);
   if (warmup == current) return;
   if (g.finished.load(std::memory_order_relaxed) > current) {
-    warn_once("warmup-kept", "Stopwatch.enable(num_warmup_iters=" + std::to_string(warmup) +
-                                 "): the run is past its warm-up of " + std::to_string(current) +
-                                 " iterations and keeps it (measured iterations stay measured); "
-                                 "call reset() first for a new warm-up");
+    warn_once("warmup-kept-" + std::to_string(current) + "-" + std::to_string(warmup),
+              "Stopwatch.enable(num_warmup_iters=" + std::to_string(warmup) +
+                  "): the run is past its warm-up of " + std::to_string(current) +
+                  " iterations and keeps it (measured iterations stay measured); "
+                  "call reset() first for a new warm-up");
     return;
   }
   g.warmup.store(warmup, std::memory_order_relaxed);

@@ -38,6 +38,11 @@ inline void StopwatchState::reset() {
   if (!share.is_worker()) {  // a worker's reset() leaves the parent's iterations alone
     iter_gate().generation.fetch_add(1, std::memory_order_relaxed);
     iter_gate().finished.store(0, std::memory_order_relaxed);
+    {
+      // A new run takes the warm-up enable() last asked for (one kept past a done warm-up).
+      std::lock_guard<std::mutex> lock(config_mutex);
+      if (configured) iter_gate().warmup.store(cfg_warmup, std::memory_order_relaxed);
+    }
     share.drop_folded();
   }
   next_epoch();
