@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <new>
 #include <string_view>
+#include <vector>
 
 namespace pyext {
 namespace {
@@ -52,6 +53,15 @@ LAPTIME_NOINLINE bool resolve_text(Scope* self) {
 
 // ---- Entering and leaving a block, one function of each per kind ------------------------------
 
+// The blocks of this thread whose start was refused (the name ran already, and the error policy
+// let the start return), innermost last: their __exit__ ends nothing. Per thread, so that a scope
+// object held and re-entered (`with timer:` in a recursion) or shared by threads ends only what
+// each block started. Touched only on a refusal and by the exits that follow one.
+thread_local std::vector<Scope*> t_refused;
+// All threads' refused blocks not yet exited (under the GIL): 0, the common case, spares every
+// exit the thread-local lookup.
+Py_ssize_t g_refused = 0;
+
 template <ScopeKind K>
 PyObject* scope_enter_kind(Scope* self) {
   if constexpr (K == ScopeKind::Measure) {
@@ -64,7 +74,11 @@ PyObject* scope_enter_kind(Scope* self) {
     if constexpr (K == ScopeKind::Measure) {
       // Nothing to end where the name ran already on this thread (recursion, two generators
       // suspended in one name) and the error policy let the start return.
-      if (!laptime::detail::start_for_scope(self->text)) Py_RETURN_NONE;
+      if (!laptime::detail::start_for_scope(self->text)) {
+        t_refused.push_back(self);
+        ++g_refused;
+        Py_RETURN_NONE;
+      }
     } else {
       nvtx().range_push(range_name(self));
     }
@@ -80,6 +94,13 @@ PyObject* scope_enter_kind(Scope* self) {
 template <ScopeKind K>
 PyObject* scope_exit_kind(PyObject* obj, PyObject* const*, Py_ssize_t) {
   Scope* self = reinterpret_cast<Scope*>(obj);
+  if constexpr (K == ScopeKind::Measure) {
+    if (LAPTIME_UNLIKELY(g_refused != 0) && !t_refused.empty() && t_refused.back() == self) {
+      t_refused.pop_back();  // the innermost block of this scope started nothing
+      --g_refused;
+      Py_RETURN_FALSE;
+    }
+  }
   if (self->open == 0) Py_RETURN_FALSE;
   --self->open;  // text_owner is set: a block was entered
   try {

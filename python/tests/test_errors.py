@@ -164,6 +164,32 @@ def test_warn_policy_a_nested_block_of_a_running_name_leaves_the_outer_one_whole
     assert m["nested"]["count"] == 1 and m["nested"]["max_s"] >= 0.03
 
 
+def test_warn_policy_a_held_scope_reentered_ends_only_what_it_started(stopwatch, capfd):
+    # `timer = sw.measure(name)` kept and re-entered: one object, several blocks
+    laptime.set_error_policy("warn")
+    stopwatch.enable(0)
+    timer = stopwatch.measure("held")
+
+    def rec(n):
+        with timer:
+            if n:
+                rec(n - 1)
+            time.sleep(0.01)
+
+    rec(2)
+    a, b = stopwatch.measure("pair"), stopwatch.measure("pair")
+    with a:
+        with b:
+            time.sleep(0.01)
+        time.sleep(0.02)
+    capfd.readouterr()
+    laptime.set_error_policy("throw")
+    stopwatch.finish_iter()  # nothing left running
+    m = {x["name"]: x for x in stopwatch.results()["measurements"]}
+    assert m["held"]["count"] == 1 and m["held"]["max_s"] >= 0.03
+    assert m["pair"]["count"] == 1 and m["pair"]["max_s"] >= 0.03
+
+
 def test_unknown_policy_is_a_value_error():
     with pytest.raises(ValueError, match="throw"):
         laptime.set_error_policy("ignore")
