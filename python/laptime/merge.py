@@ -60,7 +60,10 @@ def merge(results, ranks=None):
         raise MergeError("nothing to merge: no results given")
     for i, r in enumerate(results):
         check(r, f"input {i}")
-    warnings = []
+    warnings, kept = _same_runs(results)
+    if len(kept) < len(results):  # a file given twice is one rank's run: merged once
+        results = [results[i] for i in kept]
+        ranks = None if ranks is None else [ranks[i] for i in kept]
     if ranks is None:
         ranks = [r.get("rank", i) for i, r in enumerate(results)]
         if len(set(ranks)) != len(ranks):
@@ -72,13 +75,10 @@ def merge(results, ranks=None):
     world_sizes = sorted({r.get("world_size") for r in results if r.get("world_size") is not None})
     if len(world_sizes) > 1:
         warnings.append(f"the inputs come from different world sizes {world_sizes}")
-    same = _same_runs(results)
-    warnings += same
-    runs = len(results) - len(same)
-    if world_sizes and runs < world_sizes[-1]:
-        warnings.append(f"{runs} of {world_sizes[-1]} ranks merged")
-    elif world_sizes and runs > world_sizes[-1]:
-        warnings.append(f"{runs} inputs for a world size of {world_sizes[-1]}")
+    if world_sizes and len(results) < world_sizes[-1]:
+        warnings.append(f"{len(results)} of {world_sizes[-1]} ranks merged")
+    elif world_sizes and len(results) > world_sizes[-1]:
+        warnings.append(f"{len(results)} inputs for a world size of {world_sizes[-1]}")
     rank_info = [_rank_info(results[i], ranks[i]) for i in order]
     silent = [ri["rank"] for ri in rank_info if not ri["measured_anything"]]
     if silent:
@@ -103,17 +103,19 @@ def merge(results, ranks=None):
 
 
 def _same_runs(results):
-    """A warning for each input identical to an earlier one: a file given twice is one rank's
-    run, not two ranks' (two runs never agree in every figure)."""
-    seen, out = {}, []
+    """([a warning for each input identical to an earlier one], [the positions of the others]):
+    a file given twice is one rank's run, not two ranks' (two runs never agree in every figure)."""
+    seen, warnings, kept = {}, [], []
     for i, r in enumerate(results):
         key = json.dumps(r, sort_keys=True)
         if key in seen:
-            out.append(f"inputs {seen[key]} and {i} are the same run (identical results; host "
-                       f"{r.get('host')}, pid {r.get('pid')}): was a file given twice?")
+            warnings.append(f"inputs {seen[key]} and {i} are the same run (identical results; "
+                            f"host {r.get('host')}, pid {r.get('pid')}): merged once; was a file "
+                            "given twice?")
         else:
             seen[key] = i
-    return out
+            kept.append(i)
+    return warnings, kept
 
 
 def _rank_info(r, rank):

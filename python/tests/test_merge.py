@@ -83,6 +83,9 @@ def test_the_same_run_given_twice_is_named_not_counted_as_two_ranks():
     warnings = " | ".join(merged["warnings"])
     assert "inputs 0 and 1 are the same run" in warnings
     assert "1 of 3 ranks merged" in warnings  # one run, given twice
+    # merged once: one rank, its own figures (not a second rank, nor summed twice)
+    assert len(merged["ranks"]) == 1
+    assert by_name(merged)["training loop"]["cpu_process_percent"]["sum"] == 3.0
 
 
 def test_more_inputs_than_the_world_size_is_said_as_such():
