@@ -93,9 +93,16 @@ TEST_CASE("the rolling figures are the last 100 iterations, quantiles exact") {
   laptime::detail::ProgressFigures f;
   laptime::detail::window_figures(t, f);
   CHECK(f.window == 100);
-  CHECK(f.p50_ns == doctest::Approx(50e6));
-  CHECK(f.p90_ns == doctest::Approx(90e6));
+  // numpy.percentile(range(1, 101), [50, 90]) ms: linear between the closest ranks
+  CHECK(f.p50_ns == doctest::Approx(50.5e6));
+  CHECK(f.p90_ns == doctest::Approx(90.1e6));
   CHECK(f.window_total_ns == doctest::Approx(5050e6));
+  laptime::detail::LoopTimes two;
+  two.add(now, false);
+  two.add(now += 10'100'000, true);
+  two.add(now += 30'100'000, true);
+  laptime::detail::window_figures(two, f);
+  CHECK(f.p50_ns == doctest::Approx(20.1e6));  // the mean of the middle two, as the report's
 }
 
 TEST_CASE("the progress line: iterations, it/s, ETA with a total, rolling p50/p90, CPU") {
@@ -124,6 +131,8 @@ TEST_CASE("the progress line: iterations, it/s, ETA with a total, rolling p50/p9
   CHECK(laptime::detail::progress_line(f).find("| 1501502 it/s |") != std::string::npos);
   f.window_total_ns = 100 * 1.5e6;
   CHECK(laptime::detail::progress_line(f).find("| 667 it/s |") != std::string::npos);
+  f.window_total_ns = 100 * 1'000'400.0;  // 999.6 it/s
+  CHECK(laptime::detail::progress_line(f).find("| 1000 it/s |") != std::string::npos);
   CHECK(laptime::detail::format_eta(3725) == "1h02m");
   CHECK(laptime::detail::format_eta(306) == "5m06s");
   CHECK(laptime::detail::format_eta(0.2) == "0s");

@@ -19,7 +19,7 @@
 #define LAPTIME_NEEDS_ENABLED doctest::skip(!LAPTIME_ENABLED)
 
 namespace laptime_test {
-/// The exact nearest-rank quantile q of `v`: what a histogram's quantile is checked against.
+/// The exact quantile q of `v`: what a histogram's quantile is checked against.
 inline double exact_quantile(std::vector<std::uint64_t> v, double q) {
   // Linear between the closest ranks, as numpy's default: the median of an even count is the
   // mean of the middle two.

@@ -168,7 +168,7 @@ class Histogram {
     const std::uint64_t n = total_count();
     if (n == 0) return 0.0;
     const double h = std::clamp(q, 0.0, 1.0) * static_cast<double>(n - 1);
-    const auto lo = static_cast<std::uint64_t>(h);  // 0-based ranks lo and lo + 1
+    const auto lo = std::min(static_cast<std::uint64_t>(h), n - 1);  // 0-based ranks lo, lo + 1
     const double low = value_at_rank(lo);
     const double frac = h - static_cast<double>(lo);
     return frac == 0.0 ? low : low + frac * (value_at_rank(std::min(lo + 1, n - 1)) - low);

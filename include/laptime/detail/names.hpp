@@ -180,8 +180,10 @@ inline std::string quoted(std::string_view name) {
     out += "'";
     return out;
   }
+  // Back to the first byte of the character at the cut: at most 3 steps in UTF-8 (bytes that are
+  // not UTF-8 are cut where they stand, and escaped).
   std::size_t cut = kShown;
-  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+  for (int i = 0; i < 3 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80; ++i) --cut;
   append_escaped(out, name.substr(0, cut), /*json=*/false);
   out += "...' (" + std::to_string(name.size()) + " bytes)";
   return out;

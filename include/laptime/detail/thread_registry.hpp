@@ -72,9 +72,9 @@ class ThreadRegistry {
   void for_each(Fn&& f) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Node* n = head_; n != nullptr; n = n->next) {
-      // An exiting thread (its thread_local destructors run, or it is gone) counts as not alive:
-      // its open intervals can only be ended by its last destructors, and a report taken just
-      // after a join must not show them running.
+      // An exiting thread (its thread_local destructors run, or it is gone) counts as not alive.
+      // Its open intervals still count as running in reports (another thread may end them:
+      // docs/stopwatch.md), until its record is taken over.
       f(n->record, n->tid, n->alive && !n->exiting);
     }
   }

@@ -92,10 +92,13 @@ inline void window_figures(const LoopTimes& t, ProgressFigures& f) {
   f.window = n;
   f.window_total_ns = 0;
   for (std::size_t i = 0; i < n; ++i) f.window_total_ns += static_cast<double>(v[i]);
-  // Nearest rank: the smallest value with at least q of the window at or below it.
+  // Linear between the two closest ranks, as the report's percentiles (numpy's default).
   auto rank = [&](double q) {
-    const auto k = static_cast<std::size_t>(q * static_cast<double>(n) + 0.999999);
-    return static_cast<double>(v[std::min(n - 1, k > 0 ? k - 1 : 0)]);
+    const double h = q * static_cast<double>(n - 1);
+    const auto lo = static_cast<std::size_t>(h);
+    const std::size_t hi = std::min(lo + 1, n - 1);
+    return static_cast<double>(v[lo]) +
+           (h - static_cast<double>(lo)) * static_cast<double>(v[hi] - v[lo]);
   };
   f.p50_ns = n > 0 ? rank(0.5) : 0.0;
   f.p90_ns = n > 0 ? rank(0.9) : 0.0;
@@ -141,7 +144,7 @@ inline std::string progress_line(const ProgressFigures& f) {
   const double mean = f.window > 0 ? f.window_total_ns / static_cast<double>(f.window) : 0.0;
   if (mean > 0) {
     const double rate = 1e9 / mean;
-    if (rate >= 1000) {
+    if (rate >= 999.5) {                  // what 3 digits would print as 1e+03
       append_int(s, std::llround(rate));  // whole iterations, never "1.5e+06"
     } else {
       append_general(s, rate, 3);
