@@ -24,6 +24,7 @@ reference and its bootstrap confidence interval; exit status 1 when some interva
 above the threshold, else 0 (``laptime.gate``; docs/reports.md, "Gating CI on a slowdown").
 """
 
+import math
 import os
 import statistics
 
@@ -100,8 +101,11 @@ def _ms(x):
         return f"{x:.0f}"
     if x >= 10:
         return f"{x:.1f}"
-    # three significant digits below 0.01 ms (a per-sample loop), never "0.00"
-    return f"{x:.2f}" if x >= 1 else f"{x:.3g}"
+    if x >= 1:
+        return f"{x:.2f}"
+    # three significant digits below 1 ms (a per-sample loop), never "0.00" nor an exponent
+    decimals = 2 - math.floor(math.log10(abs(x)))
+    return f"{x:.{decimals}f}".rstrip("0").rstrip(".")
 
 
 def _saved(cpu, ref_cpu):

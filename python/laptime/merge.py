@@ -181,11 +181,12 @@ def _t(seconds):
     if seconds is None:
         return "-"
     s = abs(seconds)
-    if s >= 1.0:
+    # Each unit from where the smaller one's rounding would print 1000 of it.
+    if s >= 1.0 - 0.5e-6:
         return f"{seconds:.3f} s"
-    if s >= 1e-3:
+    if s >= 1e-3 - 0.05e-6:
         return f"{seconds * 1e3:.3f} ms"
-    if s >= 1e-6:
+    if s >= 1e-6 - 0.5e-9:
         return f"{seconds * 1e6:.1f} us"
     return f"{seconds * 1e9:.0f} ns"
 

@@ -130,6 +130,9 @@ def test_sub_microsecond_times_are_printed_in_nanoseconds():
     assert merge._t(3.5e-7) == "350 ns"
     assert merge._t(2.5e-6) == "2.5 us"
     assert merge._t(0.0) == "0 ns"
+    # at a unit's edge, the larger unit: never "1000 ns" or "1000.0 us"
+    assert merge._t(9.9996e-7) == "1.0 us"
+    assert merge._t(9.9996e-4) == "1.000 ms"
 
 
 def test_wrong_schema_and_empty_input_are_errors():

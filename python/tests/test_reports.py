@@ -481,6 +481,7 @@ def test_compare_prints_sub_microsecond_loops_with_their_digits_not_as_zero():
     assert compare._ms(0.0123) == "0.0123"
     assert compare._ms(1.5) == "1.50" and compare._ms(416) == "416"
     assert compare._ms(0.0) == "0"
+    assert compare._ms(0.000042) == "0.000042"  # no exponent form
 
 
 def test_compare_says_0_percent_saved_for_equal_cpu_never_minus_0():
