@@ -73,6 +73,7 @@ static void timed_stage(std::string_view stage_name) {
   LAPTIME_MEAS(stage_name);
   const char* inner = "inner stage";
   LAPTIME_MEAS(inner);
+  LAPTIME_MEAS([] { return "computed stage"; }());  // any expression, compiled out too
 }
 
 TEST_CASE("a name that is a parameter or a variable, passed only to LAPTIME_MEAS, is timed" *
@@ -83,6 +84,7 @@ TEST_CASE("a name that is a parameter or a variable, passed only to LAPTIME_MEAS
   timed_stage("stage");
   CHECK(find(sw.results(), "stage")->count == 1);
   CHECK(find(sw.results(), "inner stage")->count == 1);
+  CHECK(find(sw.results(), "computed stage")->count == 1);
 }
 
 // A project's own macro that times two scopes at once expands both LAPTIME_MEAS on one line: each
