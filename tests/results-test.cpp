@@ -184,6 +184,10 @@ TEST_CASE("NaN and infinity are null in the JSON and n/a in the report, also und
         std::string::npos);
   CHECK(json.find("nan") == std::string::npos);
   CHECK(json.find("inf") == std::string::npos);
+  const std::string text = r.to_text();
+  CHECK(text.find("nan") == std::string::npos);
+  CHECK(text.find("inf") == std::string::npos);
+  CHECK(text.find("n/a") != std::string::npos);
   CHECK(laptime::detail::finite_bits(5e-324));  // the smallest subnormal
   CHECK(laptime::detail::finite_bits(1.7976931348623157e308));
 }

@@ -89,9 +89,19 @@ inline void append_right(std::string& out, std::string_view s, std::size_t width
   out += s;
 }
 
+/// Whether `v` is a finite number, from its exponent bits: std::isfinite is folded to true where
+/// the including file is built with -ffast-math (-ffinite-math-only), and NaN and infinity would
+/// then reach the JSON, which has no words for them.
+inline bool finite_bits(double v) noexcept {
+  std::uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return ((bits >> 52) & 0x7ff) != 0x7ff;
+}
+
 /// A duration in nanoseconds with a unit chosen for readability: "812 ns", "3.41 µs", "17.2 ms",
 /// "723 s". Three significant digits.
 inline std::string format_duration(double ns) {
+  if (!finite_bits(ns)) return "n/a";
   const double a = std::fabs(ns);
   const char* unit = "ns";
   double v = ns;
@@ -111,15 +121,6 @@ inline std::string format_duration(double ns) {
   out += ' ';
   out += unit;
   return out;
-}
-
-/// Whether `v` is a finite number, from its exponent bits: std::isfinite is folded to true where
-/// the including file is built with -ffast-math (-ffinite-math-only), and NaN and infinity would
-/// then reach the JSON, which has no words for them.
-inline bool finite_bits(double v) noexcept {
-  std::uint64_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return ((bits >> 52) & 0x7ff) != 0x7ff;
 }
 
 /// A figure that may be unavailable: "n/a" then.
