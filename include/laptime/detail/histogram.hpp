@@ -262,10 +262,11 @@ class IntervalStats {
     Histogram* h = hist_.load(std::memory_order_relaxed);
     if (LAPTIME_UNLIKELY(h == nullptr)) h = allocate();
     h->add(ns);
-    single_writer_add<std::uint64_t>(count_, 1);
-    single_writer_add<std::uint64_t>(total_, ns);
+    // min and max before the count: a reader that sees the count sees them (x86's store order).
     if (ns < min_.load(std::memory_order_relaxed)) min_.store(ns, std::memory_order_relaxed);
     if (ns > max_.load(std::memory_order_relaxed)) max_.store(ns, std::memory_order_relaxed);
+    single_writer_add<std::uint64_t>(count_, 1);
+    single_writer_add<std::uint64_t>(total_, ns);
   }
   /// The histogram, allocated before the first value (the Stopwatch does it at a thread's first
   /// start of a name, so that end_meas never allocates). Out of line: not the hot path.
@@ -301,15 +302,17 @@ class IntervalStats {
   /// other lies in shared memory and its pointers are another process's.
   void merge_from(const IntervalStats& other, const Foreign& where = Foreign()) {
     const std::uint64_t n = other.count_.load(std::memory_order_relaxed);
-    if (n == 0) return;
+    const std::uint64_t other_min = other.min_.load(std::memory_order_relaxed);
+    const std::uint64_t other_max = other.max_.load(std::memory_order_relaxed);
+    // A writer's first value under way (its count seen, its min or max not yet): left for the
+    // next report, never a min above the max (the percentiles are clamped between them).
+    if (n == 0 || other_min > other_max) return;
     count_.fetch_add(n, std::memory_order_relaxed);
     total_.fetch_add(other.total_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    min_.store(
-        std::min(min_.load(std::memory_order_relaxed), other.min_.load(std::memory_order_relaxed)),
-        std::memory_order_relaxed);
-    max_.store(
-        std::max(max_.load(std::memory_order_relaxed), other.max_.load(std::memory_order_relaxed)),
-        std::memory_order_relaxed);
+    min_.store(std::min(min_.load(std::memory_order_relaxed), other_min),
+               std::memory_order_relaxed);
+    max_.store(std::max(max_.load(std::memory_order_relaxed), other_max),
+               std::memory_order_relaxed);
     if (const Histogram* oh = where.map(other.hist_.load(std::memory_order_acquire))) {
       Histogram* h = hist_.load(std::memory_order_relaxed);
       if (h == nullptr) {
@@ -337,7 +340,10 @@ class IntervalStats {
     if (h == nullptr || count() == 0) return 0.0;
     if (q <= 0.0) return static_cast<double>(min_ns());
     if (q >= 1.0) return static_cast<double>(max_ns());
-    return std::clamp(h->quantile(q), static_cast<double>(min_ns()), static_cast<double>(max_ns()));
+    const double lo = static_cast<double>(min_ns());
+    const double hi = static_cast<double>(max_ns());
+    if (lo > hi) return h->quantile(q);  // a racy read of a live one: std::clamp would be UB
+    return std::clamp(h->quantile(q), lo, hi);
   }
 
  private:
