@@ -25,6 +25,15 @@ using laptime_test::find;
 using laptime_test::Fresh;
 using laptime_test::wait_for;
 
+// `n` iterations of one interval named "step".
+void step_iterations(laptime::Stopwatch& sw, int n) {
+  for (int i = 0; i < n; ++i) {
+    sw.start_meas("step");
+    sw.end_meas("step");
+    sw.finish_iter();
+  }
+}
+
 }  // namespace
 
 TEST_CASE("an interval started before disable() is dropped: no false error after enable()" *
@@ -220,15 +229,8 @@ TEST_CASE("enable() after disable() with another warm-up keeps the measured iter
           LAPTIME_NEEDS_ENABLED) {
   Fresh fresh;
   auto& sw = laptime::Stopwatch::instance();
-  auto iterations = [&](int n) {
-    for (int i = 0; i < n; ++i) {
-      sw.start_meas("step");
-      sw.end_meas("step");
-      sw.finish_iter();
-    }
-  };
   sw.enable(2, std::nullopt, false);
-  iterations(22);  // 2 warm-up, 20 measured
+  step_iterations(sw, 22);  // 2 warm-up, 20 measured
   sw.disable();
   SUBCASE("a shorter warm-up") {
     sw.enable(0, std::nullopt, false);
@@ -236,7 +238,7 @@ TEST_CASE("enable() after disable() with another warm-up keeps the measured iter
   SUBCASE("a longer one") {
     sw.enable(30, std::nullopt, false);
   }
-  iterations(1);
+  step_iterations(sw, 1);
   const auto r = sw.results();
   // Every measured iteration has its interval: the warm-up stays the run's first 2 iterations
   // (reset() starts a new one), so the past is not re-labelled.
@@ -246,7 +248,7 @@ TEST_CASE("enable() after disable() with another warm-up keeps the measured iter
   sw.reset();
   sw.disable();
   sw.enable(5, std::nullopt, false);
-  iterations(6);
+  step_iterations(sw, 6);
   CHECK(sw.results().num_warmup_iters == 5);
   CHECK(sw.results().iterations_measured == 1);
 }
@@ -255,20 +257,13 @@ TEST_CASE("reset() after an enable() whose warm-up was kept starts a run with th
           LAPTIME_NEEDS_ENABLED) {
   Fresh fresh;
   auto& sw = laptime::Stopwatch::instance();
-  auto iterations = [&](int n) {
-    for (int i = 0; i < n; ++i) {
-      sw.start_meas("step");
-      sw.end_meas("step");
-      sw.finish_iter();
-    }
-  };
   sw.enable(2, std::nullopt, false);
-  iterations(22);
+  step_iterations(sw, 22);
   sw.disable();
   sw.enable(0, std::nullopt, false);  // kept: 2
   CHECK(sw.results().num_warmup_iters == 2);
   sw.reset();  // a new run: the warm-up asked for last
-  iterations(3);
+  step_iterations(sw, 3);
   const auto r = sw.results();
   CHECK(r.num_warmup_iters == 0);
   CHECK(r.iterations_measured == 3);

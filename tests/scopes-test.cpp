@@ -13,12 +13,7 @@ namespace {
 using laptime_test::error_of;
 using laptime_test::find;
 using laptime_test::Fresh;
-
-void spin_for(std::chrono::microseconds d) {
-  const auto until = std::chrono::steady_clock::now() + d;
-  while (std::chrono::steady_clock::now() < until) {
-  }
-}
+using laptime_test::spin_for;
 
 }  // namespace
 

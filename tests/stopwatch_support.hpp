@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,6 +15,13 @@
 #include "test_support.hpp"
 
 namespace laptime_test {
+
+/// Busy for `d` (a measured interval that must last at least that long).
+inline void spin_for(std::chrono::microseconds d) {
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
 
 /// Puts the Stopwatch back to its state before the first enable(), before and after a test case;
 /// usage errors throw.
