@@ -70,7 +70,10 @@ void check_tree_cpu(int children) {
     std::snprintf(cell, sizeof cell, "  %lld ms %+.2f %%", static_cast<long long>(c.interval_ms),
                   median * 100);
     row += cell;
-    if (c.interval_ms >= 5) {
+    // Under a sanitizer each boundary reads every child's /proc files several times slower: with
+    // 16 busy children on 2 cores, 5 ms read -6.7 % once in the ASan tree (20 ms -3.3 %). There
+    // the bound holds from 20 ms; the plain tree holds it from 5 ms.
+    if (c.interval_ms >= (kSanitizer ? 20 : 5)) {
       INFO("interval ", c.interval_ms, " ms, ", children, " children: median error ", median * 100,
            " %");
       CHECK(std::fabs(median) < 0.05);
