@@ -59,9 +59,13 @@ LAPTIME_ALWAYS_INLINE PyObject* cached_scope(PyObject* name, ScopeKind kind) {
   ScopeCacheEntry& e = g_scope_cache[scope_cache_index(name, thread, kind)];
   if (LAPTIME_LIKELY(e.scope != nullptr && e.scope->name == name && e.thread == thread &&
                      e.scope->kind == kind)) {
-    // A block of this name is open on the thread (recursion, a generator or a coroutine
-    // suspended inside it): a scope of its own, so that each block ends what it started.
-    if (LAPTIME_UNLIKELY(e.scope->open != 0)) return scope_new(name, kind);
+    // A measured block of this name is open on the thread (recursion, a generator or a
+    // coroutine suspended inside it): a scope of its own, so that each block ends what it
+    // started. Only a measurement: its second start is an error anyway, while ranges of one name
+    // nest legitimately and keep the cached scope (its open count pops them in order).
+    if (kind == ScopeKind::Measure && LAPTIME_UNLIKELY(e.scope->open != 0)) {
+      return scope_new(name, kind);
+    }
     return Py_NewRef(reinterpret_cast<PyObject*>(e.scope));
   }
   return scope_cache_miss(e, name, thread, kind);

@@ -209,3 +209,14 @@ def test_the_error_policy_comes_from_the_environment():
     env = dict(os.environ, LAPTIME_ON_ERROR="warn")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert result.stdout.strip() == "warn"
+
+
+def test_nested_ranges_of_one_name_keep_the_cached_scope_no_new_object(nvtx):
+    # ranges of one name nest legitimately (a recursive @nvtx.range function): no scope object is
+    # made per level; only a measurement's nested start, an error, takes a fresh one
+    nvtx.enable(False, False, True)
+    outer = nvtx.range("level")
+    with outer:
+        assert nvtx.range("level") is outer
+        with nvtx.range("level"):
+            pass
