@@ -23,11 +23,11 @@ LAPTIME_IMPL void nvtx_counters_enable(double sample_hz) {
                 "nothing changed");
     return;
   }
-#if !LAPTIME_HAVE_NVTX_COUNTERS
-  warn_once("nvtx-counters-unavailable",
-            "enable_nvtx_counters(): laptime was compiled without NVTX's counters extension "
-            "(nvtx3/nvToolsExtCounters.h); no counter will reach a profiler");
-#endif
+  if (nvtx_counter_calls() == nullptr) {
+    warn_once("nvtx-counters-unavailable",
+              "enable_nvtx_counters(): laptime was compiled without NVTX's counters extension "
+              "(nvtx3/nvToolsExtCounters.h); no counter will reach a profiler");
+  }
   nvtx_counters_join_fork_plan();
   NvtxCountersState& c = nvtx_counters_state();
   std::lock_guard<std::mutex> lock(c.mutex);

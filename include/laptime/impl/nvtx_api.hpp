@@ -55,19 +55,27 @@ static_assert(NVTX_COLOR_ARGB == kNvtxColorArgb && NVTX_MESSAGE_TYPE_ASCII == kN
               "NVTX enum values changed");
 #endif
 
-// The kinds of laptime's implementation this program (or shared object) links: compiled with
-// the NVTX headers (bit 1) or without (bit 0). Its functions are weak or inline, one copy of each
-// kept by the linker, so files that disagree on nvtx3/ run whichever copy the link order kept
-// (docs/build.md). Each file that compiles the implementation sets its bit before main();
-// NVTXRangeWrapper.enable() warns where both are set.
-inline std::atomic<unsigned> nvtx_header_kinds{0};
-template <int Have>
-inline const bool kNvtxHeaderKind =
-    (nvtx_header_kinds.fetch_or(1u << Have, std::memory_order_relaxed), true);
-inline const bool* const kNvtxHeaderKindOfThisFile = &kNvtxHeaderKind<LAPTIME_HAVE_NVTX>;
+// The NVTX calls laptime makes. Files that disagree on nvtx3/ (a .cu file under nvcc beside a .cpp
+// file under g++) share one copy of laptime's code, the one the link order keeps: its functions
+// are weak or inline. So a file compiled with the headers also defines this table of the calls
+// (weak: one copy kept), and a copy of the code compiled without them calls through it where the
+// program has it: either copy then reaches the profiler (docs/build.md; ctest
+// consumer-mixed-nvtx-headers). A copy compiled with the headers calls NVTX directly.
+struct NvtxCalls {
+  void (*push)(void* domain, const NvtxEventAttributes* a) noexcept;
+  void (*pop)(void* domain) noexcept;
+  std::uint64_t (*range_start)(void* domain, const NvtxEventAttributes* a) noexcept;
+  void (*range_end)(void* domain, std::uint64_t id) noexcept;
+  void (*mark)(void* domain, const NvtxEventAttributes* a) noexcept;
+  void* (*register_string)(void* domain, const char* text) noexcept;
+  void* (*create_domain)(const char* name) noexcept;
+  void (*initialize)() noexcept;
+  void (*name_os_thread)(long tid, const char* name) noexcept;
+  bool (*push_pop_reach_no_tool)() noexcept;
+};
 
-namespace nvtx_api {
 #if LAPTIME_HAVE_NVTX
+namespace nvtx_native {
 inline const nvtxEventAttributes_t* native(const NvtxEventAttributes* a) noexcept {
   return reinterpret_cast<const nvtxEventAttributes_t*>(a);
 }
@@ -109,27 +117,65 @@ inline bool push_pop_reach_no_tool() noexcept {
   return NVTX_VERSIONED_IDENTIFIER(nvtxGlobals).nvtxDomainRangePushEx_impl_fnptr == nullptr &&
          NVTX_VERSIONED_IDENTIFIER(nvtxGlobals).nvtxDomainRangePop_impl_fnptr == nullptr;
 }
-#else
-inline void push(void*, const NvtxEventAttributes*) noexcept {}
-inline void pop(void*) noexcept {}
-inline std::uint64_t range_start(void*, const NvtxEventAttributes*) noexcept {
-  return 0;
-}
-inline void range_end(void*, std::uint64_t) noexcept {}
-inline void mark(void*, const NvtxEventAttributes*) noexcept {}
-inline void* register_string(void*, const char*) noexcept {
-  return nullptr;
-}
-inline void* create_domain(const char*) noexcept {
-  return nullptr;
-}
-inline void initialize() noexcept {}
-inline void name_os_thread(long, const char*) noexcept {}
-inline bool push_pop_reach_no_tool() noexcept {
+}  // namespace nvtx_native
+
+__attribute__((weak)) extern const NvtxCalls nvtx_native_calls = {
+    &nvtx_native::push,           &nvtx_native::pop,
+    &nvtx_native::range_start,    &nvtx_native::range_end,
+    &nvtx_native::mark,           &nvtx_native::register_string,
+    &nvtx_native::create_domain,  &nvtx_native::initialize,
+    &nvtx_native::name_os_thread, &nvtx_native::push_pop_reach_no_tool};
+
+namespace nvtx_api {
+using namespace nvtx_native;
+/// Whether ranges can reach a profiler: NVTX is there.
+inline bool available() noexcept {
   return true;
 }
-#endif
 }  // namespace nvtx_api
+#else
+// Null where no file of the program (or shared object) was compiled with the NVTX headers.
+__attribute__((weak)) extern const NvtxCalls nvtx_native_calls;
+
+namespace nvtx_api {
+inline const NvtxCalls* native() noexcept {
+  return &nvtx_native_calls;
+}
+inline bool available() noexcept {
+  return native() != nullptr;
+}
+inline void push(void* domain, const NvtxEventAttributes* a) noexcept {
+  if (available()) native()->push(domain, a);
+}
+inline void pop(void* domain) noexcept {
+  if (available()) native()->pop(domain);
+}
+inline std::uint64_t range_start(void* domain, const NvtxEventAttributes* a) noexcept {
+  return available() ? native()->range_start(domain, a) : 0;
+}
+inline void range_end(void* domain, std::uint64_t id) noexcept {
+  if (available()) native()->range_end(domain, id);
+}
+inline void mark(void* domain, const NvtxEventAttributes* a) noexcept {
+  if (available()) native()->mark(domain, a);
+}
+inline void* register_string(void* domain, const char* text) noexcept {
+  return available() ? native()->register_string(domain, text) : nullptr;
+}
+inline void* create_domain(const char* name) noexcept {
+  return available() ? native()->create_domain(name) : nullptr;
+}
+inline void initialize() noexcept {
+  if (available()) native()->initialize();
+}
+inline void name_os_thread(long tid, const char* name) noexcept {
+  if (available()) native()->name_os_thread(tid, name);
+}
+inline bool push_pop_reach_no_tool() noexcept {
+  return !available() || native()->push_pop_reach_no_tool();
+}
+}  // namespace nvtx_api
+#endif
 
 #endif  // LAPTIME_ENABLED
 

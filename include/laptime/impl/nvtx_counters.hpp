@@ -11,8 +11,8 @@
 // counters stay off, a tracked interval's end pays one relaxed load as when they are off, and the
 // background thread is not started. (A name whose counters got no id publishes nothing either.)
 //
-// This is the one place that calls the counters API (impl/nvtx_api.hpp holds the core API); it
-// is part of the implementation part (stopwatch_state.hpp includes it).
+// The extension's calls are in impl/nvtx_counters_api.hpp (impl/nvtx_api.hpp holds the core API);
+// this file is part of the implementation part (stopwatch_state.hpp includes it).
 #pragma once
 
 #include <time.h>
@@ -30,36 +30,9 @@
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/report.hpp"
 #include "laptime/detail/thread.hpp"
+#include "laptime/impl/nvtx_counters_api.hpp"
 #include "laptime/impl/nvtx_setup.hpp"
 #include "laptime/resources.hpp"
-
-// LAPTIME_HAVE_NVTX_COUNTERS: whether NVTX's counters extension header is there (NVTX 3.2 and
-// later). Without it enable_nvtx_counters() warns once and publishes nothing. Cost: none.
-#ifndef LAPTIME_HAVE_NVTX_COUNTERS
-#if LAPTIME_ENABLED && LAPTIME_HAVE_NVTX && defined(__has_include)
-#if __has_include(<nvtx3/nvToolsExtCounters.h>)
-#define LAPTIME_HAVE_NVTX_COUNTERS 1
-#endif
-#endif
-#endif
-#ifndef LAPTIME_HAVE_NVTX_COUNTERS
-#define LAPTIME_HAVE_NVTX_COUNTERS 0
-#endif
-
-#if LAPTIME_HAVE_NVTX_COUNTERS
-// NVTX's extension headers define static inline functions that laptime does not call. nvcc's host
-// pass hands them to the host compiler as part of the main file, where clang (nvcc -ccbin
-// clang++) warns about each unused one (-Wunused-function): -Werror builds must not fail on it.
-#if defined(__clang__)
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wunused-function"
-#endif
-#include <nvtx3/nvToolsExtCounters.h>
-#include <nvtx3/nvToolsExtSemanticsCounters.h>
-#if defined(__clang__)
-#pragma clang diagnostic pop
-#endif
-#endif
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
@@ -127,90 +100,6 @@ inline void nvtx_counters_join_fork_plan() {
       });
 }
 
-// ---- The counters API (no-ops without the extension's header) ---------------------------------
-
-/// Registers one double counter named `name` with `unit`; 0 where no tool gave it an id.
-inline std::uint64_t nvtx_counter_register(void* domain, const std::string& name, const char* unit,
-                                           const char* description, bool percent) noexcept {
-#if LAPTIME_HAVE_NVTX_COUNTERS
-  nvtxSemanticsCounter_t sem{};
-  sem.header.structSize = sizeof sem;
-  sem.header.semanticId = NVTX_SEMANTIC_ID_COUNTERS_V1;
-  sem.header.version = NVTX_COUNTER_SEMANTIC_VERSION;
-  sem.header.next = nullptr;
-  sem.flags = NVTX_COUNTER_FLAG_VALUETYPE_ABSOLUTE | NVTX_COUNTER_FLAG_INTERPOLATION_SINCE_LAST;
-  sem.unit = unit;
-  sem.unitScaleNumerator = 1;
-  sem.unitScaleDenominator = 1;
-  sem.limitType = NVTX_COUNTER_LIMIT_UNDEFINED;
-  if (percent) {
-    sem.flags |= NVTX_COUNTER_FLAG_LIMITS;
-    sem.limitType = NVTX_COUNTER_LIMIT_F64;
-    sem.min.f64 = 0.0;
-    sem.max.f64 = 100.0;
-  }
-  nvtxCounterAttr_t attr{};
-  attr.structSize = sizeof attr;
-  attr.schemaId = NVTX_PAYLOAD_ENTRY_TYPE_DOUBLE;
-  attr.name = name.c_str();
-  attr.description = description;
-  attr.scopeId = NVTX_SCOPE_NONE;
-  attr.semantics = &sem.header;
-  attr.counterId = NVTX_COUNTER_ID_NONE;  // the tool numbers them
-  return nvtxCounterRegister(static_cast<nvtxDomainHandle_t>(domain), &attr);
-#else
-  (void)domain;
-  (void)name;
-  (void)unit;
-  (void)description;
-  (void)percent;
-  return 0;
-#endif
-}
-
-/// A tool that takes no counters (Nsight Systems 2025.3.1 records none: docs/resources.md) still
-/// gets the figures: the counter's name registered as a string, for marks carrying the values.
-inline void* nvtx_counter_mark_name(void* domain, const std::string& name) noexcept {
-#if LAPTIME_HAVE_NVTX_COUNTERS
-  return nvtxDomainRegisterStringA(static_cast<nvtxDomainHandle_t>(domain), name.c_str());
-#else
-  (void)domain;
-  (void)name;
-  return nullptr;
-#endif
-}
-
-/// One sample: to the counter `id`, or, where the tool gave no counter, as a mark named after it
-/// whose double payload is the value (a figure /proc could not give is then left out).
-inline void nvtx_counter_sample(void* domain, std::uint64_t id, bool mark, void* mark_name,
-                                std::optional<double> v) noexcept {
-#if LAPTIME_HAVE_NVTX_COUNTERS
-  const auto d = static_cast<nvtxDomainHandle_t>(domain);
-  if (id != 0) {
-    if (v) {
-      nvtxCounterSampleFloat64(d, id, *v);
-    } else {
-      nvtxCounterSampleNoValue(d, id, NVTX_COUNTER_SAMPLE_UNAVAILABLE);
-    }
-  } else if (mark && v) {
-    nvtxEventAttributes_t a{};
-    a.version = NVTX_VERSION;
-    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-    a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
-    a.message.registered = static_cast<nvtxStringHandle_t>(mark_name);
-    a.payloadType = NVTX_PAYLOAD_TYPE_DOUBLE;
-    a.payload.dValue = *v;
-    nvtxDomainMarkEx(d, &a);
-  }
-#else
-  (void)domain;
-  (void)id;
-  (void)mark;
-  (void)mark_name;
-  (void)v;
-#endif
-}
-
 // ---- Registration (cold, under the state's lock) -----------------------------------------------
 
 /// laptime's NVTX domain: the wrapper's named domain if it was enabled with one, else "laptime".
@@ -248,7 +137,7 @@ const NvtxCounterSet* nvtx_counters_register(NvtxCountersState& c, const std::st
   for (int k = 0; k < kCounterFigures; ++k) {
     // Counters are registered only with a tool attached (the domain has a handle): where it gave
     // no counter id, it takes marks.
-    if (set->id[k] == 0 && domain != nullptr && LAPTIME_HAVE_NVTX_COUNTERS) {
+    if (set->id[k] == 0 && domain != nullptr && nvtx_counter_calls() != nullptr) {
       set->mark[k] = true;
       set->mark_name[k] = nvtx_counter_mark_name(domain, prefix + kSuffix[k]);
     }

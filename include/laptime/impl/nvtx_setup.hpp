@@ -281,18 +281,11 @@ void nvtx_apply(NvtxState& w, std::uint32_t flags, const std::string& domain_nam
   const bool sync_on_pop = (flags & NvtxState::kSyncPop) != 0;
   // With syncs on, load the CUDA driver now (milliseconds), not inside the first range.
   if (sync_on_push || sync_on_pop) (void)cuda_driver();
-  if (nvtx_header_kinds.load(std::memory_order_relaxed) == 3u) {
-    warn_once("nvtx-headers-mixed",
-              "NVTXRangeWrapper.enable(): this program's files disagree on the NVTX headers "
-              "(some compiled laptime with nvtx3/, some without) and share one copy of its code, "
-              "the one the link order kept: ranges may reach no profiler. Compile every file "
-              "with the same include path (-isystem $CUDA_HOME/include; docs/build.md)");
+  if (!nvtx_api::available()) {
+    warn_once("nvtx-unavailable",
+              "NVTXRangeWrapper.enable(): laptime was compiled without the NVTX headers "
+              "(nvtx3/nvToolsExt.h); ranges are checked but no profiler will see them");
   }
-#if !LAPTIME_HAVE_NVTX
-  warn_once("nvtx-unavailable",
-            "NVTXRangeWrapper.enable(): laptime was compiled without the NVTX headers "
-            "(nvtx3/nvToolsExt.h); ranges are checked but no profiler will see them");
-#endif
   void* domain = nvtx_find_or_create_domain(w, domain_name);  // NVTX initialised from here on
   const std::uint32_t no_tool = nvtx_api::push_pop_reach_no_tool() ? NvtxState::kNoTool : 0u;
   w.generation = (w.generation + 1) & (~0u >> NvtxState::kGenerationShift);
