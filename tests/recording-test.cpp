@@ -203,6 +203,38 @@ TEST_CASE(
   CHECK(s.names[thread_of(s, second)->intervals.at(0).name] == "second");
 }
 
+TEST_CASE(
+    "threads that exit one after another all keep their intervals, as many as one ring holds") {
+  // A loader thread per iteration, each joined before the next starts: every new thread takes
+  // the record the previous one left. What the exited threads recorded stays in the report, the
+  // most recent `capacity` intervals of them together, beside the record's own ring (the last
+  // thread's, whose record no thread has taken yet).
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable_recording(8);
+  sw.enable(0, std::nullopt, false);
+  std::vector<long> tids;
+  for (int it = 0; it < 12; ++it) {
+    std::thread([&] {
+      tids.push_back(laptime::detail::current_tid());
+      (void)timed("load", it);
+    }).join();
+    sw.finish_iter();
+  }
+  const laptime::Samples s = *sw.results().samples;
+  std::vector<std::int64_t> iterations;
+  for (std::size_t t = 3; t < tids.size(); ++t) {  // 8 exited and taken over, and the last one
+    const laptime::ThreadSamples* ts = thread_of(s, tids[t]);
+    REQUIRE_MESSAGE(ts != nullptr, "thread " << t << " of 12 is missing");
+    REQUIRE(ts->intervals.size() == 1);
+    CHECK(s.names[ts->intervals[0].name] == "load");
+    iterations.push_back(ts->intervals[0].iteration);
+  }
+  CHECK(iterations == std::vector<std::int64_t>{3, 4, 5, 6, 7, 8, 9, 10, 11});
+  for (std::size_t t = 0; t < 3; ++t) CHECK(thread_of(s, tids[t]) == nullptr);  // beyond 8
+  CHECK(s.threads.size() == 9);
+}
+
 TEST_CASE("reset() drops the recorded intervals; enable_recording(0) stops recording") {
   Fresh fresh;
   auto& sw = laptime::Stopwatch::instance();

@@ -204,10 +204,8 @@ struct alignas(kCacheLine) ThreadRecord {
   long tid = 0;
   std::mutex mutex;  // resource slots: written by the owner, read by reports
   // Interval recording: the ring in use (owner writes; reports read under the registry lock);
-  // `rings` owns it, rings of an earlier capacity (a report may still read them) and the ring of
-  // the thread that had this record before (`retired`, still reported).
+  // `rings` owns it and rings of an earlier capacity (a report may still read them).
   std::atomic<IntervalRing*> ring{nullptr};
-  IntervalRing* retired = nullptr;
   std::vector<std::unique_ptr<IntervalRing>> rings;
 
   /// A thread takes this record: what ran on the previous owner is dropped (it can never end),

@@ -79,6 +79,13 @@ class ThreadRegistry {
     }
   }
 
+  /// Runs f() under the registry lock: for state that Record::adopt writes.
+  template <class Fn>
+  void under_lock(Fn&& f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    f();
+  }
+
   /// Call in a forked child (pthread_atfork), on the forking thread, with its new tid: the lock
   /// may have been held by a thread that does not exist in the child. Only the forking thread is
   /// alive there; it keeps its record (found through this copy's cache), under its new tid, so

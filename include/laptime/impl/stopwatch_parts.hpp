@@ -50,6 +50,19 @@ inline constexpr std::uint8_t kNvtxRangeOwed = 3;
 /// (The ring's capacity, which start_meas reads, is StopwatchCore::record_capacity.)
 struct RecordingState {
   std::atomic<std::uint64_t> unrecorded{0};
+  /// What threads that exited had recorded, kept when another thread takes their record: the
+  /// most recent intervals, as many as one ring holds in all. Under the thread registry's lock.
+  struct ExitedInterval {
+    std::uint64_t name_gen;
+    std::int64_t start, dur, iter;
+  };
+  struct ExitedThread {
+    long tid = 0;
+    std::string name;
+    std::vector<ExitedInterval> intervals;
+  };
+  std::vector<ExitedThread> exited;
+  std::size_t exited_intervals = 0;
 };
 
 /// Worker processes (worker_share.hpp): stopwatch_workers.hpp.
@@ -118,6 +131,7 @@ struct StopwatchState : StopwatchCore,
 
   // --- recording (stopwatch_recording.hpp) ---
   void ensure_ring(ThreadRecord& rec);
+  void keep_exited(const IntervalRing& ring) noexcept;
   void record_iteration_end(std::int64_t finished);
   void set_recording(std::size_t capacity, bool from_env);
   Samples samples();

@@ -95,7 +95,44 @@ inline void read_thread_name(ThreadSamples& ts) {
   }
 }
 
-/// What the rings hold now, of this generation (since the last reset()).
+/// ThreadRecord::adopt, under the registry lock: what the exited owner's ring holds of this
+/// generation joins the exited threads' intervals, of which the most recent `capacity` stay. A
+/// failed allocation drops them, counted as unrecorded.
+inline void StopwatchState::keep_exited(const IntervalRing& ring) noexcept {
+  const std::uint32_t gen = iter_gate().generation.load(std::memory_order_relaxed);
+  std::size_t kept = 0;
+  try {
+    ExitedThread t{ring.tid, ring.thread_name, {}};
+    ring.read([&](std::uint64_t name_gen, std::int64_t start, std::int64_t dur, std::int64_t it) {
+      if (static_cast<std::uint32_t>(name_gen >> 32) == gen) {
+        t.intervals.push_back({name_gen, start, dur, it});
+      }
+    });
+    kept = t.intervals.size();
+    if (kept == 0) return;
+    exited.push_back(std::move(t));
+  } catch (...) {  // std::bad_alloc
+    unrecorded.fetch_add(kept, std::memory_order_relaxed);
+    return;
+  }
+  exited_intervals += kept;
+  const std::size_t cap = record_capacity.load(std::memory_order_relaxed);
+  std::size_t whole_threads = 0;  // the oldest threads to drop whole
+  while (exited_intervals > cap && whole_threads < exited.size() &&
+         exited_intervals - exited[whole_threads].intervals.size() >= cap) {
+    exited_intervals -= exited[whole_threads++].intervals.size();
+  }
+  exited.erase(exited.begin(), exited.begin() + static_cast<std::ptrdiff_t>(whole_threads));
+  if (exited_intervals > cap) {  // the oldest thread left keeps its newest intervals
+    auto& oldest = exited.front().intervals;
+    const std::size_t excess = exited_intervals - cap;
+    oldest.erase(oldest.begin(), oldest.begin() + static_cast<std::ptrdiff_t>(excess));
+    exited_intervals = cap;
+  }
+}
+
+/// What the rings hold now, of this generation (since the last reset()): the exited threads'
+/// intervals first, then each record's ring.
 inline Samples StopwatchState::samples() {
   Samples out;
   out.capacity = record_capacity.load(std::memory_order_relaxed);
@@ -103,13 +140,9 @@ inline Samples StopwatchState::samples() {
   const std::uint32_t gen = iter_gate().generation.load(std::memory_order_relaxed);
   const std::uint32_t n = name_count.load(std::memory_order_acquire);
   std::vector<std::uint32_t> index(n, kNoName);  // name id -> index into out.names
-  auto add = [&](const IntervalRing* r, bool alive) {
-    if (r == nullptr) return;
-    ThreadSamples ts;
-    ts.tid = r->tid;
-    ts.name = r->thread_name;
-    if (alive) read_thread_name(ts);
-    r->read([&](std::uint64_t name_gen, std::int64_t start, std::int64_t dur, std::int64_t it) {
+  // Adds thread `ts` with the intervals that `each(f)` passes to f(name_gen, start, dur, iter).
+  auto add = [&](ThreadSamples ts, auto&& each) {
+    each([&](std::uint64_t name_gen, std::int64_t start, std::int64_t dur, std::int64_t it) {
       const auto id = static_cast<std::uint32_t>(name_gen & 0xffffffffu);
       if (static_cast<std::uint32_t>(name_gen >> 32) != gen || id >= n) return;  // before reset
       if (index[id] == kNoName) {
@@ -120,10 +153,22 @@ inline Samples StopwatchState::samples() {
     });
     if (!ts.intervals.empty()) out.threads.push_back(std::move(ts));
   };
+  threads.under_lock([&] {
+    for (const ExitedThread& t : exited) {
+      add(ThreadSamples{t.tid, t.name, {}}, [&](auto&& f) {
+        for (const ExitedInterval& e : t.intervals) f(e.name_gen, e.start, e.dur, e.iter);
+      });
+    }
+  });
   threads.for_each([&](ThreadRecord& rec, long, bool alive) {
     std::lock_guard<std::mutex> lock(rec.mutex);  // rec.rings, thread names
-    add(rec.retired, false);
-    add(rec.ring.load(std::memory_order_acquire), alive);
+    const IntervalRing* r = rec.ring.load(std::memory_order_acquire);
+    if (r == nullptr) return;
+    ThreadSamples ts;
+    ts.tid = r->tid;
+    ts.name = r->thread_name;
+    if (alive) read_thread_name(ts);
+    add(std::move(ts), [&](auto&& f) { r->read(f); });
   });
   out.iteration_ends = iteration_ends();
   return out;

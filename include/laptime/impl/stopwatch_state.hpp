@@ -145,15 +145,15 @@ LAPTIME_IMPL StopwatchCore& stopwatch_core_slow() {
 LAPTIME_IMPL void ThreadRecord::adopt(long new_tid) noexcept {
   tid = new_tid;
   running = 0;
-  // Under the registry lock: no report reads the rings now, and the old owner is gone. Its
-  // last ring stays readable; older ones go, so memory stays at two rings per record.
+  // Under the registry lock: no report reads the rings now, and the old owner is gone. What its
+  // ring holds joins the exited threads' intervals (copied: a ring's memory is its capacity,
+  // however little it holds), and the new owner makes its own ring at its first start.
   if (IntervalRing* r = ring.exchange(nullptr, std::memory_order_relaxed)) {
-    retired = r;
-    std::lock_guard<std::mutex> lock(mutex);
-    for (auto& owned : rings) {
-      if (owned.get() == r) owned.swap(rings.front());
+    if (StopwatchCore* core = stopwatch_core_pointer().load(std::memory_order_acquire)) {
+      whole(*core).keep_exited(*r);
     }
-    rings.resize(1);
+    std::lock_guard<std::mutex> lock(mutex);
+    rings.clear();
   }
   for (auto& c : chunks) {
     if (Slot* s = c.load(std::memory_order_relaxed)) {
