@@ -43,8 +43,8 @@ inline int measure_and_report() {
   } catch (const laptime::UsageError&) {
     thrown = true;
   }
-  std::printf("helper: enabled=%d measured=%d usage_error_thrown=%d\n", sw.is_enabled() ? 1 : 0,
-              sw.get_num_nonwarmup_iters_measured(), thrown ? 1 : 0);
+  std::printf("helper: enabled=%d measured=%lld usage_error_thrown=%d\n", sw.is_enabled() ? 1 : 0,
+              static_cast<long long>(sw.get_num_nonwarmup_iters_measured()), thrown ? 1 : 0);
   std::printf("--- report\n%s--- json\n%s\n--- end\n", sw.report().c_str(), sw.to_json().c_str());
   return 0;
 }

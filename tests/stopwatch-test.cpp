@@ -89,6 +89,19 @@ TEST_CASE("warm-up iterations are not accumulated" * LAPTIME_NEEDS_ENABLED) {
   CHECK(m->mean_per_iter_ns == doctest::Approx(m->total_ns / 3));
 }
 
+TEST_CASE("the count of measured iterations is exact past 2^31" * LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  // 2^31 calls of finish_iter() take a minute: the count is set where they would have left it.
+  const std::int64_t many = (std::int64_t{1} << 31) + 5;
+  laptime::detail::stopwatch_core().iter_gate().finished.store(many);
+  CHECK(sw.get_num_nonwarmup_iters_measured() == many);
+  CHECK(sw.results().iterations_measured == many);
+#endif
+}
+
 TEST_CASE(
     "a name seen only in warm-up is reported as having no measurement, never a division by "
     "zero" *

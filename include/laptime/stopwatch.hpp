@@ -193,7 +193,7 @@ class Stopwatch {
   // ---- results ---------------------------------------------------------------------------------
 
   /// Iterations finished after warm-up.
-  int get_num_nonwarmup_iters_measured() const;
+  std::int64_t get_num_nonwarmup_iters_measured() const;
   /// Everything measured so far (laptime/results.hpp has the type).
   Results results() const;
   /// Prints the report to stdout (allowed while measurements run: they are marked [running]).
@@ -354,7 +354,7 @@ inline void Stopwatch::set_total_iters(std::int64_t) noexcept {}
 inline void Stopwatch::set_progress(ProgressMode) {}
 inline void Stopwatch::start_one_time_measurement(std::string_view) {}
 inline void Stopwatch::end_one_time_measurement(std::string_view) {}
-inline int Stopwatch::get_num_nonwarmup_iters_measured() const {
+inline std::int64_t Stopwatch::get_num_nonwarmup_iters_measured() const {
   return 0;
 }
 inline void Stopwatch::print_eval_times() const {}

@@ -9,7 +9,7 @@
 namespace pyext {
 
 PyObject* sw_get_num_nonwarmup_iters_measured(PyObject*, PyObject*) {
-  return PyLong_FromLong(stopwatch().get_num_nonwarmup_iters_measured());
+  return PyLong_FromLongLong(stopwatch().get_num_nonwarmup_iters_measured());
 }
 
 PyObject* sw_report(PyObject*, PyObject*) {

@@ -107,7 +107,7 @@ LAPTIME_IMPL void Stopwatch::start_one_time_measurement(std::string_view name) {
 LAPTIME_IMPL void Stopwatch::end_one_time_measurement(std::string_view name) {
   detail::end_one_time(name);
 }
-LAPTIME_IMPL int Stopwatch::get_num_nonwarmup_iters_measured() const {
+LAPTIME_IMPL std::int64_t Stopwatch::get_num_nonwarmup_iters_measured() const {
   return detail::stopwatch_state().iterations_measured();
 }
 LAPTIME_IMPL Results Stopwatch::results() const {

@@ -105,10 +105,10 @@ struct StopwatchState : StopwatchCore,
     }
   }
   /// Iterations finished after warm-up (0 during warm-up).
-  int iterations_measured() const {
+  std::int64_t iterations_measured() const {
     const auto n = iter_gate().finished.load(std::memory_order_relaxed) -
                    iter_gate().warmup.load(std::memory_order_relaxed);
-    return n > 0 ? static_cast<int>(n) : 0;
+    return n > 0 ? n : 0;
   }
 
   // --- thread records (stopwatch_intervals.hpp) ---

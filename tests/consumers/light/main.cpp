@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
 #endif
   sw.print_eval_times();
   if (argc > 1) sw.write_json(argv[1]);
-  std::printf("light: %s, %d measured iterations\n", summary().c_str(),
-              sw.get_num_nonwarmup_iters_measured());
+  std::printf("light: %s, %lld measured iterations\n", summary().c_str(),
+              static_cast<long long>(sw.get_num_nonwarmup_iters_measured()));
   return 0;
 }
