@@ -23,6 +23,7 @@ namespace {
 // a histogram block's size (detail/histogram.hpp: 64 32-bit counts) are counted apart too.
 std::atomic<long> g_allocations{0};
 std::atomic<long> g_block_sized{0};
+std::atomic<bool> g_fail_block_sized{false};  // no memory for a histogram block
 #if LAPTIME_ENABLED
 constexpr std::size_t kHistogramBlockBytes = laptime::detail::Histogram::kSub * 4;
 #else
@@ -42,7 +43,10 @@ using laptime_test::spin_for;
 #endif
 void* operator new(std::size_t n) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (n == kHistogramBlockBytes) g_block_sized.fetch_add(1, std::memory_order_relaxed);
+  if (n == kHistogramBlockBytes) {
+    g_block_sized.fetch_add(1, std::memory_order_relaxed);
+    if (g_fail_block_sized.load(std::memory_order_relaxed)) throw std::bad_alloc();
+  }
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
@@ -418,6 +422,36 @@ TEST_CASE("the hot path allocates nothing once a name is known to the thread" *
   CHECK(allocations - blocks == 1);  // the copy; a per-call allocation would be 200000
   CHECK(blocks <= 2 * 40);           // at most one per name and power of two
   CHECK(find(sw.results(), "step")->count == 200000);
+}
+
+TEST_CASE(
+    "an interval's end never throws for want of memory: its value is counted, and left out "
+    "of the percentiles only" *
+    LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  {
+    LAPTIME_MEAS("scope");  // the histogram and its first block: tens of ns
+  }
+  g_fail_block_sized = true;  // a 2 ms interval needs a block of its own
+  CHECK_NOTHROW([&] {
+    LAPTIME_MEAS("scope");
+    spin_for(std::chrono::milliseconds(2));
+  }());
+  sw.start_meas("plain");
+  sw.end_meas("plain");
+  sw.start_meas("plain");
+  spin_for(std::chrono::milliseconds(2));
+  CHECK_NOTHROW(sw.end_meas("plain"));
+  g_fail_block_sized = false;
+  for (const char* name : {"scope", "plain"}) {
+    const auto m = find(sw.results(), name);
+    REQUIRE(m != nullptr);
+    CHECK(m->count == 2);
+    CHECK(m->max_ns >= 2e6);
+    CHECK(m->median_ns < 1e6);  // the percentiles hold the short one only
+  }
 }
 
 // Runs in the LAPTIME_DISABLE build of the suite (skipped in the normal one, where it could not

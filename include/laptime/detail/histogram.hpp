@@ -58,7 +58,7 @@ struct BlockSource {
 ///
 /// Small: the 64 buckets of a power of two (a block: 64 32-bit counts, 256 B) are allocated the
 /// first time a value falls in it, so a name whose intervals span a few powers of two costs the
-/// 360 B of the histogram itself (its table of blocks; sizeof, checked by
+/// 368 B of the histogram itself (its table of blocks; sizeof, checked by
 /// tests/guarantees-test.cpp) plus 256 B per power of two touched (tests/histogram-test.cpp,
 /// BM_MemoryPerThreadName), not 22 KiB. That allocation is the only one, and it happens once per
 /// block: the writer's add() of a value in a new power of two allocates (off the steady state).
@@ -107,7 +107,10 @@ class Histogram {
   LAPTIME_ALWAYS_INLINE void add(std::uint64_t v) {
     const std::size_t b = bucket_of(v);
     Block* blk = blocks_[b / kSub].load(std::memory_order_relaxed);
-    if (LAPTIME_UNLIKELY(blk == nullptr)) blk = add_block(b / kSub);
+    if (LAPTIME_UNLIKELY(blk == nullptr)) {
+      blk = add_block(b / kSub);
+      if (LAPTIME_UNLIKELY(blk == nullptr)) return lose(1);
+    }
     std::atomic<std::uint32_t>& c = blk->counts[b % kSub];
     const std::uint32_t n = c.load(std::memory_order_relaxed) + 1;
     c.store(n, std::memory_order_relaxed);
@@ -123,7 +126,10 @@ class Histogram {
     if (auto* h = high_.load(std::memory_order_relaxed)) {
       for (std::size_t i = 0; i < kBuckets; ++i) h[i].store(0, std::memory_order_relaxed);
     }
+    lost_.store(0, std::memory_order_relaxed);
   }
+  /// Values left out of the counts: no memory for the block they fell in (or the high words).
+  std::uint64_t lost() const noexcept { return lost_.load(std::memory_order_relaxed); }
   /// Adds other's counts into this one, whose only writer is the caller (a report merging the
   /// threads' statistics into its own copy). `where`: other's pointers are another process's.
   void merge_from(const Histogram& other, const Foreign& where = Foreign()) {
@@ -137,6 +143,7 @@ class Histogram {
         if (n != 0) add_count(k * kSub + i, n);
       }
     }
+    lose(other.lost_.load(std::memory_order_relaxed));
   }
   /// The bytes of every block: the most a histogram's blocks take.
   static constexpr std::size_t kStorageBytes = kBlocks * kSub * sizeof(std::uint32_t);
@@ -214,27 +221,34 @@ class Histogram {
       }
     }
   }
-  LAPTIME_NOINLINE Block* add_block(std::size_t k) {
+  // nullptr where there is no memory for it: the value is then counted in lost() only (an
+  // interval's end never throws).
+  LAPTIME_NOINLINE Block* add_block(std::size_t k) noexcept {
     void* shared = source_ != nullptr ? source_->take(source_->context, sizeof(Block)) : nullptr;
     // A source with no room (its owner reserves every block first: not expected) leaves the
     // block private, where a reader in another process does not follow it.
-    auto* blk = shared != nullptr ? new (shared) Block() : new Block();
-    blocks_[k].store(blk, std::memory_order_release);
+    auto* blk = shared != nullptr ? new (shared) Block() : new (std::nothrow) Block();
+    if (blk != nullptr) blocks_[k].store(blk, std::memory_order_release);
     return blk;
   }
+  LAPTIME_NOINLINE void lose(std::uint64_t n) noexcept {
+    single_writer_add<std::uint64_t>(lost_, n);
+  }
   // The low word of bucket b wrapped (or a merge overflowed it): `n` more in its high word.
-  LAPTIME_NOINLINE void carry(std::size_t b, std::uint64_t n) {
+  LAPTIME_NOINLINE void carry(std::size_t b, std::uint64_t n) noexcept {
     auto* h = high_.load(std::memory_order_relaxed);
     if (h == nullptr) {
-      h = new std::atomic<std::uint32_t>[kBuckets]();
+      h = new (std::nothrow) std::atomic<std::uint32_t>[kBuckets]();
+      if (h == nullptr) return lose(n << 32);
       high_.store(h, std::memory_order_release);
     }
     h[b].store(h[b].load(std::memory_order_relaxed) + static_cast<std::uint32_t>(n),
                std::memory_order_relaxed);
   }
-  void add_count(std::size_t b, std::uint64_t n) {
+  void add_count(std::size_t b, std::uint64_t n) noexcept {
     Block* blk = blocks_[b / kSub].load(std::memory_order_relaxed);
     if (blk == nullptr) blk = add_block(b / kSub);
+    if (blk == nullptr) return lose(n);
     std::atomic<std::uint32_t>& c = blk->counts[b % kSub];
     const std::uint64_t sum = std::uint64_t{c.load(std::memory_order_relaxed)} + (n & 0xffffffffu);
     c.store(static_cast<std::uint32_t>(sum), std::memory_order_relaxed);
@@ -243,11 +257,12 @@ class Histogram {
 
   std::atomic<Block*> blocks_[kBlocks] = {};
   std::atomic<std::atomic<std::uint32_t>*> high_{nullptr};
+  std::atomic<std::uint64_t> lost_{0};   // values left out: no memory for their block
   const BlockSource* source_ = nullptr;  // the blocks are its (not this histogram's to free)
 };
 
 /// Exact count, total, min and max, plus a Histogram for the percentiles.
-/// Single writer; the histogram is allocated on the first value (360 B, and 256 B per power of
+/// Single writer; the histogram is allocated on the first value (368 B, and 256 B per power of
 /// two its values touch).
 class IntervalStats {
  public:

@@ -438,10 +438,17 @@ inline void fork_child() noexcept {
 /// Joins the fork plan above with the handlers of the object of `rank`, once per process (a rank
 /// already in the plan returns at once, without the plan's lock). Cold: call where the object's
 /// locks first matter, and while holding none of the plan's locks (a fork in progress holds the
-/// plan's lock until it has every participant's).
-LAPTIME_NOINLINE inline void fork_participate(ForkRank rank, void (*prepare)(), void (*parent)(),
+/// plan's lock until it has every participant's). False where the plan could not be made (no
+/// memory): call again later.
+LAPTIME_NOINLINE inline bool fork_participate(ForkRank rank, void (*prepare)(), void (*parent)(),
                                               void (*child)()) noexcept {
-  ForkPlan& f = fork_plan();
+  ForkPlan* plan = nullptr;
+  try {
+    plan = &fork_plan();
+  } catch (...) {  // std::bad_alloc
+    return false;
+  }
+  ForkPlan& f = *plan;
   auto present = [&f, rank] {
     const int n = f.count.load(std::memory_order_acquire);
     for (int i = 0; i < n; ++i) {
@@ -449,7 +456,7 @@ LAPTIME_NOINLINE inline void fork_participate(ForkRank rank, void (*prepare)(), 
     }
     return false;
   };
-  if (present()) return;
+  if (present()) return true;
   fork_plan_lock(f);
   const int n = f.count.load(std::memory_order_relaxed);
   if (!present() && n < ForkPlan::kMax) {
@@ -458,6 +465,7 @@ LAPTIME_NOINLINE inline void fork_participate(ForkRank rank, void (*prepare)(), 
   }
   f.lock.store(0, std::memory_order_release);
   if (!f.registered.exchange(true)) ::pthread_atfork(fork_prepare, fork_parent, fork_child);
+  return true;
 }
 
 }  // namespace detail

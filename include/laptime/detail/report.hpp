@@ -71,9 +71,10 @@ ErrorState& error_state() {
 
 /// The one route of every warning and warned usage error: true the first time `key` (a cause)
 /// is seen in this process; later times are only counted, so that a cause repeated a million
-/// times prints one line. With a `repeat_note`, repeated_warnings() reports the count.
+/// times prints one line. With a `repeat_note`, repeated_warnings() reports the count. Never
+/// throws: warnings come from noexcept paths, out of memory among them.
 template <int = 0>
-bool first_time(std::string_view key, std::string_view repeat_note = {}) {
+bool first_time(std::string_view key, std::string_view repeat_note = {}) noexcept {
   ErrorState& s = error_state();
   std::lock_guard<std::mutex> lock(s.warned_mutex);
   for (ErrorState::Warned& w : s.warned) {
@@ -82,13 +83,17 @@ bool first_time(std::string_view key, std::string_view repeat_note = {}) {
       return false;
     }
   }
-  s.warned.push_back(ErrorState::Warned{std::string(key), 0, std::string(repeat_note)});
+  try {
+    s.warned.push_back(ErrorState::Warned{std::string(key), 0, std::string(repeat_note)});
+  } catch (...) {  // no memory to remember it (a warning about that, often): said, not counted
+  }
   return true;
 }
 
 /// Prints "laptime: warning: <message>" to stderr the first time `key` is seen in this process.
 template <int = 0>
-void warn_once(std::string_view key, std::string_view message, std::string_view repeat_note = {}) {
+void warn_once(std::string_view key, std::string_view message,
+               std::string_view repeat_note = {}) noexcept {
 #if LAPTIME_ENABLED
   if (!first_time(key, repeat_note)) return;
   std::fprintf(stderr, "laptime: warning: %.*s\n", static_cast<int>(message.size()),

@@ -180,8 +180,10 @@ LAPTIME_IMPL LAPTIME_COLD void scoped_end_failed() noexcept {
     throw;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s\n", e.what());
+  } catch (const std::exception& e) {  // std::bad_alloc: a destructor does not throw it on
+    std::fprintf(stderr, "laptime: error: the end of a measured scope failed: %s\n", e.what());
   } catch (...) {
-    std::terminate();
+    std::fprintf(stderr, "laptime: error: the end of a measured scope failed\n");
   }
 }
 

@@ -126,6 +126,12 @@ void add_measurements(StopwatchState& s, Results& r, const MergedNames& merged,
     MeasurementResult out;
     out.name = s.name_text(id);
     set_host_figures(out, m.stats, r.iterations_measured);
+    if (const Histogram* h = m.stats.histogram(); h != nullptr && h->lost() > 0) {
+      warn_once("histogram-memory",
+                detail::quoted(out.name) + ": " + std::to_string(h->lost()) +
+                    " intervals are left out of its percentiles: there was no memory for their "
+                    "histogram buckets (its count, total, mean, min and max include them)");
+    }
     out.running = m.running;
     if (id < per_worker.size()) out.workers = std::move(per_worker[id]);
     if (flags & kNameTracked) out.resources = resource_figures(m.usage ? &*m.usage : nullptr);

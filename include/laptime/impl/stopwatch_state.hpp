@@ -125,15 +125,18 @@ inline void testing_reset_stopwatch_impl() {
 LAPTIME_IMPL StopwatchCore& stopwatch_core_slow() {
   keep_caller_loaded();  // this copy's code joins the fork plan, may arm the exit output...
   StopwatchState& s = process_singleton<StopwatchState>("stopwatch");
-  if (!s.fork_handlers.exchange(true)) {
+  if (!s.fork_handlers.load(std::memory_order_acquire)) {
     // The library's one fork plan (process_singleton.hpp): the Stopwatch's locks are taken first
     // (kForkStopwatch), the warning table's last (error_state() joins as kForkErrors), since
-    // enable() may warn while it holds config_mutex.
+    // enable() may warn while it holds config_mutex. Joining twice does nothing; where there was
+    // no memory for the plan, the next call tries again.
     (void)error_state();
-    fork_participate(
-        kForkStopwatch, [] { stopwatch_state().before_fork(); },
-        [] { stopwatch_state().after_fork_in_parent(); },
-        [] { stopwatch_state().after_fork_in_child(); });
+    if (fork_participate(
+            kForkStopwatch, [] { stopwatch_state().before_fork(); },
+            [] { stopwatch_state().after_fork_in_parent(); },
+            [] { stopwatch_state().after_fork_in_child(); })) {
+      s.fork_handlers.store(true, std::memory_order_release);
+    }
   }
   s.attach_worker_share();
   stopwatch_core_pointer().store(&s, std::memory_order_release);
