@@ -1,9 +1,9 @@
 // Results are never lost at a normal exit (docs/reliability.md): LAPTIME_OUTPUT=path writes the
 // JSON and LAPTIME_PRINT_AT_EXIT=1 prints the report, whatever the order of static destruction,
 // with threads still measuring, when exit() comes from another thread, and when the output
-// cannot be written (one clear message, exit code unchanged). Nor on the other usual ways a job
-// ends (docs/guarantees.md): into a closed stdout, SIGTERM, SIGINT, SIGHUP, abort(), quick_exit();
-// and the file is replaced atomically, never seen torn.
+// cannot be written (one clear message, exit code unchanged); into a closed stdout; and the file
+// is replaced atomically, never seen torn. The signals, abort() and quick_exit() are
+// exit-signals-test's.
 //
 // The variables are read at the first enable(), and exit is what is tested: each case runs this
 // binary again as a helper process ("--helper MODE") and checks what it left.
@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "exit_checks.hpp"               // helper_env, check_json_file
 #include "exit_helpers.hpp"              // the programs the cases start
 #include "laptime/impl/exit_output.hpp"  // expand_output_path: the exit output's own rule
 #include "laptime/laptime.hpp"
@@ -35,6 +36,8 @@
 
 namespace {
 
+using exit_test::check_json_file;
+using exit_test::helper_env;
 using exit_test::kLoopIters;
 constexpr int kRuns = 100;
 
@@ -76,16 +79,6 @@ void check_results(const reliability::RunResult& r, const std::string& json_path
     REQUIRE(late != nullptr);
     CHECK(late->get("count")->number == 1);
   }
-}
-
-// The environment of a helper: `vars`, and under ThreadSanitizer a shorter sleep at exit. TSan
-// sleeps there (atexit_sleep_ms, default 1 s) to let threads still running race with exit; 50 ms
-// keeps that window and makes 100 runs take seconds, not minutes.
-std::map<std::string, std::string> helper_env(std::map<std::string, std::string> vars) {
-  const char* tsan = std::getenv("TSAN_OPTIONS");
-  vars["TSAN_OPTIONS"] = std::string(tsan != nullptr ? tsan : "") + ":atexit_sleep_ms=50";
-  vars.emplace("LAPTIME_PROFILE", "");
-  return vars;
 }
 
 long helper_pid(const std::string& out) {
@@ -186,17 +179,6 @@ TEST_CASE("an output path that cannot be written gives one clear message and exi
     // The report is printed all the same.
     CHECK(reliability::count_of(r.out, "laptime stopwatch: 20 measured iterations") == 1);
   }
-}
-
-// A complete, valid results file with `iters` measured iterations of "main loop".
-void check_json_file(const std::string& path, int iters) {
-  std::string error;
-  const auto json = reliability::parse_json(reliability::read_file(path), &error);
-  REQUIRE_MESSAGE(json != nullptr, path << " is not complete, valid JSON: " << error);
-  CHECK(json->get("iterations_measured")->number == iters);
-  const reliability::Json* loop = reliability::find_measurement(*json, "main loop");
-  REQUIRE(loop != nullptr);
-  CHECK(loop->get("count")->number == iters);
 }
 
 TEST_CASE("at exit into a closed pipe the JSON is written and the exit status stays 0" *
@@ -325,87 +307,6 @@ TEST_CASE(
   std::string error;
   CHECK_MESSAGE(reliability::parse_json(reliability::read_file(path), &error) != nullptr,
                 "after SIGKILL: " << error);
-}
-
-TEST_CASE(
-    "SIGTERM, SIGINT, SIGHUP, abort() and quick_exit() leave a complete JSON, and the process "
-    "still ends with the signal's status or quick_exit's code" *
-    LAPTIME_NEEDS_ENABLED) {
-  reliability::TempDir dir;
-  const std::string path = dir.file("results.json");
-  struct Case {
-    const char* how;
-    int signal;     // the signal that must end it, or 0
-    int exit_code;  // otherwise
-  };
-  for (const Case& c :
-       {Case{"SIGTERM", SIGTERM, -1}, Case{"SIGINT", SIGINT, -1}, Case{"SIGHUP", SIGHUP, -1},
-        Case{"abort", SIGABRT, -1}, Case{"quick_exit", 0, 3}}) {
-    for (int run = 0; run < 10; ++run) {
-      CAPTURE(std::string(c.how));
-      CAPTURE(run);
-      const auto r = reliability::run_self(
-          {"--helper", "end-by", c.how},
-          helper_env({{"LAPTIME_OUTPUT", path}, {"LAPTIME_PRINT_AT_EXIT", "1"}}), dir);
-      REQUIRE_MESSAGE(!r.timed_out, r.describe());
-      CHECK_MESSAGE(r.signal == c.signal, r.describe());
-      CHECK_MESSAGE(r.exit_code == c.exit_code, r.describe());
-      check_json_file(path, kLoopIters);
-      CHECK(r.err.find("laptime") == std::string::npos);
-      std::remove(path.c_str());
-    }
-  }
-}
-
-TEST_CASE("a SIGTERM handler the program installed is still called, after the JSON is written" *
-          LAPTIME_NEEDS_ENABLED) {
-  reliability::TempDir dir;
-  const std::string path = dir.file("results.json");
-  const auto r =
-      reliability::run_self({"--helper", "chained"}, helper_env({{"LAPTIME_OUTPUT", path}}), dir);
-  CHECK_MESSAGE(r.exit_code == 42, r.describe());
-  CHECK(reliability::lines_with(r.err, "the program's SIGTERM handler ran") == 1);
-  check_json_file(path, kLoopIters);
-}
-
-TEST_CASE("a program that catches SIGINT and goes on still gets the file of its whole run at exit" *
-          LAPTIME_NEEDS_ENABLED) {
-  reliability::TempDir dir;
-  const std::string path = dir.file("results.json");
-  const auto r = reliability::run_self({"--helper", "interrupted-then-continues"},
-                                       helper_env({{"LAPTIME_OUTPUT", path}}), dir);
-  REQUIRE_MESSAGE(r.ok(), r.describe());
-  check_json_file(path, kLoopIters + 5);
-}
-
-TEST_CASE(
-    "LAPTIME_SIGNAL_HANDLERS=0 or set_exit_signal_handlers(false) leave signals to the program: "
-    "SIGTERM then saves nothing" *
-    LAPTIME_NEEDS_ENABLED) {
-  reliability::TempDir dir;
-  const std::string path = dir.file("results.json");
-  SUBCASE("the variable") {
-    const auto r = reliability::run_self(
-        {"--helper", "end-by", "SIGTERM"},
-        helper_env({{"LAPTIME_OUTPUT", path}, {"LAPTIME_SIGNAL_HANDLERS", "0"}}), dir);
-    CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
-    CHECK(r.err.empty());
-  }
-  SUBCASE("the call, after enable()") {
-    const auto r = reliability::run_self({"--helper", "end-by", "SIGTERM-code-off"},
-                                         helper_env({{"LAPTIME_OUTPUT", path}}), dir);
-    CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
-  }
-  CHECK_FALSE(reliability::file_exists(path));
-}
-
-TEST_CASE("a signal the program ignores stays ignored" * LAPTIME_NEEDS_ENABLED) {
-  reliability::TempDir dir;
-  const std::string path = dir.file("results.json");
-  const auto r = reliability::run_self({"--helper", "end-by", "SIGHUP-ignored"},
-                                       helper_env({{"LAPTIME_OUTPUT", path}}), dir);
-  REQUIRE_MESSAGE(r.ok(), r.describe());
-  check_json_file(path, kLoopIters);  // at the normal exit
 }
 
 #if LAPTIME_ENABLED

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -210,6 +211,52 @@ inline int helper_write_json_loop(const char* path) {
   }
 }
 
+// Measures, then makes the usage error `which` names under LAPTIME_ON_ERROR=abort: a one-time
+// measurement started twice ("one-time") or ended without a start ("one-time-end"), enable()
+// again with other settings ("enable").
+inline int helper_abort_by_usage_error(std::string_view which) {
+  const rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  main_loop(sw);
+  if (which == "one-time") {
+    sw.start_one_time_measurement("set-up");
+    sw.start_one_time_measurement("set-up");
+  } else if (which == "one-time-end") {
+    sw.end_one_time_measurement("never started");
+  } else if (which == "enable") {
+    sw.enable(3, std::nullopt, false);
+  }
+  return 0;
+}
+
+// Returns from main with a SIGTERM on its way to the main thread `delay_us` after the at-exit
+// output starts (an atexit handler registered after laptime's runs just before it), as a launcher
+// stops a job that is ending: the signal lands inside the exit's results() (4000 names make it
+// take milliseconds).
+inline long g_term_delay_us = 0;
+inline pid_t g_main_tid = 0;
+inline int helper_sigterm_during_exit_output(const char* delay_us) {
+  g_term_delay_us = std::atol(delay_us);
+  g_main_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  main_loop(sw);
+  for (int i = 0; i < 4000; ++i) {
+    const std::string name = "name " + std::to_string(i);
+    sw.start_meas(name);
+    sw.end_meas(name);
+  }
+  std::atexit([] {
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::microseconds(g_term_delay_us));
+      ::syscall(SYS_tgkill, ::getpid(), g_main_tid, SIGTERM);
+    }).detach();
+  });
+  return 0;
+}
+
 // Returns from main with an interval open on the main thread and one left by a thread that
 // exited (a crash's uncaught exception unwinds the same way): both are "running" in the file.
 inline int helper_open_at_exit() {
@@ -232,6 +279,10 @@ inline int run_helper_program(std::string_view mode, const char* arg) {
   if (mode == "throwing-print") return helper_throwing_print();
   if (mode == "plain") return helper_plain(false, nullptr);
   if (mode == "open-at-exit") return helper_open_at_exit();
+  if (mode == "abort-by-usage-error" && arg != nullptr) return helper_abort_by_usage_error(arg);
+  if (mode == "sigterm-during-exit-output" && arg != nullptr) {
+    return helper_sigterm_during_exit_output(arg);
+  }
   if (mode == "read-only-mount" && arg != nullptr) return helper_plain(true, arg);
   if (mode == "end-by" && arg != nullptr) return helper_end_by(arg);
   if (mode == "chained") return helper_chained();

@@ -128,6 +128,8 @@ std::vector<std::string> repeated_warnings() {
 /// Returns normally only under ErrorPolicy::Warn; callers then leave their state unchanged.
 /// A misuse that a program can repeat without bound (names past LAPTIME_MAX_NAMES) passes a
 /// `once_key`: under Warn it prints once and is counted after that (see first_time).
+/// Call it holding none of laptime's locks: under ErrorPolicy::Abort the SIGABRT handler writes
+/// the results (LAPTIME_OUTPUT), through the locks that results() takes.
 template <int = 0>
 [[gnu::cold]] void usage_error(std::string_view call, std::string_view what,
                                std::string_view once_key = {}, std::string_view repeat_note = {}) {

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -117,30 +118,47 @@ inline std::atomic<ExitSignals*>& exit_signals_for_handler() noexcept {
   return p;
 }
 
+/// The ending signals (SIGTERM, SIGINT, SIGHUP, SIGABRT) held back in the calling thread while
+/// it makes and writes the results at exit: a handler run here would wait for the writer thread,
+/// which waits for the locks that this thread's results() holds. One that comes meanwhile runs
+/// when they are released, finds the file written, and ends the process as it would have.
+class EndingSignalsBlocked {
+ public:
+  EndingSignalsBlocked() noexcept {
+    sigset_t ending;
+    sigemptyset(&ending);
+    for (int sig : ExitSignals::kSignals) sigaddset(&ending, sig);
+    pthread_sigmask(SIG_BLOCK, &ending, &old_);
+  }
+  ~EndingSignalsBlocked() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  EndingSignalsBlocked(const EndingSignalsBlocked&) = delete;
+  EndingSignalsBlocked& operator=(const EndingSignalsBlocked&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
 /// The file at exit, the last one written: a write at a signal waits for it (output_mutex) and
-/// then finds final_written. The ending signals are held back in this thread meanwhile, so that
-/// no handler here waits for a writer that waits for this thread.
+/// then finds final_written. Called with the ending signals held back (EndingSignalsBlocked).
 inline void write_final_output_file(StopwatchState& s, const Results& r) {
   ExitSignals& g = exit_signals();
-  sigset_t ending, old;
-  sigemptyset(&ending);
-  for (int sig : ExitSignals::kSignals) sigaddset(&ending, sig);
-  pthread_sigmask(SIG_BLOCK, &ending, &old);
-  {
-    std::lock_guard<std::mutex> lock(g.output_mutex);
-    if (!s.exit_output_path.empty()) write_output_file(s, r);
-    g.final_written.store(true);  // a signal during static destruction: nothing to add
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  std::lock_guard<std::mutex> lock(g.output_mutex);
+  if (!s.exit_output_path.empty()) write_output_file(s, r);
+  g.final_written.store(true);  // a signal during static destruction: nothing to add
 }
 
 inline void write_exit_output() {
   StopwatchState& s = stopwatch_state();
   if (::getpid() != s.owner_pid) return;  // a forked child never reports its parent's results
   if (!s.is_on()) return;
-  const Results r = s.results();
-  // The file first: printing may fail (a closed pipe) or block.
-  write_final_output_file(s, r);
+  std::optional<Results> made;
+  {
+    const EndingSignalsBlocked held;
+    made.emplace(s.results());
+    // The file first: printing may fail (a closed pipe) or block.
+    write_final_output_file(s, *made);
+  }
+  const Results& r = *made;
   const bool rank_ok = !s.print_rank0_only.load() || s.rank_info().rank == 0;
   if (!s.exit_print || !rank_ok) return;
   // A print function that throws (a closed stream) must not cost the exit code: an exception

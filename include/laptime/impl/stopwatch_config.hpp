@@ -140,7 +140,7 @@ inline void enable_stopwatch(int num_warmup_iters, std::optional<int> print_ever
   }
   if (print_every_n_iters && *print_every_n_iters == 0) print_every_n_iters.reset();
   StopwatchState& s = stopwatch_state();
-  std::lock_guard<std::mutex> lock(s.config_mutex);
+  std::unique_lock<std::mutex> lock(s.config_mutex);
   if (!from_env) {
     if (s.env.off)
       return;  // the user's environment turned the Stopwatch off (docs/configuration.md)
@@ -151,6 +151,7 @@ inline void enable_stopwatch(int num_warmup_iters, std::optional<int> print_ever
             "(num_warmup_iters=" + std::to_string(s.code_warmup) + ", print_every_n_iters=" +
             (s.code_print_every ? std::to_string(*s.code_print_every) : std::string(none)) +
             ", do_cuda_sync=" + (s.code_cuda_sync ? "true" : "false") + ")";
+        lock.unlock();  // usage errors are reported holding no lock (detail/report.hpp)
         usage_error("Stopwatch.enable" + args(), "already enabled with different settings " +
                                                      before +
                                                      "; call disable() first to change them");
@@ -265,13 +266,14 @@ inline void start_one_time(std::string_view name) {
   StopwatchState& s = stopwatch_state();
   if (!s.is_on()) return;
   const std::int64_t t = now_ns();
-  std::lock_guard<std::mutex> lock(s.one_time_mutex);
+  std::unique_lock<std::mutex> lock(s.one_time_mutex);
   for (const auto& o : s.one_time) {
     if (o.name == name) {
-      usage_error("start_one_time_measurement(" + detail::quoted(name) + ")",
-                  detail::quoted(name) +
-                      (o.running ? " is already running" : " was already measured") +
-                      " (one-time measurement names are used once)");
+      const std::string what = detail::quoted(name) +
+                               (o.running ? " is already running" : " was already measured") +
+                               " (one-time measurement names are used once)";
+      lock.unlock();  // usage errors are reported holding no lock (detail/report.hpp)
+      usage_error("start_one_time_measurement(" + detail::quoted(name) + ")", what);
       return;
     }
   }
@@ -282,7 +284,7 @@ inline void end_one_time(std::string_view name) {
   const std::int64_t t = now_ns();
   StopwatchState& s = stopwatch_state();
   if (!s.is_on()) return;
-  std::lock_guard<std::mutex> lock(s.one_time_mutex);
+  std::unique_lock<std::mutex> lock(s.one_time_mutex);
   for (auto& o : s.one_time) {
     if (o.name == name && o.running) {
       o.end_ns = t;
@@ -290,6 +292,7 @@ inline void end_one_time(std::string_view name) {
       return;
     }
   }
+  lock.unlock();  // usage errors are reported holding no lock (detail/report.hpp)
   usage_error("end_one_time_measurement(" + detail::quoted(name) + ")",
               "no one-time measurement " + detail::quoted(name) + " is running");
 }

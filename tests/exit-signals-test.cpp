@@ -1,0 +1,157 @@
+// The usual ways a job ends other than returning from main (docs/guarantees.md): SIGTERM,
+// SIGINT, SIGHUP, abort() (LAPTIME_ON_ERROR=abort among them) and quick_exit() leave a complete
+// results file, at once, and the process still ends as it would have; a program's own handler
+// still runs; an ignored signal stays ignored; LAPTIME_SIGNAL_HANDLERS=0 leaves signals alone.
+//
+// Each case runs this binary again as a helper process ("--helper MODE", exit_helpers.hpp) and
+// checks what it left.
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include "exit_checks.hpp"
+#include "exit_helpers.hpp"
+#include "laptime/laptime.hpp"
+#include "reliability_support.hpp"
+#include "test_support.hpp"
+
+namespace {
+using exit_test::check_json_file;
+using exit_test::helper_env;
+using exit_test::kLoopIters;
+}  // namespace
+
+TEST_CASE(
+    "SIGTERM, SIGINT, SIGHUP, abort() and quick_exit() leave a complete JSON, and the process "
+    "still ends with the signal's status or quick_exit's code" *
+    LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  struct Case {
+    const char* how;
+    int signal;     // the signal that must end it, or 0
+    int exit_code;  // otherwise
+  };
+  for (const Case& c :
+       {Case{"SIGTERM", SIGTERM, -1}, Case{"SIGINT", SIGINT, -1}, Case{"SIGHUP", SIGHUP, -1},
+        Case{"abort", SIGABRT, -1}, Case{"quick_exit", 0, 3}}) {
+    for (int run = 0; run < 10; ++run) {
+      CAPTURE(std::string(c.how));
+      CAPTURE(run);
+      const auto r = reliability::run_self(
+          {"--helper", "end-by", c.how},
+          helper_env({{"LAPTIME_OUTPUT", path}, {"LAPTIME_PRINT_AT_EXIT", "1"}}), dir);
+      REQUIRE_MESSAGE(!r.timed_out, r.describe());
+      CHECK_MESSAGE(r.signal == c.signal, r.describe());
+      CHECK_MESSAGE(r.exit_code == c.exit_code, r.describe());
+      check_json_file(path, kLoopIters);
+      CHECK(r.err.find("laptime") == std::string::npos);
+      std::remove(path.c_str());
+    }
+  }
+}
+
+TEST_CASE(
+    "a SIGTERM that lands while the at-exit output is being made still leaves the file, "
+    "at once" *
+    LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  for (const char* delay_us : {"0", "300", "1000", "3000"}) {
+    for (int run = 0; run < 3; ++run) {
+      CAPTURE(std::string(delay_us));
+      CAPTURE(run);
+      const auto r = reliability::run_self({"--helper", "sigterm-during-exit-output", delay_us},
+                                           helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+      REQUIRE_MESSAGE(!r.timed_out, r.describe());
+      // The signal may also come after the process has ended (exit status 0).
+      CHECK_MESSAGE((r.signal == SIGTERM || r.exit_code == 0), r.describe());
+      check_json_file(path, kLoopIters);
+      // Not the writer thread's 2 s wait for a lock the interrupted thread holds.
+      CHECK_MESSAGE(r.seconds < 1.5, r.describe());
+      std::remove(path.c_str());
+    }
+  }
+}
+
+TEST_CASE(
+    "LAPTIME_ON_ERROR=abort: a usage error of enable() or of a one-time measurement leaves "
+    "the file, at once" *
+    LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  for (const char* which : {"one-time", "one-time-end", "enable"}) {
+    CAPTURE(std::string(which));
+    const auto r = reliability::run_self(
+        {"--helper", "abort-by-usage-error", which},
+        helper_env({{"LAPTIME_OUTPUT", path}, {"LAPTIME_ON_ERROR", "abort"}}), dir);
+    REQUIRE_MESSAGE(!r.timed_out, r.describe());
+    CHECK_MESSAGE(r.signal == SIGABRT, r.describe());
+    check_json_file(path, kLoopIters);
+    // Not the writer thread's 2 s wait for a lock the aborting thread holds.
+    CHECK_MESSAGE(r.seconds < 1.5, r.describe());
+    std::remove(path.c_str());
+  }
+}
+
+TEST_CASE("a SIGTERM handler the program installed is still called, after the JSON is written" *
+          LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  const auto r =
+      reliability::run_self({"--helper", "chained"}, helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+  CHECK_MESSAGE(r.exit_code == 42, r.describe());
+  CHECK(reliability::lines_with(r.err, "the program's SIGTERM handler ran") == 1);
+  check_json_file(path, kLoopIters);
+}
+
+TEST_CASE("a program that catches SIGINT and goes on still gets the file of its whole run at exit" *
+          LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  const auto r = reliability::run_self({"--helper", "interrupted-then-continues"},
+                                       helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+  REQUIRE_MESSAGE(r.ok(), r.describe());
+  check_json_file(path, kLoopIters + 5);
+}
+
+TEST_CASE(
+    "LAPTIME_SIGNAL_HANDLERS=0 or set_exit_signal_handlers(false) leave signals to the program: "
+    "SIGTERM then saves nothing" *
+    LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  SUBCASE("the variable") {
+    const auto r = reliability::run_self(
+        {"--helper", "end-by", "SIGTERM"},
+        helper_env({{"LAPTIME_OUTPUT", path}, {"LAPTIME_SIGNAL_HANDLERS", "0"}}), dir);
+    CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
+    CHECK(r.err.empty());
+  }
+  SUBCASE("the call, after enable()") {
+    const auto r = reliability::run_self({"--helper", "end-by", "SIGTERM-code-off"},
+                                         helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+    CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
+  }
+  CHECK_FALSE(reliability::file_exists(path));
+}
+
+TEST_CASE("a signal the program ignores stays ignored" * LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  const auto r = reliability::run_self({"--helper", "end-by", "SIGHUP-ignored"},
+                                       helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+  REQUIRE_MESSAGE(r.ok(), r.describe());
+  check_json_file(path, kLoopIters);  // at the normal exit
+}
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::string_view(argv[1]) == "--helper") {
+    return exit_test::run_helper_program(argv[2], argc >= 4 ? argv[3] : nullptr);
+  }
+  doctest::Context context;
+  context.applyCommandLine(argc, argv);
+  return context.run();
+}
