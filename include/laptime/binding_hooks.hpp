@@ -97,6 +97,19 @@ inline std::size_t max_names() noexcept {
 #endif
 }
 
+/// The caller knows that this process is a program of its own, not a worker of the process that
+/// started it: Python's enable() or set_rank() called from no module's import in a process that
+/// multiprocessing started (a torch.multiprocessing.spawn rank, where a DataLoader worker's
+/// re-import of the main module runs a top-level enable()). A worker that measured nothing into
+/// its parent's share leaves it (docs/workers.md). True where it left.
+inline bool stopwatch_is_own_program() {
+#if LAPTIME_ENABLED
+  return detail::become_own_program(detail::stopwatch_state());
+#else
+  return false;
+#endif
+}
+
 /// Tests only: the Stopwatch and the NVTX wrapper as before their first enable (names stay
 /// interned). Never while other threads measure.
 inline void reset_for_testing() {

@@ -46,6 +46,7 @@ PyObject* str_list(const std::vector<std::string>& items) {
 
 // configure_from_env(): what was applied, as a dict with the fields of laptime::Settings.
 PyObject* mod_configure_from_env(PyObject*, PyObject*) {
+  note_program_call();
   laptime::Settings s;
   try {
     s = laptime::configure_from_env();

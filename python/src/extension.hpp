@@ -20,7 +20,8 @@
 // object -> the bytes laptime records), arguments.cpp (argument parsing, errors, conversions),
 // printing.cpp (reports through sys.stdout), scope.cpp (the `with` / decorator type, scope.hpp),
 // scope_cache.cpp (the scope measure() / range() return), stopwatch_type.cpp,
-// stopwatch_settings.cpp, stopwatch_results.cpp, nvtx_type.cpp. They reach laptime through its
+// stopwatch_settings.cpp, stopwatch_results.cpp, nvtx_type.cpp, worker_role.cpp (a worker or a
+// program of its own). They reach laptime through its
 // public headers and <laptime/binding_hooks.hpp> only.
 #pragma once
 
@@ -214,6 +215,10 @@ PyObject* measure_scope(PyObject* self, PyObject* name);
 PyObject* range_scope(PyObject* self, PyObject* name);
 /// Empties the scope cache (tests: _testing_reset).
 void clear_scope_cache();
+
+/// Before enable(), set_rank() and configure_from_env(): in a worker process, a call made from
+/// no module's import makes it a program of its own (worker_role.cpp).
+void note_program_call();
 
 /// Creates the type, adds it to the module as `name`; a new reference (nullptr: error).
 PyTypeObject* add_type(PyObject* module, PyType_Spec* spec, const char* name);

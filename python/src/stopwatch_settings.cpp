@@ -90,6 +90,7 @@ PyObject* sw_set_rank(PyObject*, PyObject* args, PyObject* kwargs) {
                                    &rank, &world_size)) {
     return nullptr;
   }
+  note_program_call();
   return call_none([&] { stopwatch().set_rank(rank, world_size); });
 }
 

@@ -83,6 +83,7 @@ PyObject* sw_enable(PyObject*, PyObject* args, PyObject* kwargs) {
     if (!iteration_count("print_every_n_iters", every_obj, v)) return nullptr;
     every = v;
   }
+  note_program_call();
   // Messages in Python's words: None, not std::nullopt.
   PyObject* r =
       call_none([&] { laptime::binding::enable_stopwatch(warmup, every, cuda_sync != 0, "None"); });

@@ -102,6 +102,19 @@ inline void set_env_overrides(const EnvOverrides& overrides) {
   if (s.configured) apply_with_overrides(s, s.cfg_warmup, s.cfg_print_every, s.cfg_cuda_sync);
 }
 
+/// binding::stopwatch_is_own_program: a worker that is a program of its own leaves its parent's
+/// share (where it measured nothing into it) and runs as if it had enabled itself: the warm-up,
+/// print interval and exit output in force (its code's, its environment's) are its own from now.
+inline bool become_own_program(StopwatchState& s) {
+  std::lock_guard<std::mutex> lock(s.config_mutex);
+  if (!s.leave_worker_share(/*own_program=*/true)) return false;
+  if (s.configured) {
+    s.configured = false;  // applied again, now to its own iterations
+    apply_with_overrides(s, s.cfg_warmup, s.cfg_print_every, s.cfg_cuda_sync);
+  }
+  return true;
+}
+
 /// Who sets print-rank-0-only: the code (Stopwatch::set_print_rank0_only), the user's
 /// LAPTIME_PRINT_RANK0_ONLY, or configure_from_env's default for it (1) where the user set none.
 enum class Rank0Source { code, env, fallback };

@@ -140,6 +140,10 @@ struct StopwatchState : StopwatchCore,
   /// The parent, at enable: makes the worker share and points the gate into it; a worker that
   /// enables (a program of its own) leaves its parent's share first if it can.
   void start_worker_share(bool wanted);
+  /// A worker that is a program of its own leaves the share where it measured nothing into it
+  /// yet, and counts its own iterations from then on (`own_program`: also a process Python's
+  /// multiprocessing started). True where it left.
+  bool leave_worker_share(bool own_program);
   /// A process started with the parent's share in its environment (spawn, forkserver): attaches
   /// as a worker, measuring from now on. Once per process, at the first use of the Stopwatch.
   void attach_worker_share();

@@ -21,12 +21,16 @@
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
+inline bool StopwatchState::leave_worker_share(bool own_program) {
+  if (!share.is_worker() || !share.leave_if_unused(own_program)) return false;
+  IterationGate& g = own_gate;
+  g.finished.store(0, std::memory_order_relaxed);
+  gate.store(&g, std::memory_order_release);
+  return true;
+}
+
 inline void StopwatchState::start_worker_share(bool wanted) {
-  if (share.is_worker() && share.leave_if_unused()) {
-    IterationGate& g = own_gate;
-    g.finished.store(0, std::memory_order_relaxed);
-    gate.store(&g, std::memory_order_release);
-  }
+  (void)leave_worker_share(/*own_program=*/false);
   if (share.active() || !wanted) return;
   if (share.create(own_gate)) gate.store(&share.header()->gate, std::memory_order_release);
 }

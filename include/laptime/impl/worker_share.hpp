@@ -151,11 +151,13 @@ class WorkerShare {
   /// A worker that calls enable() itself is a program of its own (a training script started by
   /// another): it leaves the share if it has measured nothing into it yet. Not a process that
   /// Python's multiprocessing started (spawn, forkserver: "multiprocessing" in its command line),
-  /// which re-imports the main module, and with it a top-level enable() or configure_from_env().
-  bool leave_if_unused() {
+  /// which re-imports the main module, and with it a top-level enable() or configure_from_env();
+  /// unless the caller knows better (`own_program`: the binding saw the call come from no import,
+  /// as in a torch.multiprocessing.spawn rank).
+  bool leave_if_unused(bool own_program = false) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (header_ == nullptr || parent_ || mine_ != nullptr) return false;
-    if (started_by_multiprocessing()) return false;
+    if (!own_program && started_by_multiprocessing()) return false;
     ::munmap(header_, share_total_bytes());
     header_ = nullptr;
     return true;
