@@ -111,6 +111,13 @@ TEST_CASE("durations are printed with a readable unit") {
   CHECK(format_duration(17.24e6) == "17.2 ms");
   CHECK(format_duration(723e9) == "723 s");
   CHECK(format_duration(0) == "0 ns");
+  // Three significant digits also where rounding reaches the next unit.
+  CHECK(format_duration(999.5) == "1.00 \xC2\xB5s");
+  CHECK(format_duration(99.95e3) == "100 \xC2\xB5s");
+  CHECK(format_duration(999999) == "1.00 ms");
+  CHECK(format_duration(999.5e6) == "1.00 s");
+  CHECK(format_duration(-999.5) == "-1.00 \xC2\xB5s");
+  CHECK(format_duration(9.996) == "10.0 ns");
 }
 
 TEST_CASE("JSON strings are escaped and always valid UTF-8") {

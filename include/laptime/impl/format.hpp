@@ -4,9 +4,11 @@
 // printf-family calls would do).
 #pragma once
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -102,24 +104,31 @@ inline bool finite_bits(double v) noexcept {
 /// "723 s". Three significant digits.
 inline std::string format_duration(double ns) {
   if (!finite_bits(ns)) return "n/a";
+  static constexpr double kScale[] = {1, 1e3, 1e6, 1e9};
+  static constexpr const char* kUnit[] = {"ns", "\xC2\xB5s", "ms", "s"};  // µs
   const double a = std::fabs(ns);
-  const char* unit = "ns";
-  double v = ns;
-  if (a >= 1e9) {
-    unit = "s";
-    v = ns / 1e9;
-  } else if (a >= 1e6) {
-    unit = "ms";
-    v = ns / 1e6;
-  } else if (a >= 1e3) {
-    unit = "\xC2\xB5s";  // µs
-    v = ns / 1e3;
-  }
-  const double av = std::fabs(v);
+  int u = a >= 1e9 ? 3 : a >= 1e6 ? 2 : a >= 1e3 ? 1 : 0;
   std::string out;
-  append_fixed(out, v, (av >= 100 || v == 0) ? 0 : av >= 10 ? 1 : 2);
+  // Three significant digits of the figure as printed: where rounding reaches 100, 10 or the
+  // next unit (999.5 ns), the decimals and the unit follow the rounded figure ("1.00 µs").
+  for (int decimals = 2;;) {
+    const double v = ns / kScale[u];
+    const double av = std::fabs(v);
+    decimals = std::min(decimals, (av >= 100 || v == 0) ? 0 : av >= 10 ? 1 : 2);
+    out.clear();
+    append_fixed(out, v, decimals);
+    const double shown = std::fabs(std::strtod(out.c_str(), nullptr));
+    if (shown >= 1000 && u < 3) {
+      ++u;
+      decimals = 2;
+    } else if ((shown >= 100 && decimals > 0) || (shown >= 10 && decimals > 1)) {
+      --decimals;
+    } else {
+      break;
+    }
+  }
   out += ' ';
-  out += unit;
+  out += kUnit[u];
   return out;
 }
 
