@@ -369,6 +369,22 @@ TEST_CASE("reset drops results and warm-up progress and keeps the configuration"
   sw.end_one_time_measurement("setup");
 }
 
+TEST_CASE("reset drops the count of repeated warnings with the results" * LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  laptime::set_error_policy(laptime::ErrorPolicy::Warn);
+  (void)sw.set_max_names(1);  // names are interned for good: every new one is past the limit
+  for (int i = 0; i < 5; ++i) {
+    const std::string name = "past the limit " + std::to_string(i);
+    sw.start_meas(name);
+  }
+  CHECK_FALSE(sw.results().warnings.empty());
+  sw.reset();
+  CHECK(sw.results().warnings.empty());
+  (void)sw.set_max_names(LAPTIME_MAX_NAMES);
+}
+
 TEST_CASE("statistics: min, median, percentiles and max of known intervals" *
           LAPTIME_NEEDS_ENABLED) {
   Fresh fresh;

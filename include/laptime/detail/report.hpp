@@ -124,6 +124,17 @@ std::vector<std::string> repeated_warnings() {
   return out;
 }
 
+/// Stopwatch::reset(): the repeats counted so far are dropped with the results they came with
+/// (each cause is still told only once per process).
+template <int = 0>
+void clear_repeated_warnings() noexcept {
+#if LAPTIME_ENABLED
+  ErrorState& s = error_state();
+  std::lock_guard<std::mutex> lock(s.warned_mutex);
+  for (ErrorState::Warned& w : s.warned) w.repeats = 0;
+#endif
+}
+
 /// Reports misuse of `call` according to the policy. The message gets the thread appended.
 /// Returns normally only under ErrorPolicy::Warn; callers then leave their state unchanged.
 /// A misuse that a program can repeat without bound (names past LAPTIME_MAX_NAMES) passes a

@@ -54,6 +54,7 @@ inline void StopwatchState::reset() {
   clear_iterations();
   clear_gpu();
   unrecorded.store(0, std::memory_order_relaxed);  // the recorded intervals' count of the missing
+  clear_repeated_warnings();
 }
 
 // A forked child (a DataLoader worker) gets a copy of this state, possibly while another thread

@@ -168,7 +168,9 @@ inline Verdict verdict(const VerdictFigures& f) {
   const std::string workers = workers_clause(f, v);
   if (!f.loop_ns || *f.loop_ns <= 0) {
     v.kind = "none";
-    v.text = "no verdict: no loop time yet (it needs two finish_iter() calls after warm-up)";
+    v.text =
+        "no verdict: no loop time yet (it needs a finish_iter() after the last warm-up iteration, "
+        "or two without warm-up)";
     return v;
   }
   const double loop = *f.loop_ns;
