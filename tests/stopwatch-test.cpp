@@ -50,8 +50,7 @@ void* operator new(std::size_t n) {
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
-// The nothrow form too: the sanitizers' runtimes define their own, which would bypass the counting
-// and the failures above (and pair their allocation with this file's free).
+// The nothrow form too: the sanitizers' runtimes define their own, bypassing the lines above.
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
   try {
     return ::operator new(n);
