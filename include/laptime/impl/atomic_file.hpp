@@ -264,12 +264,14 @@ inline void sync_folder_of(const std::string& target) {
 /// SIGTERM, SIGINT and SIGHUP held back in this thread while it has a temporary file: one sent
 /// to the process then ends it (or runs laptime's handler) after the file is renamed or removed.
 /// A process with other threads relies on laptime's handlers (remove_temporary_files).
+/// `with_abort`: SIGABRT too (the exit output, whose handler shares the writer: exit_output.hpp).
 class EndingSignalsHeld {
  public:
-  EndingSignalsHeld() noexcept {
+  explicit EndingSignalsHeld(bool with_abort = false) noexcept {
     sigset_t set;
     sigemptyset(&set);
     for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
+    if (with_abort) sigaddset(&set, SIGABRT);
     pthread_sigmask(SIG_BLOCK, &set, &old_);
   }
   ~EndingSignalsHeld() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }

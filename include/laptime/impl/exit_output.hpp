@@ -128,28 +128,10 @@ inline std::atomic<ExitSignals*>& exit_signals_for_handler() noexcept {
   return p;
 }
 
-/// The ending signals (SIGTERM, SIGINT, SIGHUP, SIGABRT) held back in the calling thread while
-/// it makes and writes the results at exit: a handler run here would wait for the writer thread,
-/// which waits for the locks that this thread's results() holds. One that comes meanwhile runs
-/// when they are released, finds the file written, and ends the process as it would have.
-class EndingSignalsBlocked {
- public:
-  EndingSignalsBlocked() noexcept {
-    sigset_t ending;
-    sigemptyset(&ending);
-    for (int sig : ExitSignals::kSignals) sigaddset(&ending, sig);
-    pthread_sigmask(SIG_BLOCK, &ending, &old_);
-  }
-  ~EndingSignalsBlocked() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
-  EndingSignalsBlocked(const EndingSignalsBlocked&) = delete;
-  EndingSignalsBlocked& operator=(const EndingSignalsBlocked&) = delete;
-
- private:
-  sigset_t old_;
-};
-
 /// The file at exit, the last one written: a write at a signal waits for it (output_mutex) and
-/// then finds final_written. Called with the ending signals held back (EndingSignalsBlocked).
+/// then finds final_written. Called with the ending signals held back: a handler run in this
+/// thread would wait for the writer thread, which waits for the locks this thread's results()
+/// holds; one that comes meanwhile runs once they are released and finds the file written.
 inline void write_final_output_file(StopwatchState& s, const Results& r) {
   ExitSignals& g = exit_signals();
   std::lock_guard<std::mutex> lock(g.output_mutex);
@@ -163,7 +145,7 @@ inline void write_exit_output() {
   if (!s.is_on()) return;
   std::optional<Results> made;
   {
-    const EndingSignalsBlocked held;
+    const EndingSignalsHeld held(/*with_abort=*/true);
     made.emplace(s.results());
     // The file first: printing may fail (a closed pipe) or block.
     write_final_output_file(s, *made);
