@@ -137,7 +137,8 @@ inline int helper_record_no_memory() {
 // configure_from_env() with more names to track than asked for, then names not in the list are
 // measured: "step" and "tracked" must still be measurable.
 inline int helper_configure_untracked() {
-  laptime::configure_from_env();
+  const laptime::Settings applied = laptime::configure_from_env();
+  std::printf("helper: track_cpu applied=%zu\n", applied.track_cpu.size());
   return measure_and_report();
 }
 

@@ -265,6 +265,21 @@ inline void apply_nvtx_variables(const Settings& s) {
   if (e.nvtx_domain) o.domain = s.nvtx_domain;
   nvtx_configure_from_env(nvtx_state(), o, e.nvtx && s.nvtx);
 }
+// configure_from_env's lists cut to their room in the name table before they are applied, so
+// that the Settings it returns are the ones applied. The room's warning replaces the reading's
+// (which named a larger bound): one warning per variable.
+inline void fit_lists_to_room(Settings& s) {
+  const std::string_view cut_by_reading = "LAPTIME_TRACK_CPU lists ";
+  const std::size_t room = track_cpu_room(s.track_cpu.size());
+  if (room < s.track_cpu.size()) {
+    s.track_cpu.resize(room);
+    std::vector<std::string>& w = s.warnings;
+    w.erase(std::remove_if(w.begin(), w.end(),
+                           [&](const std::string& x) { return x.rfind(cut_by_reading, 0) == 0; }),
+            w.end());
+  }
+  s.gpu_timing_names.resize(gpu_timing_room(s.gpu_timing_names.size()));
+}
 }  // namespace detail
 
 /// Applies `s` to the Stopwatch and the NVTX wrapper of this process. Never throws: a setting
@@ -292,14 +307,15 @@ LAPTIME_IMPL void apply_settings(const Settings& s, int rank) noexcept {
   }
 }
 
-/// Reads the LAPTIME_* variables and enables the tools they ask for. Returns what was applied.
-/// Never throws and never aborts: a malformed value is warned about once and ignored.
 LAPTIME_IMPL void apply_settings(const Settings& s) noexcept {
   apply_settings(s, detail::detect_rank().rank);
 }
 
+/// Reads the LAPTIME_* variables and enables the tools they ask for. Returns what was applied.
+/// Never throws and never aborts: a malformed value is warned about once and ignored.
 LAPTIME_IMPL Settings configure_from_env() {
   Settings s = detail::settings_from_reader(nullptr, nullptr);  // this process's environment
+  detail::settings_step("the name lists", [&] { detail::fit_lists_to_room(s); });
   apply_settings(s);
   return s;
 }
