@@ -324,6 +324,33 @@ TEST_CASE("workers forked one after another reuse the regions: hundreds, none lo
   CHECK(decode->count == kWorkers);
 }
 
+TEST_CASE("loader workers that end with each epoch count once: the most that measured at a time") {
+  Fresh fresh;
+  constexpr int kEpochs = 3, kPerEpoch = 2;
+  for (int epoch = 0; epoch < kEpochs; ++epoch) {
+    Pipe measured, go;
+    std::vector<pid_t> pids;
+    for (int w = 0; w < kPerEpoch; ++w) {
+      pids.push_back(fork_child([&] {
+        measure("decode", 1, 10);
+        measured.send();
+        return go.wait() ? 0 : 1;  // alive until every worker of the epoch has measured
+      }));
+    }
+    for (int w = 0; w < kPerEpoch; ++w) REQUIRE(measured.wait());
+    for (int w = 0; w < kPerEpoch; ++w) go.send();
+    for (const pid_t pid : pids) REQUIRE(wait_exit(pid) == 0);
+    Stopwatch::instance().finish_iter();
+  }
+  const laptime::Results r = Stopwatch::instance().results();
+  CHECK(r.worker_processes == kEpochs * kPerEpoch);
+  CHECK(r.workers_alive == 0);
+  CHECK(r.workers_peak == kPerEpoch);
+  CHECK(r.to_json().find("\"workers_peak\": 2") != std::string::npos);
+  Stopwatch::instance().reset();
+  CHECK(Stopwatch::instance().results().workers_peak == 0);
+}
+
 TEST_CASE("a program started with exec by the parent (spawn, forkserver) attaches itself") {
   Fresh fresh;
   reliability::TempDir dir;

@@ -175,6 +175,9 @@ struct Results {
   /// the shared file (their measurements are missing from this report).
   int worker_processes = 0;
   int workers_alive = 0;  ///< of them, running when the results were taken
+  /// The most of them measuring at one time: a loader's workers, also where they end with each
+  /// epoch (worker_processes then counts every epoch's).
+  int workers_peak = 0;
   int workers_unrecorded = 0;
   /// (thread, name) pairs of workers that did not fit in their region (docs/workers.md): their
   /// figures are missing from this report.

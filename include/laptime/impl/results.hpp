@@ -243,6 +243,7 @@ inline void json_header(std::string& o, const Results& r) {
   if (r.worker_processes > 0 || r.workers_unrecorded > 0 || r.workers_pairs_dropped > 0) {
     json_int(o, "worker_processes", r.worker_processes);
     json_int(o, "workers_alive", r.workers_alive);
+    json_int(o, "workers_peak", r.workers_peak);
     json_int(o, "workers_unrecorded", r.workers_unrecorded);
     json_int(o, "workers_pairs_dropped", r.workers_pairs_dropped);
   }

@@ -97,6 +97,7 @@ void StopwatchState::merge_workers(Results& r, std::vector<std::unique_ptr<Merge
         }
       });
   r.worker_processes = static_cast<int>(pids.size());
+  r.workers_peak = std::min(share.most_live(), r.worker_processes);
   r.workers_unrecorded = static_cast<int>(missing.unclaimed);
   r.workers_pairs_dropped = missing.pairs_dropped;
   per_name.resize(found.size());

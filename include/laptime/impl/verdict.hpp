@@ -82,7 +82,8 @@ struct VerdictFigures {
   std::optional<double> main_cores;  ///< the main process's own part of it
   std::string cpu_name;              ///< the tracked name the CPU figures come from
   int cpus = 0;                      ///< CPUs online; 0: unknown
-  /// Worker processes measuring for this one now (docs/workers.md); 0: none known.
+  /// Worker processes measuring for this one: now, or the most at one time (docs/workers.md); 0:
+  /// none known.
   int workers = 0;
   /// The live descendant processes during `cpu_name` (their mean); absent: not counted.
   std::optional<double> child_processes;
@@ -223,7 +224,7 @@ inline Verdict verdict(const VerdictFigures& f) {
 inline VerdictFigures verdict_figures(const Results& r) {
   VerdictFigures f;
   f.cpus = r.cpus;
-  f.workers = r.workers_alive;
+  f.workers = std::max(r.workers_alive, r.workers_peak);
   if (r.loop && r.loop->count > 0) f.loop_ns = r.loop->mean_ns;
   f.data_name = r.data_name;
   for (const MeasurementResult& m : r.measurements) {

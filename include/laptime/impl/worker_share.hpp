@@ -291,6 +291,14 @@ class WorkerShare {
   void drop_folded() {
     std::lock_guard<std::mutex> lock(mutex_);
     folded_.clear();
+    if (header_ != nullptr) header_->most_live.store(0, std::memory_order_relaxed);
+  }
+
+  /// The most worker processes that measured at one time (since the last reset()); 0: none.
+  int most_live() const noexcept {
+    return header_ == nullptr
+               ? 0
+               : static_cast<int>(header_->most_live.load(std::memory_order_relaxed));
   }
 
  private:
@@ -345,11 +353,29 @@ class WorkerShare {
       // Pages of an earlier worker are zeroed again on allocation (bump_locked, take_block).
       header_->claimed.fetch_add(1, std::memory_order_relaxed);
       r->state.store(ShareRegion::kOwned, std::memory_order_release);  // whole: the parent reads
+      note_live_regions();
       return true;
     }
     claim_failed_ = true;
     header_->unclaimed.fetch_add(1, std::memory_order_relaxed);
     return false;
+  }
+
+  // Raises the header's most_live to the regions whose child is alive now (a region of a child
+  // that ended and was not reaped yet is not counted). Once per worker process.
+  void note_live_regions() noexcept {
+    std::uint32_t live = 0;
+    for (std::uint32_t i = 0; i < kShareRegions; ++i) {
+      const ShareRegion* r = region(i);
+      if (r->state.load(std::memory_order_acquire) != ShareRegion::kOwned) continue;
+      std::uint64_t start = 0;
+      const long pid = static_cast<long>(r->pid.load(std::memory_order_relaxed));
+      if (process_alive(pid, &start) && start == r->start_time) ++live;
+    }
+    std::uint32_t seen = header_->most_live.load(std::memory_order_relaxed);
+    while (live > seen &&
+           !header_->most_live.compare_exchange_weak(seen, live, std::memory_order_relaxed)) {
+    }
   }
 
   // Whether `bytes` more fit beside what is allocated and what is promised to blocks. `reserved`

@@ -52,7 +52,10 @@ struct alignas(kCacheLine) ShareHeader {
   std::uint64_t nonce = 0;
   std::atomic<std::uint32_t> claimed{0};    // regions owned by a child now
   std::atomic<std::uint32_t> unclaimed{0};  // children that found no free region
-  alignas(kCacheLine) IterationGate gate;   // the parent's: read by every worker's hot path
+  // The most children measuring at one time, counted by each child as it claims its region
+  // (live regions, its own included): loader workers that end with each epoch all the same.
+  std::atomic<std::uint32_t> most_live{0};
+  alignas(kCacheLine) IterationGate gate;  // the parent's: read by every worker's hot path
 };
 
 /// One child's region: this header, then what the child allocates (slot chunks, histograms and
