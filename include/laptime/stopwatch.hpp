@@ -63,6 +63,11 @@ using PrintFunction = void (*)(const char* text, std::size_t size, void* user_da
 /// LAPTIME_PROGRESS=report|line|off, when set, wins.
 enum class ProgressMode { Report, Line, Off };
 
+/// The printed report's layout: laptime's table (the default), or the seed tool's sections
+/// ("Num. measured iterations:", "Average runtime per iteration:", ... in seconds) for scripts
+/// that read those. LAPTIME_REPORT_FORMAT=table|seed, when set, wins. JSON is not affected.
+enum class ReportFormat { Table, Seed };
+
 /// The process-wide stopwatch: named intervals per iteration, with warm-up, percentiles, CPU and
 /// I/O of tracked names, and optional GPU time.
 class Stopwatch {
@@ -169,6 +174,9 @@ class Stopwatch {
   /// What periodic printing prints (ProgressMode). In Line mode without print_every_n_iters the
   /// line is refreshed at most twice a second.
   void set_progress(ProgressMode mode);
+  /// The printed report's layout (ReportFormat): print_eval_times, report(), the periodic and
+  /// the at-exit report.
+  void set_report_format(ReportFormat format) noexcept;
   /// Whether SIGTERM, SIGINT, SIGHUP and abort() save the LAPTIME_OUTPUT file before the signal
   /// takes its course (on by default where LAPTIME_OUTPUT is set; LAPTIME_SIGNAL_HANDLERS, when
   /// set, wins). Takes effect at the first enable(), or at once after it (off restores the
@@ -352,6 +360,7 @@ inline void Stopwatch::set_exit_signal_handlers(bool) {}
 inline void Stopwatch::set_data_name(std::string_view) {}
 inline void Stopwatch::set_total_iters(std::int64_t) noexcept {}
 inline void Stopwatch::set_progress(ProgressMode) {}
+inline void Stopwatch::set_report_format(ReportFormat) noexcept {}
 inline void Stopwatch::start_one_time_measurement(std::string_view) {}
 inline void Stopwatch::end_one_time_measurement(std::string_view) {}
 inline std::int64_t Stopwatch::get_num_nonwarmup_iters_measured() const {

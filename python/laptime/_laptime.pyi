@@ -140,6 +140,9 @@ class Stopwatch:
     def set_progress(self, mode: str, /) -> None:
         """What periodic printing prints: ``"report"`` (the default), ``"line"`` (one compact
         line, rewritten in place on a terminal) or ``"off"``. ``LAPTIME_PROGRESS`` wins."""
+    def set_report_format(self, layout: str, /) -> None:
+        """The printed report's layout: ``"table"`` (the default) or ``"seed"`` (the seed tool's
+        sections, in seconds, for scripts that read them). ``LAPTIME_REPORT_FORMAT`` wins."""
     def enable_recording(self, max_intervals: int, /) -> None:
         """Keeps each thread's last ``max_intervals`` intervals (name, start, duration, iteration)
         for ``laptime plot`` and ``laptime trace``: the JSON's ``samples``. 0: off.

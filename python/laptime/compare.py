@@ -1,7 +1,8 @@
 """``laptime compare REF.json OTHER.json [...]``: the seed's comparison table from laptime's JSON.
 
 For each file: the average runtime per iteration of the loop measurement and the process tree's
-CPU usage during it (% of the machine); then, for every file after the first, the speedup
+CPU usage during it (% of the machine; the seed's tool read the whole machine's, the JSON's
+``system_percent``, which other load on the machine inflates); then, for every file after the first, the speedup
 (reference runtime / its runtime) and the CPU saved (1 - its CPU / the reference's)::
 
     Method | Average runtime [ms/batch] | Average CPU usage [%]

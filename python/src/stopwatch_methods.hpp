@@ -25,6 +25,7 @@ PyObject* sw_enable_recording(PyObject*, PyObject* n_obj);
 PyObject* sw_set_data_name(PyObject*, PyObject* name);
 PyObject* sw_set_total_iters(PyObject*, PyObject* n_obj);
 PyObject* sw_set_progress(PyObject*, PyObject* mode_obj);
+PyObject* sw_set_report_format(PyObject*, PyObject* format_obj);
 PyObject* sw_set_gpu_stream(PyObject*, PyObject* stream_obj);
 PyObject* sw_disable_gpu_timing(PyObject*, PyObject*);
 PyObject* sw_wait_for_gpu_timings(PyObject*, PyObject*);

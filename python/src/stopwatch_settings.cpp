@@ -147,6 +147,26 @@ PyObject* sw_set_progress(PyObject*, PyObject* mode_obj) {
   return call_none([&] { stopwatch().set_progress(pm); });
 }
 
+// set_report_format(layout): "table" or "seed".
+PyObject* sw_set_report_format(PyObject*, PyObject* format_obj) {
+  const char* format = PyUnicode_Check(format_obj) ? PyUnicode_AsUTF8(format_obj) : nullptr;
+  if (format == nullptr) {
+    if (!PyErr_Occurred()) {
+      PyErr_SetString(PyExc_TypeError, "laptime: set_report_format(layout): a str");
+    }
+    return nullptr;
+  }
+  const std::string_view f(format);
+  if (f != "table" && f != "seed") {
+    PyErr_Format(PyExc_ValueError,
+                 "laptime: set_report_format(layout): '%s' is not one of 'table', 'seed'", format);
+    return nullptr;
+  }
+  stopwatch().set_report_format(f == "seed" ? laptime::ReportFormat::Seed
+                                            : laptime::ReportFormat::Table);
+  Py_RETURN_NONE;
+}
+
 PyObject* sw_set_gpu_stream(PyObject*, PyObject* stream_obj) {
   void* stream = nullptr;
   if (!stream_handle(stream_obj, stream)) return nullptr;

@@ -202,6 +202,9 @@ PyMethodDef g_stopwatch_methods[] = {
     {"set_progress", sw_set_progress, METH_O,
      "set_progress($self, mode, /)\n--\n\nWhat periodic printing prints: 'report' (default), "
      "'line' (a compact line, rewritten in place on a terminal) or 'off'. LAPTIME_PROGRESS wins."},
+    {"set_report_format", sw_set_report_format, METH_O,
+     "set_report_format($self, layout, /)\n--\n\nThe printed report's layout: 'table' (default) "
+     "or 'seed' (the seed tool's sections, in seconds). LAPTIME_REPORT_FORMAT wins."},
     {"set_gpu_stream", sw_set_gpu_stream, METH_O,
      "set_gpu_stream($self, stream, /)\n--\n\nChanges the stream GPU timing records on."},
     {"disable_gpu_timing", sw_disable_gpu_timing, METH_NOARGS,

@@ -40,6 +40,7 @@
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/impl/atomic_file.hpp"
 #include "laptime/impl/own_output.hpp"
+#include "laptime/impl/seed_report.hpp"
 #include "laptime/impl/stopwatch_state.hpp"
 #include "laptime/results.hpp"
 
@@ -157,7 +158,7 @@ inline void write_exit_output() {
   // leaving an atexit handler is std::terminate. Into stdout, a failure is told once.
   const SigpipeBlocked blocked;
   try {
-    s.print(r.to_text(), "the report could not be printed at exit");
+    s.print(report_text(r, s.report_format.load()), "the report could not be printed at exit");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "laptime: warning: the report could not be printed at exit: %s\n",
                  e.what());

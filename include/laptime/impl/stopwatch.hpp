@@ -17,6 +17,7 @@
 #if LAPTIME_ENABLED
 #include "laptime/impl/exit_output.hpp"
 #include "laptime/impl/own_output.hpp"
+#include "laptime/impl/seed_report.hpp"
 #include "laptime/impl/stopwatch_config.hpp"
 #include "laptime/impl/stopwatch_features.hpp"
 #include "laptime/impl/stopwatch_intervals.hpp"
@@ -101,6 +102,10 @@ LAPTIME_IMPL void Stopwatch::set_total_iters(std::int64_t n) noexcept {
 LAPTIME_IMPL void Stopwatch::set_progress(ProgressMode mode) {
   detail::stopwatch_state().set_progress(mode, /*from_env=*/false);
 }
+LAPTIME_IMPL void Stopwatch::set_report_format(ReportFormat format) noexcept {
+  detail::Printer& p = detail::stopwatch_state();
+  if (!p.report_format_from_env.load()) p.report_format.store(static_cast<int>(format));
+}
 LAPTIME_IMPL void Stopwatch::start_one_time_measurement(std::string_view name) {
   detail::start_one_time(name);
 }
@@ -129,7 +134,7 @@ LAPTIME_IMPL void Stopwatch::print_eval_times(std::ostream& os) const {
   errno = 0;
   // Below a progress line rewritten in place on the terminal, not over it.
   if (&os == &std::cout && detail::stopwatch_state().take_open_line()) os << '\n';
-  os << r.to_text() << std::flush;
+  os << detail::report_text(r, detail::stopwatch_state().report_format.load()) << std::flush;
   const bool standard = &os == &std::cout || &os == &std::cerr || &os == &std::clog;
   if (was_good && !os.good() && standard) {
     detail::warn_own_output_failed(&os == &std::cout ? stdout : stderr,
@@ -137,7 +142,7 @@ LAPTIME_IMPL void Stopwatch::print_eval_times(std::ostream& os) const {
   }
 }
 LAPTIME_IMPL std::string Stopwatch::report() const {
-  return results().to_text();
+  return detail::report_text(results(), detail::stopwatch_state().report_format.load());
 }
 LAPTIME_IMPL std::string Stopwatch::to_json() const {
   return results().to_json();

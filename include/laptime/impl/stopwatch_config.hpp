@@ -27,6 +27,10 @@ namespace detail {
 // go to its parent's report: it writes no output file of its own). Under config_mutex.
 inline void start_enable_services(StopwatchState& s) {
   s.start_worker_share(/*wanted=*/env_checked(env_bool<Env::workers>()) != false);
+  if (const auto format = env_checked(env_choice<Env::report_format>())) {
+    s.report_format.store(*format);  // the table's values are in ReportFormat's order
+    s.report_format_from_env.store(true);
+  }
   if (!s.share.is_worker()) arm_exit_output(s);
 }
 

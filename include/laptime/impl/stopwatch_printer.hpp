@@ -33,7 +33,9 @@ using PrintFn = void (*)(const char* text, std::size_t size, void* user_data);
 struct Printer {
   std::atomic<int> print_every{0};  // 0: never
   std::atomic<bool> print_rank0_only{false};
-  PrintFn print_fn = nullptr;  // under report_mutex, with its data
+  std::atomic<int> report_format{0};                // ReportFormat
+  std::atomic<bool> report_format_from_env{false};  // LAPTIME_REPORT_FORMAT: the code's yields
+  PrintFn print_fn = nullptr;                       // under report_mutex, with its data
   void* print_user = nullptr;
   // A print function of laptime's own that writes this process's stdout (the Python module's
   // sys.stdout printer): the progress line may rewrite itself through it, never through a user's.

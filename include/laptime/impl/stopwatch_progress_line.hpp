@@ -8,6 +8,7 @@
 
 #include "laptime/config.hpp"
 #include "laptime/impl/progress.hpp"
+#include "laptime/impl/seed_report.hpp"
 #include "laptime/impl/stopwatch_parts.hpp"
 #include "laptime/impl/stopwatch_report.hpp"
 #include "laptime/resources.hpp"
@@ -46,7 +47,7 @@ inline void StopwatchState::report_after_iteration(std::int64_t finished, std::i
   if (mode == ProgressMode::Line) {
     if (line_due(finished, now)) print_progress(finished, now);
   } else if (mode == ProgressMode::Report && prints_after(finished)) {
-    print(results(/*wait_for_gpu=*/false).to_text());
+    print(report_text(results(/*wait_for_gpu=*/false), report_format.load()));
   }
 }
 

@@ -105,6 +105,8 @@ inline void testing_reset_stopwatch_impl() {
     s.iter_gate().warmup.store(0);
     s.print_every.store(0);
     s.print_rank0_only.store(false);
+    s.report_format.store(0);
+    s.report_format_from_env.store(false);
     s.print_fn = nullptr;  // no report runs during a test reset
     s.gpu_stream.store(nullptr);
     s.record_capacity.store(0);
