@@ -17,19 +17,6 @@ std::string python_repr(double v) {
   return s;
 }
 
-// The float after "  `name`: " in the section that starts with `title`.
-double seed_value(const std::string& text, const std::string& title, const std::string& name) {
-  const auto section = text.find(title);
-  REQUIRE(section != std::string::npos);
-  const std::string key = "  `" + name + "`: ";
-  const auto at = text.find(key, section);
-  REQUIRE(at != std::string::npos);
-  return std::strtod(text.c_str() + at + key.size(), nullptr);
-}
-
-void sleep_ms(int ms) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-}
 }  // namespace
 
 TEST_CASE("seconds are written as Python's repr() writes a float, digit for digit") {
@@ -54,6 +41,22 @@ TEST_CASE("seconds are written as Python's repr() writes a float, digit for digi
 }
 
 #if LAPTIME_ENABLED
+namespace {
+// The float after "  `name`: " in the section that starts with `title`.
+double seed_value(const std::string& text, const std::string& title, const std::string& name) {
+  const auto section = text.find(title);
+  REQUIRE(section != std::string::npos);
+  const std::string key = "  `" + name + "`: ";
+  const auto at = text.find(key, section);
+  REQUIRE(at != std::string::npos);
+  return std::strtod(text.c_str() + at + key.size(), nullptr);
+}
+
+void sleep_ms(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+}  // namespace
+
 TEST_CASE("the seed's report layout: its sections, in seconds, with laptime's figures") {
   laptime::detail::testing_reset_stopwatch();
   auto& sw = laptime::Stopwatch::instance();
