@@ -76,6 +76,14 @@
 #ifndef LAPTIME_MAX_NAMES
 #define LAPTIME_MAX_NAMES 4096
 #endif
+// Another value (an integer literal) changes the layout that inline code and the implementation
+// part share, so it names its own inline namespace: a file built with it and an implementation
+// part built without it (src/laptime.cpp, the CMake target) fail to link, naming
+// laptime::v1_max_names_<N>, instead of corrupting memory at run time (docs/configuration.md).
+#if LAPTIME_ENABLED && LAPTIME_MAX_NAMES != 4096
+#undef LAPTIME_ABI_NAMESPACE
+#define LAPTIME_ABI_NAMESPACE LAPTIME_CONCAT(v1_max_names_, LAPTIME_MAX_NAMES)
+#endif
 
 // LAPTIME_NVTX_MAX_NAMES: the most distinct range names registered with NVTX per process. Names
 // beyond it still work, passed as text (an allocation per push) with a one-time warning, so that a
