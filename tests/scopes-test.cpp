@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "laptime/stopwatch.hpp"
 #include "stopwatch_support.hpp"
@@ -14,6 +15,16 @@ using laptime_test::error_of;
 using laptime_test::find;
 using laptime_test::Fresh;
 using laptime_test::spin_for;
+
+// A name whose text outlives the scope is taken; a temporary std::string, gone before the scope's
+// end reads it, does not compile (in both builds: the class is the same compiled out).
+using Scoped = laptime::ScopedMeasurement;
+static_assert(std::is_constructible<Scoped, const char*>::value, "a literal");
+static_assert(std::is_constructible<Scoped, std::string&>::value, "a variable");
+static_assert(std::is_constructible<Scoped, const std::string&>::value, "a const variable");
+static_assert(std::is_constructible<Scoped, std::string_view>::value, "a view");
+static_assert(!std::is_constructible<Scoped, std::string&&>::value, "a temporary std::string");
+static_assert(!std::is_constructible<Scoped, std::string>::value, "a std::string by value");
 
 }  // namespace
 

@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "laptime/config.hpp"
 #include "laptime/detail/error_policy.hpp"  // UsageError: what a usage error throws
@@ -235,6 +236,11 @@ class ScopedMeasurement {
  public:
   explicit ScopedMeasurement(std::string_view name)
       : name_(name), started_(detail::start_for_scope(name)) {}
+  /// A temporary std::string ("block " + std::to_string(i)) would be gone when the scope ends,
+  /// and its end would read freed memory: a compile error instead. Name a variable that outlives
+  /// the scope (docs/stopwatch.md).
+  template <class Temporary, std::enable_if_t<std::is_same<Temporary, std::string>::value, int> = 0>
+  explicit ScopedMeasurement(Temporary&& name) = delete;
   // A destructor must not throw: a usage error here (the measurement was ended by hand inside
   // the scope) is reported on stderr instead under the throw policy; the warn and abort policies
   // act as they do everywhere.
