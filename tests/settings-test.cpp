@@ -313,7 +313,13 @@ TEST_CASE("LAPTIME_NVTX_COUNTERS and LAPTIME_NVTX_COUNTERS_HZ, and the profiling
       settings({{"LAPTIME_PROFILE", "profiling"}, {"LAPTIME_NVTX_COUNTERS_HZ", "0"}});
   CHECK(slow.nvtx_counters);
   CHECK(slow.nvtx_counters_hz == 0);
-  for (const char* bad : {"fast", "-1", "1001", "nan", "10x"}) {
+  // A decimal number, spaces around it allowed as for an int; no base prefix, exponent or sign.
+  for (const char* good : {"2.5", " 5", "5 ", ".5", "7."}) {
+    const laptime::Settings s = settings({{"LAPTIME_NVTX_COUNTERS_HZ", good}});
+    CHECK_MESSAGE(s.nvtx_counters, good);
+    CHECK(s.warnings.empty());
+  }
+  for (const char* bad : {"fast", "-1", "1001", "nan", "10x", "0x10", "0X1p3", "1e1", "+5", "."}) {
     const laptime::Settings s = settings({{"LAPTIME_NVTX_COUNTERS_HZ", bad}});
     CHECK_FALSE(s.nvtx_counters);
     REQUIRE(s.warnings.size() == 1);
