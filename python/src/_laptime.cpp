@@ -270,13 +270,16 @@ extern "C" __attribute__((visibility("default"))) PyObject* PyInit__laptime() {
   PyTypeObject* nvtx_type = add_type(module, &g_nvtx_spec, "NVTXRangeWrapper");
   const bool scopes = add_scope_types(module);
   g_name_cache = PyDict_New();
-  g_subclass_instances = PyDict_New();
+  if (PyObject* json = PyImport_ImportModule("json")) {
+    g_json_loads = PyObject_GetAttrString(json, "loads");
+    Py_DECREF(json);
+  }
   g_stopwatch = make_instance(stopwatch_type);
   g_nvtx = make_instance(nvtx_type);
   Py_XDECREF(stopwatch_type);
   Py_XDECREF(nvtx_type);
   if (g_usage_error == nullptr || !scopes || g_stopwatch == nullptr || g_name_cache == nullptr ||
-      g_subclass_instances == nullptr || g_nvtx == nullptr ||
+      g_nvtx == nullptr || g_json_loads == nullptr ||
       PyModule_AddObject(module, "UsageError", Py_NewRef(g_usage_error)) < 0 ||
       PyModule_AddStringConstant(module, "__version__", LAPTIME_VERSION_STRING) < 0 ||
       PyModule_AddIntConstant(module, "HAVE_NVTX", LAPTIME_HAVE_NVTX) < 0) {

@@ -53,8 +53,9 @@ inline PyObject* g_stopwatch = nullptr;
 inline PyObject* g_nvtx = nullptr;
 // Names that are not str (or str without a UTF-8 form): the object -> the bytes laptime records.
 inline PyObject* g_name_cache = nullptr;
-// Instances of Python subclasses of Stopwatch / NVTXRangeWrapper: one per subclass.
-inline PyObject* g_subclass_instances = nullptr;
+// json.loads, taken at import: results() needs no import later (a __del__ late in interpreter
+// shutdown, where importing fails).
+inline PyObject* g_json_loads = nullptr;
 
 // The types' specs, made into types by PyInit__laptime.
 extern PyType_Spec g_stopwatch_spec;

@@ -342,6 +342,10 @@ void scope_dealloc(PyObject* obj) {
   Py_DECREF(type);  // an instance of a heap type owns a reference to it
 }
 
+const char* self_kind_name(PyObject* self) {
+  return reinterpret_cast<Scope*>(self)->kind == ScopeKind::Measure ? "measure" : "range";
+}
+
 // As a decorator: laptime._decorate (Python, functools.wraps) builds the wrapper, which opens
 // its scope per call (measure(name) on the calling thread).
 PyObject* scope_call(PyObject* self, PyObject* args, PyObject* kwargs) {
@@ -351,6 +355,22 @@ PyObject* scope_call(PyObject* self, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   if (!PyArg_ParseTuple(args, "O:decorator", &func)) return nullptr;
+  const char* what = self_kind_name(self);
+  // `@stopwatch.measure` without its name: the function became the name, and each call of it
+  // lands here with the call's argument, so the body would never run.
+  PyObject* name = reinterpret_cast<Scope*>(self)->name;
+  if (PyFunction_Check(name) || PyCFunction_Check(name) || PyMethod_Check(name)) {
+    PyErr_Format(PyExc_TypeError,
+                 "laptime: @%s needs a name: write @%s(\"name\"), not @%s (the function %R was "
+                 "taken as the name, and its body would never run)",
+                 what, what, what, name);
+    return nullptr;
+  }
+  if (!PyCallable_Check(func)) {
+    PyErr_Format(PyExc_TypeError, "laptime: %s(name) as a decorator takes a function, not %R", what,
+                 func);
+    return nullptr;
+  }
   PyObject* decorate = PyObject_GetAttrString(g_module, "_decorate");
   if (decorate == nullptr) return nullptr;
   PyObject* r = PyObject_CallFunctionObjArgs(decorate, self, func, nullptr);

@@ -47,9 +47,7 @@ PyObject* sw_write_json(PyObject*, PyObject* path) {
 PyObject* sw_results(PyObject* self, PyObject*) {
   PyObject* json = sw_to_json(self, nullptr);
   if (json == nullptr) return nullptr;
-  PyObject* module = PyImport_ImportModule("json");
-  PyObject* r = module != nullptr ? PyObject_CallMethod(module, "loads", "O", json) : nullptr;
-  Py_XDECREF(module);
+  PyObject* r = PyObject_CallFunctionObjArgs(g_json_loads, json, nullptr);
   Py_DECREF(json);
   return r;
 }

@@ -245,16 +245,23 @@ PyType_Slot g_stopwatch_slots[] = {
 }  // namespace
 
 /// tp_new of a facade type: `instance` (the singleton) for the type itself; for a Python
-/// subclass (seed users subclass the tools), one instance per subclass, made on first use. Every
-/// instance talks to the same process-wide state.
+/// subclass (seed users subclass the tools), one instance per subclass, made on first use and
+/// kept in the subclass's own dict (not its bases'): the class and its instance form a cycle
+/// the garbage collector frees with the class, so classes made at run time do not pile up.
+/// Every instance talks to the same process-wide state.
 PyObject* facade_new(PyTypeObject* type, PyObject* instance) {
   if (LAPTIME_LIKELY(type == Py_TYPE(instance))) return Py_NewRef(instance);
-  PyObject* key = reinterpret_cast<PyObject*>(type);
-  if (PyObject* mine = PyDict_GetItemWithError(g_subclass_instances, key)) return Py_NewRef(mine);
-  if (PyErr_Occurred()) return nullptr;
+  static PyObject* const key = PyUnicode_InternFromString("_laptime_instance");
+  if (key == nullptr) return nullptr;
+  PyObject* own = type->tp_dict;
+  if (own != nullptr) {
+    PyObject* mine = PyDict_GetItemWithError(own, key);
+    if (mine != nullptr && Py_TYPE(mine) == type) return Py_NewRef(mine);
+    if (PyErr_Occurred()) return nullptr;
+  }
   PyObject* mine = type->tp_alloc(type, 0);
   if (mine == nullptr) return nullptr;
-  if (PyDict_SetItem(g_subclass_instances, key, mine) < 0) {
+  if (PyObject_SetAttr(reinterpret_cast<PyObject*>(type), key, mine) < 0) {
     Py_DECREF(mine);
     return nullptr;
   }

@@ -120,3 +120,73 @@ def test_the_scope_types_are_made_by_laptime_only(stopwatch, make):
     with pytest.raises(TypeError, match="cannot create"):
         scope_type()
     assert laptime.Stopwatch().measure("x").name == "x"
+
+
+# `@stopwatch.measure` without its name: the function became the scope's name and each call of it
+# wrapped its argument instead of running the body, silently. Now the first call says why.
+def test_a_decorator_without_its_name_says_so_and_never_swallows_the_call(stopwatch):
+    calls = []
+
+    @stopwatch.measure
+    def train_step(batch):
+        calls.append(batch)
+        return batch * 2
+
+    with pytest.raises(TypeError, match=r"@measure needs a name: write @measure\(\"name\"\)"):
+        train_step(21)
+    nvtx = laptime.NVTXRangeWrapper()
+
+    @nvtx.range
+    def g(x):
+        return x
+
+    with pytest.raises(TypeError, match="@range needs a name"):
+        g(1)
+    with pytest.raises(TypeError, match="as a decorator takes a function, not 21"):
+        stopwatch.measure("step")(21)
+
+    @stopwatch.measure("step")
+    def step(x):
+        calls.append(x)
+        return x + 1
+
+    assert step(1) == 2 and calls == [1]
+
+
+# results() late in interpreter shutdown (a __del__ of a module-level object): it imported json
+# at each call, which fails there ("sys.meta_path is None"). to_json() worked all along.
+def test_results_from_a_del_late_in_interpreter_shutdown():
+    r = run("""
+        import sys
+        import laptime
+        sw = laptime.Stopwatch(0)
+        with sw.measure("x"):
+            pass
+        class Late:
+            def __del__(self):
+                names = [m["name"] for m in sw.results()["measurements"]]
+                sys.stderr.write("late results: %s\\n" % names)
+        sys.modules["__late__"] = Late()
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "late results: ['x']" in r.stderr, r.stderr
+    assert "Error" not in r.stderr, r.stderr
+
+
+# A subclass made at run time (a fixture, a per-config wrapper) is freed with its instance: they
+# were kept in a module-level dict forever.
+def test_a_subclass_made_at_run_time_is_freed_with_its_instance():
+    import gc
+    import weakref
+
+    def make():
+        class PerRun(laptime.Stopwatch):
+            pass
+
+        assert PerRun() is PerRun()  # one instance per subclass, as before
+        assert type(PerRun()) is PerRun
+        return weakref.ref(PerRun)
+
+    refs = [make() for _ in range(50)]
+    gc.collect()
+    assert all(r() is None for r in refs)
