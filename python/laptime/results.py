@@ -17,6 +17,13 @@ import math
 
 SCHEMA = 1
 
+# The largest file read: a run's results, recorded intervals included, are far below it.
+MAX_BYTES = 1 << 30
+
+# The largest figure accepted (seconds, percent, cores, MB/s): laptime's are far below it, and the
+# tools' arithmetic on larger ones overflows.
+MAX_FIGURE = 1e12
+
 # The interval fields the tools read; a ``samples`` section may list more.
 SAMPLE_FIELDS = ("name", "start_ns", "dur_ns", "iter")
 
@@ -48,9 +55,11 @@ def read(path, samples=False):
     intervals (``laptime plot`` and ``trace`` draw nothing else)."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(MAX_BYTES + 1)
     except OSError as e:
         raise ResultsError(f"{path}: {_lower_first(e.strerror or str(e))}") from None
+    if len(data) > MAX_BYTES:  # /dev/zero, a log: nothing laptime writes is that large
+        raise ResultsError(f"{path}: larger than {MAX_BYTES >> 30} GiB, not laptime's results")
     results = check(_parse(data, path), path)
     if samples and not results.get("samples"):
         raise ResultsError(f"{path}: {NO_SAMPLES}")
@@ -125,8 +134,9 @@ def _check_tail(t):
         for j, c in enumerate(_list_of_objects(s, "causes", where)):
             at = f"{where}.causes[{j}]"
             _name(c, at)
-            for key in ("time_s", "median_s", "over_median_s"):
+            for key in ("time_s", "median_s"):
                 _figure(c, key, at)
+            _figure(c, "over_median_s", at, signed=True)  # a difference
             for key in ("tid", "threads"):
                 _count(c, key, at)
             _typed(c, "thread", str, at)
@@ -145,6 +155,7 @@ def _check_samples(s):
     names = s.get("names")
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise _Wrong("samples.names", f"{_show(names)}, not a list of names")
+    _not_null(s, "iterations", "samples")
     for i, pair in enumerate(_typed(s, "iterations", list, "samples") or []):
         if not (isinstance(pair, list) and len(pair) == 2 and all(_is_int(v) for v in pair)):
             raise _Wrong(f"samples.iterations[{i}]", f"{_show(pair)}, not [iteration, end_ns]")
@@ -210,11 +221,18 @@ def _no_constant(name):
 
 
 def _list_of_objects(obj, key, where=""):
+    _not_null(obj, key, where)
     items = _typed(obj, key, list, where) or []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise _Wrong(f"{_join(where, key)}[{i}]", f"{_show(item)}, not an object")
     return items
+
+
+def _not_null(obj, key, where):
+    """A list laptime always writes (an empty one at least) must not be null."""
+    if key in obj and obj[key] is None:
+        raise _Wrong(_join(where, key), "null, not a list")
 
 
 def _typed(obj, key, kind, where):
@@ -236,7 +254,7 @@ def _count(obj, key, where):
         raise _Wrong(_join(where, key), f"{_show(obj[key])}, not an integer")
 
 
-def _figure(obj, key, where):
+def _figure(obj, key, where, signed=False):
     v = obj.get(key)
     if v is None:
         return
@@ -248,6 +266,9 @@ def _figure(obj, key, where):
         finite = False
     if not finite:
         raise _Wrong(_join(where, key), f"{_show(v)}, not a finite number")
+    if not (-MAX_FIGURE if signed else 0) <= v <= MAX_FIGURE:  # times, shares, rates: never < 0
+        raise _Wrong(_join(where, key), f"{_show(v)}, not a figure laptime writes (0 to "
+                                        f"{MAX_FIGURE:g})")
 
 
 def _is_int(v):

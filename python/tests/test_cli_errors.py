@@ -112,6 +112,19 @@ BAD = {
                         "iterations_measured: null, not an integer"),
     "samples: capacity a string": (edited(setitem(["samples", "capacity"], "x")),
                                    "samples.capacity: \"x\", not an integer"),
+    # Found by a second attack (about 3,500 mutated files per subcommand): these passed the check
+    # and then raised inside a subcommand (TypeError, ValueError, OverflowError).
+    "null measurements": (edited(setitem(["measurements"], None)),
+                          "measurements: null, not a list"),
+    "a negative mean": (edited(lambda r: r["measurements"][0].update(mean_per_iter_s=-1)),
+                        "measurements[0].mean_per_iter_s: -1, not a figure laptime writes"),
+    "a huge negative total": (edited(lambda r: r["measurements"][0].update(total_s=-1e308)),
+                              "not a figure laptime writes"),
+    "a CPU share of 1e308": (
+        edited(lambda r: r["measurements"][0]["cpu"].update(process_percent=1e308)),
+        "measurements[0].cpu.process_percent: 1e+308, not a figure laptime writes"),
+    "samples: null iterations": (edited(setitem(["samples", "iterations"], None)),
+                                 "samples.iterations: null, not a list"),
 }
 
 SUBCOMMANDS = {
@@ -224,3 +237,17 @@ def test_an_output_that_cannot_be_written_is_one_line_and_status_2(command, tmp_
     assert cli.main([command, str(path), "-o", target]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such folder" in err and "Traceback" not in err, err
+
+
+def test_a_file_larger_than_results_ever_are_is_refused_after_that_many_bytes(tmp_path,
+                                                                                monkeypatch,
+                                                                                capsys):
+    # `laptime merge /dev/zero` read until memory ran out (a MemoryError traceback): reading stops
+    # past results.MAX_BYTES (1 GiB; lowered here so that the test reads little).
+    from laptime import results
+    monkeypatch.setattr(results, "MAX_BYTES", 1024)
+    big = tmp_path / "big.json"
+    big.write_text(good_text() + " " * 2048)
+    assert cli.main(["merge", str(big)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "big.json: larger than" in err, err
