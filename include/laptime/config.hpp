@@ -26,12 +26,25 @@
 // that pass keeps only device code, and laptime is host code (kernels never call it), so it needs
 // the declarations that the file's host functions use, not the hot path under them. The host pass
 // compiles laptime as asked (docs/build.md, "A trainer-sized CUDA file under nvcc").
-#if defined(LAPTIME_DISABLE) || defined(__CUDA_ARCH__)
+// Defined empty or to a non-zero value it disables; `-DLAPTIME_DISABLE=0` (a build system's
+// off switch, CMake's $<BOOL:...>) leaves laptime in: the second test is true only for a literal 0.
+#if defined(LAPTIME_DISABLE) && (LAPTIME_DISABLE + 0 == 0) && (1 - LAPTIME_DISABLE - 1 == 0)
+#define LAPTIME_DISABLE_IS_ZERO 1
+#endif
+#if (defined(LAPTIME_DISABLE) && !defined(LAPTIME_DISABLE_IS_ZERO)) || defined(__CUDA_ARCH__)
 #define LAPTIME_ENABLED 0
 #define LAPTIME_ABI_NAMESPACE v1_disabled
 #else
 #define LAPTIME_ENABLED 1
 #define LAPTIME_ABI_NAMESPACE v1
+#endif
+
+// Compiled in, laptime reports misuse with exceptions (a UsageError, under the default policy):
+// one message for -fno-exceptions, not a page of errors from its headers. Compiled out
+// (LAPTIME_DISABLE) it needs none.
+#if LAPTIME_ENABLED && !defined(__cpp_exceptions) && !defined(__EXCEPTIONS)
+#error "laptime needs exceptions; with -fno-exceptions, compile it out: -DLAPTIME_DISABLE"
+#include "laptime: exceptions are required"
 #endif
 
 // LAPTIME_HAVE_CUDA_HEADERS: whether the CUDA toolkit's cuda.h is visible to this file, for
@@ -129,7 +142,7 @@
 #define LAPTIME_STR_IMPL(x) #x
 #define LAPTIME_STR(x) LAPTIME_STR_IMPL(x)
 static_assert(true, "laptime's host pass:"
-#ifdef LAPTIME_DISABLE
+#if defined(LAPTIME_DISABLE) && !defined(LAPTIME_DISABLE_IS_ZERO)
                     " LAPTIME_DISABLE"
 #endif
 #ifdef LAPTIME_IMPL_LINKED
