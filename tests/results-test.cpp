@@ -250,6 +250,31 @@ TEST_CASE("the report keeps its layout: units, padding and columns" * LAPTIME_NE
         "    pipe_create: 1.50 s\n");
 }
 
+TEST_CASE("a running name's marker widens the name column: every row's figures stay aligned" *
+          LAPTIME_NEEDS_ENABLED) {
+  laptime::Results r = sample_results();
+  laptime::MeasurementResult loader = r.measurements[0];
+  loader.name = "loader: decode";
+  loader.running = 1;
+  loader.resources.reset();
+  r.measurements.push_back(loader);
+  const std::string text = r.to_text();
+  INFO(text);
+  const auto row = [&](const std::string& start) {
+    const auto at = text.find("\n  " + start);
+    REQUIRE(at != std::string::npos);
+    return text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+  };
+  const std::string header = row("name"), step = row("step "), running = row("loader: decode");
+  CHECK(running.find("loader: decode [running] ") == 2);
+  // "per iter" and its figure end in the same column on every row.
+  const auto end_of = [](const std::string& line, const std::string& what) {
+    return line.find(what) + what.size();
+  };
+  CHECK(end_of(step, "1.17 ms") == end_of(header, "per iter"));
+  CHECK(end_of(running, "1.17 ms") == end_of(header, "per iter"));
+}
+
 TEST_CASE("quantiles are exported with the digits a histogram has, exact figures with all" *
           LAPTIME_NEEDS_ENABLED) {
   laptime::Results r = sample_results();

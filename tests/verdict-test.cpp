@@ -1,7 +1,6 @@
 // The report's bottleneck verdict: the rule on constructed figures (impl/verdict.hpp), and real
 // loops: one whose data part sleeps longer than its step, the reverse, and loader workers (child
 // processes) that burn CPU during the tracked loop.
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,6 +61,9 @@ TEST_CASE("a loop whose host step dominates is compute-bound, and says whether t
     CHECK(contains(v.text, "the host step takes 90 % of each iteration"));
     CHECK(contains(v.text, "GPU time not measured"));
     CHECK_FALSE(v.gpu_share);
+    VerdictFigures off = figures(20.0, 2.0);  // asked for where it cannot run: says why
+    off.gpu_timing_off = "CUDA unavailable";
+    CHECK(contains(laptime::detail::verdict(off).text, "(GPU timing is off: CUDA unavailable)"));
   }
   SUBCASE("the GPU idles most of the step") {
     VerdictFigures f = figures(20.0, 2.0);
@@ -139,6 +141,14 @@ TEST_CASE(
   CHECK(v.workers_saturated == false);
   CHECK(contains(v.text, "loader workers (child processes) use 7.6 of 16 cores (not saturated)"));
   CHECK(contains(v.text, "main process 1.0 (CPU of 'training loop')"));
+
+  VerdictFigures alone = f;  // no child process: no claim about workers that do not exist
+  alone.tree_cores = 1.01;
+  alone.child_processes = 0.0;
+  v = laptime::detail::verdict(alone);
+  CHECK(
+      contains(v.text, "; no loader worker processes, main process 1.0 (CPU of 'training loop')"));
+  CHECK((v.workers == 0 && v.workers_saturated == false));
 
   f.tree_cores = 14.6;  // 13.6 of the 15 cores left: >= 90 %
   v = laptime::detail::verdict(f);

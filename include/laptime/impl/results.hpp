@@ -126,6 +126,14 @@ inline std::pair<std::vector<std::string>, std::size_t> text_labels(const Result
       append_int(labels.back(), static_cast<long long>(m.workers.size()));
       labels.back() += m.workers.size() == 1 ? " worker" : " workers";
     }
+    // The marker of a running interval is part of the label: the column is as wide as it.
+    if (m.running == 1) {
+      labels.back() += " [running]";
+    } else if (m.running > 1) {
+      labels.back() += " [running x";
+      append_int(labels.back(), m.running);
+      labels.back() += ']';
+    }
     width = std::max(width, labels.back().size() + 2);
   }
   return {std::move(labels), std::min<std::size_t>(width, 48)};
@@ -170,14 +178,7 @@ inline void text_table(std::string& out, const Results& r) {
   text_row(out, "name", width, text_headers());
   for (std::size_t i = 0; i < r.measurements.size(); ++i) {
     const MeasurementResult& m = r.measurements[i];
-    std::string label = std::move(labels[i]);
-    if (m.running == 1) {
-      label += " [running]";
-    } else if (m.running > 1) {
-      label += " [running x";
-      append_int(label, m.running);
-      label += ']';
-    }
+    const std::string label = std::move(labels[i]);
     if (m.count == 0) {
       out += "  ";
       append_left(out, label, width);

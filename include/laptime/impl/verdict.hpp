@@ -87,6 +87,8 @@ struct VerdictFigures {
   int workers = 0;
   /// The live descendant processes during `cpu_name` (their mean); absent: not counted.
   std::optional<double> child_processes;
+  /// GPU timing was asked for and cannot run (Results::gpu_timing_off): why, in short.
+  std::string gpu_timing_off;
 };
 
 /// The worker processes the workers' CPU is shared by: those measuring with laptime, else the
@@ -116,6 +118,12 @@ inline std::string workers_clause(const VerdictFigures& f, Verdict& v) {
   v.worker_cores = w;
   v.main_cores = *f.main_cores;
   v.workers = n;
+  if (n && *n == 0 && w < 0.05) {  // no child process: the loading runs in this one
+    v.workers_saturated = false;
+    std::string none = "; no loader worker processes, main process ";
+    append_fixed(none, *f.main_cores, 1);
+    return none + " (CPU of " + detail::quoted(f.cpu_name) + ")";
+  }
   std::string workers = "; loader workers (child processes) use ";
   append_fixed(workers, w, 1);
   // The cores the main process leaves; workers that fill them cannot be helped by more.
@@ -209,7 +217,9 @@ inline Verdict verdict(const VerdictFigures& f) {
       v.text += "; the GPU is busy " + percent(std::min(*f.gpu_ns / loop, 1.0)) + " (" +
                 detail::quoted(f.gpu_name) + ")";
     } else {
-      v.text += "; GPU time not measured (enable_gpu_timing tells GPU-bound apart)";
+      v.text += f.gpu_timing_off.empty()
+                    ? "; GPU time not measured (enable_gpu_timing tells GPU-bound apart)"
+                    : "; GPU time not measured (GPU timing is off: " + f.gpu_timing_off + ")";
     }
   }
   v.text += workers;
@@ -225,6 +235,8 @@ inline VerdictFigures verdict_figures(const Results& r) {
   VerdictFigures f;
   f.cpus = r.cpus;
   f.workers = std::max(r.workers_alive, r.workers_peak);
+  // The report's "gpu timing: off (...)" line has the whole reason; the verdict its first part.
+  f.gpu_timing_off = r.gpu_timing_off.substr(0, r.gpu_timing_off.find(':'));
   if (r.loop && r.loop->count > 0) f.loop_ns = r.loop->mean_ns;
   f.data_name = r.data_name;
   for (const MeasurementResult& m : r.measurements) {
