@@ -292,6 +292,26 @@ LAPTIME_NOINLINE LAPTIME_COLD inline void keep_caller_loaded() noexcept {
   (void)::dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
+/// Another copy of laptime in this process keeps the Stopwatch or the NVTX wrapper under another
+/// layout (another version, LAPTIME_MAX_NAMES or libstdc++ ABI: `-D_GLIBCXX_USE_CXX11_ABI=0`
+/// beside the default): the two cannot share a state, and their measurements stay apart. Said
+/// once, by the copy that makes the second state, on stderr. Under the anchor's lock.
+inline void warn_if_split(const ProcessAnchor* anchor, const char* key, const char* name,
+                          std::uint32_t before) noexcept {
+  if (std::strcmp(key, "stopwatch") != 0 && std::strcmp(key, "nvtx") != 0) return;
+  const std::size_t k = std::strlen(key);
+  for (std::uint32_t i = 0; i < before; ++i) {
+    const char* other = anchor->entries[i].key;
+    if (std::strncmp(other, key, k) != 0 || other[k] != '_') continue;
+    std::fprintf(stderr,
+                 "laptime: warning: this process has two copies of laptime whose %s state "
+                 "differs in layout (%s and %s: another laptime version, LAPTIME_MAX_NAMES or "
+                 "libstdc++ ABI); each keeps its own measurements and reports (docs/build.md)\n",
+                 key, other, name);
+    return;
+  }
+}
+
 LAPTIME_COLD inline void* find_or_create_process_object(const char* key, std::size_t size,
                                                         void* (*make)(), void (*discard)(void*)) {
   // The key names the version and the size: two laptime versions in one process never share
@@ -319,6 +339,7 @@ LAPTIME_COLD inline void* find_or_create_process_object(const char* key, std::si
   std::memcpy(e.key, name, sizeof name);
   e.address.store(reinterpret_cast<std::uintptr_t>(mine), std::memory_order_release);
   anchor->count.store(n + 1, std::memory_order_release);
+  warn_if_split(anchor, key, name, n);
   return mine;
 }
 
