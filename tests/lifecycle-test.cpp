@@ -83,6 +83,20 @@ TEST_CASE("an interval started before reset() is not counted after it" * LAPTIME
   CHECK(count_of("step") == 1);
 }
 
+TEST_CASE("a one-time measurement running at reset() is dropped, its end no error, once" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.start_one_time_measurement("setup");
+  sw.reset();
+  CHECK(sw.results().one_time.empty());
+  CHECK(error_of([&] { sw.end_one_time_measurement("setup"); }).empty());
+  CHECK(sw.results().one_time.empty());
+  CHECK(error_of([&] { sw.end_one_time_measurement("setup"); }).find("is running") !=
+        std::string::npos);  // the second end is the program's error again
+}
+
 TEST_CASE("finish_iter after reset() with an interval still open from before is no error" *
           LAPTIME_NEEDS_ENABLED) {
   Fresh fresh;

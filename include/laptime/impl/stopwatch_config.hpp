@@ -309,6 +309,7 @@ inline void end_one_time(std::string_view name) {
       return;
     }
   }
+  if (s.take_dropped(name)) return;  // started before a reset(): dropped, no error
   lock.unlock();  // usage errors are reported holding no lock (detail/report.hpp)
   usage_error("end_one_time_measurement(" + detail::quoted(name) + ")",
               "no one-time measurement " + detail::quoted(name) + " is running");

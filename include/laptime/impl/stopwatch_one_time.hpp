@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "laptime/config.hpp"
@@ -25,6 +26,9 @@ struct OneTime {
 struct OneTimeLog {
   std::mutex one_time_mutex;
   std::vector<OneTime> one_time;
+  // Names that were running at reset(): each one's end is dropped without an error, once, as an
+  // interval's across reset() is (docs/guarantees.md).
+  std::vector<std::string> dropped_by_reset;
 
   /// The one-time measurements for a report (a running one counts 0 ns).
   std::vector<OneTimeResult> one_time_results() {
@@ -40,7 +44,21 @@ struct OneTimeLog {
   /// reset(): the one-time measurements so far are forgotten.
   void clear_one_time() {
     std::lock_guard<std::mutex> lock(one_time_mutex);
+    for (OneTime& o : one_time) {
+      if (o.running) dropped_by_reset.push_back(std::move(o.name));
+    }
     one_time.clear();
+  }
+
+  /// Whether `name` ran at a reset(): its end is then dropped (once). Under one_time_mutex.
+  bool take_dropped(std::string_view name) {
+    for (auto it = dropped_by_reset.begin(); it != dropped_by_reset.end(); ++it) {
+      if (*it == name) {
+        dropped_by_reset.erase(it);
+        return true;
+      }
+    }
+    return false;
   }
 
   // Fork (StopwatchState::before_fork): held across it, released on both sides.
