@@ -207,6 +207,8 @@ struct StopwatchModel {
     running.clear();
   }
   std::vector<std::pair<std::string, bool>> one_time;  // name, running
+  // One-time names running at a reset(): the next end of each is dropped without an error.
+  std::vector<std::string> one_time_dropped;
 };
 
 struct NvtxModel {
@@ -363,6 +365,12 @@ void run_single(Reader& in, bool fuzz_nvtx_settings) {
         if ((in.byte() & 1) && !m.one_time.empty()) name = m.one_time.back().first;
         auto it = std::find_if(m.one_time.begin(), m.one_time.end(),
                                [&](const auto& o) { return o.first == name && o.second; });
+        auto dropped = std::find(m.one_time_dropped.begin(), m.one_time_dropped.end(), name);
+        if (m.enabled && it == m.one_time.end() && dropped != m.one_time_dropped.end()) {
+          FUZZ_CHECK(expect(false, false, [&] { sw.end_one_time_measurement(name); }));
+          m.one_time_dropped.erase(dropped);
+          break;
+        }
         if (expect(m.enabled && it == m.one_time.end(), false,
                    [&] { sw.end_one_time_measurement(names.view(name, in)); }) &&
             m.enabled) {
@@ -390,6 +398,9 @@ void run_single(Reader& in, bool fuzz_nvtx_settings) {
         if (m.configured) m.gate_warmup = m.warmup;  // a new run: the warm-up asked for last
         m.count.clear();
         m.seen.clear();
+        for (const auto& o : m.one_time) {
+          if (o.second) m.one_time_dropped.push_back(o.first);
+        }
         m.one_time.clear();
         break;
       case 11: {  // track_cpu_usage / set_cpu_usage_meas_name (samples /proc: slow, so rarely)

@@ -302,7 +302,11 @@ inline void warn_if_split(const ProcessAnchor* anchor, const char* key, const ch
   const std::size_t k = std::strlen(key);
   for (std::uint32_t i = 0; i < before; ++i) {
     const char* other = anchor->entries[i].key;
-    if (std::strncmp(other, key, k) != 0 || other[k] != '_') continue;
+    // "<key>_<version>_<size>": the key itself, not a longer one ("nvtx_counters" for "nvtx").
+    if (std::strncmp(other, key, k) != 0 || other[k] != '_' || other[k + 1] < '0' ||
+        other[k + 1] > '9') {
+      continue;
+    }
     std::fprintf(stderr,
                  "laptime: warning: this process has two copies of laptime whose %s state "
                  "differs in layout (%s and %s: another laptime version, LAPTIME_MAX_NAMES or "

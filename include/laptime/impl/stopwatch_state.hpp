@@ -122,6 +122,8 @@ inline void testing_reset_stopwatch_impl() {
     if (!alive) r.adopt(tid);
   });
   s.reset();
+  std::lock_guard<std::mutex> lock(s.one_time_mutex);
+  s.dropped_by_reset.clear();  // a test's reset is a fresh process, not a reset() of a run
 }
 
 // The state's creation, compiled out too: a white-box test reads the state either way.
