@@ -77,6 +77,7 @@ PyObject* scope_enter_kind(Scope* self) {
       if (!laptime::detail::start_for_scope(self->text)) {
         t_refused.push_back(self);
         ++g_refused;
+        ++self->refused;
         Py_RETURN_NONE;
       }
     } else {
@@ -98,6 +99,7 @@ PyObject* scope_exit_kind(PyObject* obj, PyObject* const*, Py_ssize_t) {
     if (LAPTIME_UNLIKELY(g_refused != 0) && !t_refused.empty() && t_refused.back() == self) {
       t_refused.pop_back();  // the innermost block of this scope started nothing
       --g_refused;
+      --self->refused;
       Py_RETURN_FALSE;
     }
   }
@@ -419,6 +421,7 @@ PyObject* scope_new(PyObject* name, ScopeKind kind) {
   self->name = Py_NewRef(name);
   self->kind = kind;
   self->open = 0;
+  self->refused = 0;
   self->bound[kEnter] = self->bound[kExit] = nullptr;
   self->text_owner = nullptr;
   PyObject_GC_Track(self);

@@ -18,6 +18,10 @@ struct Scope {
   // count, not a flag, so that one object shared by threads (`with timer:` in each loader
   // thread) ends every thread's measurement; each thread ends its own.
   Py_ssize_t open;
+  // Blocks whose start was refused (scope.cpp's t_refused holds them) and not yet exited: the
+  // scope cache then hands out a fresh scope, so that a later, valid block of the name is never
+  // taken for the refused one at its exit.
+  Py_ssize_t refused;
   // scope.__enter__ and scope.__exit__, made once for the scope's kind (strong references; each
   // holds the scope too).
   PyObject* bound[2];

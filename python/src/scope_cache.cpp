@@ -63,7 +63,7 @@ LAPTIME_ALWAYS_INLINE PyObject* cached_scope(PyObject* name, ScopeKind kind) {
     // coroutine suspended inside it): a scope of its own, so that each block ends what it
     // started. Only a measurement: its second start is an error anyway, while ranges of one name
     // nest legitimately and keep the cached scope (its open count pops them in order).
-    if (kind == ScopeKind::Measure && LAPTIME_UNLIKELY(e.scope->open != 0)) {
+    if (kind == ScopeKind::Measure && LAPTIME_UNLIKELY((e.scope->open | e.scope->refused) != 0)) {
       return scope_new(name, kind);
     }
     return Py_NewRef(reinterpret_cast<PyObject*>(e.scope));

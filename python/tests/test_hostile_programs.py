@@ -190,3 +190,33 @@ def test_a_subclass_made_at_run_time_is_freed_with_its_instance():
     refs = [make() for _ in range(50)]
     gc.collect()
     assert all(r() is None for r in refs)
+
+
+# Under the warn policy a block refused because its name runs (a generator suspended inside it)
+# shared the cached scope object with a later, valid block of the name, whose exit was then taken
+# for the refused one: the valid block ended nothing, and its interval ran on until the generator
+# closed. A refused block's scope is no longer handed out again.
+def test_a_refused_block_never_takes_the_exit_of_a_later_valid_block(stopwatch):
+    import time
+    stopwatch.enable(0)
+    laptime.set_error_policy("warn")
+    try:
+        stopwatch.start_meas("x")
+
+        def gen():
+            with stopwatch.measure("x"):  # refused: "x" runs on this thread (warned)
+                yield
+
+        g = gen()
+        next(g)  # suspended inside the refused block
+        stopwatch.end_meas("x")
+        with stopwatch.measure("x"):  # a valid block
+            time.sleep(0.01)
+        x = next(m for m in stopwatch.results()["measurements"] if m["name"] == "x")
+        assert x["count"] == 2 and not x["running"]
+        g.close()  # the refused block's exit ends nothing
+        x = next(m for m in stopwatch.results()["measurements"] if m["name"] == "x")
+        assert x["count"] == 2 and not x["running"]
+        assert x["max_s"] < 1.0
+    finally:
+        laptime.set_error_policy("throw")
