@@ -2,7 +2,10 @@
 // name, progress printing), one-time measurements, reset and disable.
 #include "stopwatch_methods.hpp"
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 namespace pyext {
 
@@ -126,44 +129,38 @@ PyObject* sw_set_total_iters(PyObject*, PyObject* n_obj) {
   Py_RETURN_NONE;
 }
 
-// set_progress(mode): "report", "line" or "off".
+namespace {
+// The index of `obj` among `choices` (a str argument `what` of a setter whose enum lists them in
+// this order), or -1 with a TypeError or ValueError naming the choices.
+template <std::size_t N>
+int choice_arg(const char* what, PyObject* obj, const char* const (&choices)[N]) {
+  const char* text = PyUnicode_Check(obj) ? PyUnicode_AsUTF8(obj) : nullptr;
+  if (text == nullptr) {
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "laptime: %s: a str", what);
+    return -1;
+  }
+  std::string listed;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (std::string_view(text) == choices[i]) return static_cast<int>(i);
+    listed += (i == 0 ? "'" : ", '") + std::string(choices[i]) + "'";
+  }
+  PyErr_Format(PyExc_ValueError, "laptime: %s: '%s' is not one of %s", what, text, listed.c_str());
+  return -1;
+}
+}  // namespace
+
+// set_progress(mode): "report", "line" or "off" (ProgressMode's order).
 PyObject* sw_set_progress(PyObject*, PyObject* mode_obj) {
-  const char* mode = PyUnicode_Check(mode_obj) ? PyUnicode_AsUTF8(mode_obj) : nullptr;
-  if (mode == nullptr) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "laptime: set_progress(mode): a str");
-    return nullptr;
-  }
-  const std::string_view m(mode);
-  laptime::ProgressMode pm = laptime::ProgressMode::Report;
-  if (m == "line") {
-    pm = laptime::ProgressMode::Line;
-  } else if (m == "off") {
-    pm = laptime::ProgressMode::Off;
-  } else if (m != "report") {
-    PyErr_Format(PyExc_ValueError,
-                 "laptime: set_progress(mode): '%s' is not one of 'report', 'line', 'off'", mode);
-    return nullptr;
-  }
-  return call_none([&] { stopwatch().set_progress(pm); });
+  const int i = choice_arg("set_progress(mode)", mode_obj, {"report", "line", "off"});
+  if (i < 0) return nullptr;
+  return call_none([&] { stopwatch().set_progress(static_cast<laptime::ProgressMode>(i)); });
 }
 
-// set_report_format(layout): "table" or "seed".
+// set_report_format(layout): "table" or "seed" (ReportFormat's order).
 PyObject* sw_set_report_format(PyObject*, PyObject* format_obj) {
-  const char* format = PyUnicode_Check(format_obj) ? PyUnicode_AsUTF8(format_obj) : nullptr;
-  if (format == nullptr) {
-    if (!PyErr_Occurred()) {
-      PyErr_SetString(PyExc_TypeError, "laptime: set_report_format(layout): a str");
-    }
-    return nullptr;
-  }
-  const std::string_view f(format);
-  if (f != "table" && f != "seed") {
-    PyErr_Format(PyExc_ValueError,
-                 "laptime: set_report_format(layout): '%s' is not one of 'table', 'seed'", format);
-    return nullptr;
-  }
-  stopwatch().set_report_format(f == "seed" ? laptime::ReportFormat::Seed
-                                            : laptime::ReportFormat::Table);
+  const int i = choice_arg("set_report_format(layout)", format_obj, {"table", "seed"});
+  if (i < 0) return nullptr;
+  stopwatch().set_report_format(static_cast<laptime::ReportFormat>(i));
   Py_RETURN_NONE;
 }
 

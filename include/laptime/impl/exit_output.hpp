@@ -72,13 +72,18 @@ inline std::string expand_output_path(std::string_view pattern, int rank, long p
 // ---------------------------------------------------------------------------------------------
 // The at-exit output
 
+/// Whether `r` holds nothing at all: no interval, no one-time measurement, no iteration.
+inline bool nothing_measured(const Results& r) noexcept {
+  return r.measurements.empty() && r.one_time.empty() && r.iterations_finished == 0;
+}
+
 /// Writes `r` to LAPTIME_OUTPUT (expanded), or warns on stderr why it could not.
 inline void write_output_file(const StopwatchState& s, const Results& r) {
   const std::string path = expand_output_path(s.exit_output_path, r.rank, r.pid);
   // A process that measured nothing writes no file: the launcher of torch.multiprocessing.spawn
   // ranks, enabled by a top-level configure_from_env(), would replace rank 0's file with an
   // empty one (docs/workers.md).
-  if (r.measurements.empty() && r.one_time.empty() && r.iterations_finished == 0) {
+  if (nothing_measured(r)) {
     std::fprintf(stderr,
                  "laptime: nothing was measured in this process (pid %ld): LAPTIME_OUTPUT='%s' "
                  "not written\n",

@@ -124,7 +124,7 @@ LAPTIME_IMPL void Stopwatch::print_eval_times() const {
 LAPTIME_IMPL void Stopwatch::print_eval_times(std::ostream& os) const {
   const Results r = results();
   // Nothing when not enabled and nothing was measured, as the seed printed nothing before enable.
-  if (!is_enabled() && r.measurements.empty() && r.one_time.empty() && r.iterations_finished == 0) {
+  if (!is_enabled() && detail::nothing_measured(r)) {
     return;
   }
   // Into a closed pipe: no SIGPIPE (the stream fails, as the program finds by its state), and

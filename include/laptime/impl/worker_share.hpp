@@ -361,16 +361,23 @@ class WorkerShare {
     return false;
   }
 
+  // Whether the child that owns `r` runs still: its pid alive with the start time it claimed
+  // with (not a later process that got the pid).
+  static bool owner_alive(const ShareRegion& r) noexcept {
+    std::uint64_t start = 0;
+    const long pid = static_cast<long>(r.pid.load(std::memory_order_relaxed));
+    return process_alive(pid, &start) && start == r.start_time;
+  }
+
   // Raises the header's most_live to the regions whose child is alive now (a region of a child
   // that ended and was not reaped yet is not counted). Once per worker process.
   void note_live_regions() noexcept {
     std::uint32_t live = 0;
     for (std::uint32_t i = 0; i < kShareRegions; ++i) {
       const ShareRegion* r = region(i);
-      if (r->state.load(std::memory_order_acquire) != ShareRegion::kOwned) continue;
-      std::uint64_t start = 0;
-      const long pid = static_cast<long>(r->pid.load(std::memory_order_relaxed));
-      if (process_alive(pid, &start) && start == r->start_time) ++live;
+      if (r->state.load(std::memory_order_acquire) == ShareRegion::kOwned && owner_alive(*r)) {
+        ++live;
+      }
     }
     std::uint32_t seen = header_->most_live.load(std::memory_order_relaxed);
     while (live > seen &&
@@ -443,11 +450,9 @@ class WorkerShare {
     for (std::uint32_t i = 0; i < kShareRegions; ++i) {
       ShareRegion* r = region(i);
       if (r->state.load(std::memory_order_acquire) != ShareRegion::kOwned) continue;
-      const long pid = static_cast<long>(r->pid.load(std::memory_order_relaxed));
-      std::uint64_t start = 0;
-      if (process_alive(pid, &start) && start == r->start_time) continue;
+      if (owner_alive(*r)) continue;
       auto w = std::make_unique<FoldedWorker>();
-      w->pid = pid;
+      w->pid = static_cast<long>(r->pid.load(std::memory_order_relaxed));
       w->label = r->label;
       w->generation = gen;
       w->pairs_dropped = r->pairs_dropped.load(std::memory_order_relaxed);
