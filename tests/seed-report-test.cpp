@@ -135,4 +135,19 @@ TEST_CASE("the seed's report layout: its sections, in seconds, with laptime's fi
   CHECK(sw.report().rfind("laptime stopwatch", 0) == 0);
   laptime::detail::testing_reset_stopwatch();
 }
+
+TEST_CASE("LAPTIME_REPORT_FORMAT wins over set_report_format and is read at each enable()") {
+  laptime::detail::testing_reset_stopwatch();
+  auto& sw = laptime::Stopwatch::instance();
+  ::setenv("LAPTIME_REPORT_FORMAT", "SEED", 1);
+  sw.enable(0, std::nullopt, false);
+  CHECK(sw.report().rfind("#########", 0) == 0);
+  sw.set_report_format(laptime::ReportFormat::Table);  // the environment wins
+  CHECK(sw.report().rfind("#########", 0) == 0);
+  ::setenv("LAPTIME_REPORT_FORMAT", "table", 1);
+  sw.enable(0, std::nullopt, false);
+  CHECK(sw.report().rfind("laptime stopwatch", 0) == 0);
+  ::unsetenv("LAPTIME_REPORT_FORMAT");
+  laptime::detail::testing_reset_stopwatch();
+}
 #endif

@@ -52,7 +52,7 @@ struct CudaDriverApi {
 /// before cuGetErrorName works, the toolkit's stub library).
 inline const char* cuda_error_fallback_name(cu::Result r) noexcept {
   // Numbers, not enumerators: older cuda.h versions lack some of these names.
-  switch (static_cast<int>(r)) {
+  switch (int{r}) {
     case 3:
       return "CUDA_ERROR_NOT_INITIALIZED";
     case 4:
@@ -88,7 +88,7 @@ std::string cuda_error_text(const CudaDriverApi& api, cu::Result r) {
       name == nullptr) {
     name = cuda_error_fallback_name(r);
   }
-  return std::string(name) + " (" + std::to_string(static_cast<int>(r)) + ")";
+  return std::string(name) + " (" + std::to_string(int{r}) + ")";
 }
 
 /// The process's driver: loaded once, shared by every copy of the header (process_singleton).

@@ -181,7 +181,7 @@ inline constexpr EnvVar kEnvVars[] = {
     env_row::boolean(Env::signal_handlers, "LAPTIME_SIGNAL_HANDLERS", "1", env_row::kFirstEnable,
         "write the JSON on ending signals too"),
     env_row::choice(Env::report_format, "LAPTIME_REPORT_FORMAT", "table|seed", true, "`table`",
-        env_row::kFirstEnable, "the printed report's layout: laptime's table or the seed's"),
+        "each enable()", "the printed report's layout: laptime's table or the seed's"),
     env_row::boolean(Env::workers, "LAPTIME_WORKERS", "1", env_row::kFirstEnable,
         "a shared file for worker processes"),
     env_row::make(Env::worker_share, "LAPTIME_WORKER_SHARE", EnvType::SetByLaptime, "none",
@@ -268,9 +268,13 @@ inline std::string env_why(const EnvVar& v) {
     case EnvType::BoolOrNames:
       return "is neither a boolean nor a list of at most " + std::to_string(v.highest) +
              " names (printable, comma-separated)";
-    default:  // the other types take any text
-      return "is not valid";
+    case EnvType::Text:  // the other types take any text
+    case EnvType::Names:
+    case EnvType::Path:
+    case EnvType::SetByLaptime:
+      break;
   }
+  return "is not valid";
 }
 
 /// The warning of a malformed value of `v`.

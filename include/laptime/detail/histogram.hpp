@@ -74,11 +74,11 @@ class Histogram {
   static constexpr std::size_t kBlocks = kBuckets / kSub;  // 43: values < 64, then 2^6 .. 2^47
 
   static constexpr std::size_t bucket_of(std::uint64_t v) noexcept {
-    if (v < kSub) return static_cast<std::size_t>(v);
+    if (v < kSub) return std::size_t{v};
     const int e = 63 - __builtin_clzll(v);  // floor(log2 v), >= kSubBits
     if (e > kMaxExponent) return kBuckets - 1;
     const std::uint64_t sub = (v >> (e - kSubBits)) & (kSub - 1);
-    return static_cast<std::size_t>(kSub + static_cast<std::uint64_t>(e - kSubBits) * kSub + sub);
+    return std::size_t{kSub + static_cast<std::uint64_t>(e - kSubBits) * kSub + sub};
   }
   /// The smallest value in bucket b.
   static constexpr std::uint64_t bucket_low(std::size_t b) noexcept {
@@ -178,7 +178,7 @@ class Histogram {
     const auto lo = std::min(static_cast<std::uint64_t>(h), n - 1);  // 0-based ranks lo, lo + 1
     const double low = value_at_rank(lo);
     const double frac = h - static_cast<double>(lo);
-    return frac == 0.0 ? low : low + frac * (value_at_rank(std::min(lo + 1, n - 1)) - low);
+    return frac > 0.0 ? low + frac * (value_at_rank(std::min(lo + 1, n - 1)) - low) : low;
   }
   /// Bytes allocated for this histogram (the object and its blocks).
   std::size_t memory_bytes() const noexcept {

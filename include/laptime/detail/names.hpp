@@ -110,7 +110,7 @@ inline void append_u_escape(std::string& out, unsigned c) {
 
 /// Appends `s` so that it can neither rewrite a terminal nor break a JSON string: control
 /// characters (C0, DEL, and C1 such as U+009B, which terminals take as an escape sequence) become
-/// \u00XX, and bytes that are not valid UTF-8 become U+FFFD in JSON and "\xe9" in a report (as
+/// \\u00XX, and bytes that are not valid UTF-8 become U+FFFD in JSON and "\xe9" in a report (as
 /// `ls -b` shows a file name's byte). With `json`, '"' and '\' are escaped too; without, a '\' is
 /// doubled (so that "\u001b" in a report is never a real name's text). Names are arbitrary bytes:
 /// the JSON and the text report escape them alike.
@@ -253,8 +253,8 @@ class NameCache {
   }
 
   static std::size_t set_of(std::string_view name) noexcept {
-    const auto p = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(name.data()));
-    const std::uint64_t key = p ^ (p >> 7) ^ (static_cast<std::uint64_t>(name.size()) << 48);
+    const std::uint64_t p = reinterpret_cast<std::uintptr_t>(name.data());
+    const std::uint64_t key = p ^ (p >> 7) ^ (std::uint64_t{name.size()} << 48);
     return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ULL) >> (64 - kSetBits));
   }
 
@@ -284,7 +284,7 @@ class TextTable {
   const Value* find(std::string_view text, std::uint64_t hash) const noexcept {
     if (entries_.empty()) return nullptr;
     const std::size_t mask = entries_.size() - 1;
-    for (std::size_t i = static_cast<std::size_t>(hash) & mask;; i = (i + 1) & mask) {
+    for (std::size_t i = std::size_t{hash} & mask;; i = (i + 1) & mask) {
       const Entry& e = entries_[i];
       if (e.text == nullptr) return nullptr;
       if (e.hash == hash && same_text(std::string_view(e.text, e.len), text)) return &e.value;

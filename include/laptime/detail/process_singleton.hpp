@@ -229,7 +229,7 @@ inline ProcessAnchor* process_anchor() noexcept {
 class AnchorLock {
  public:
   explicit AnchorLock(ProcessAnchor* a) noexcept : a_(a) {
-    const long me = static_cast<long>(::syscall(SYS_gettid));
+    const long me = ::syscall(SYS_gettid);
     for (unsigned spins = 0;; ++spins) {
       long owner = 0;
       if (a_->lock.compare_exchange_weak(owner, me, std::memory_order_acquire)) return;

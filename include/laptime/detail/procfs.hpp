@@ -261,13 +261,17 @@ inline std::optional<IoCounters> parse_io(std::string_view text) noexcept {
     std::uint64_t* slot = nullptr;
     unsigned bit = 0;
     if (key == "rchar") {
-      slot = &io.rchar, bit = 1;
+      slot = &io.rchar;
+      bit = 1;
     } else if (key == "wchar") {
-      slot = &io.wchar, bit = 2;
+      slot = &io.wchar;
+      bit = 2;
     } else if (key == "read_bytes") {
-      slot = &io.read_bytes, bit = 4;
+      slot = &io.read_bytes;
+      bit = 4;
     } else if (key == "write_bytes") {
-      slot = &io.write_bytes, bit = 8;
+      slot = &io.write_bytes;
+      bit = 8;
     } else {
       continue;
     }

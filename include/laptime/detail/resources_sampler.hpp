@@ -277,7 +277,7 @@ class SelfSampler {
   static std::int64_t thread_cpu_ns() noexcept {
     timespec ts{};
     ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+    return std::int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
   }
 
   static void* thread_main(void* arg) {
@@ -285,7 +285,7 @@ class SelfSampler {
     return nullptr;
   }
 
-  void run() noexcept {
+  [[noreturn]] void run() noexcept {
     std::int64_t period = kPeriod;
     for (;;) {
       const std::int64_t now = monotonic_ns();
@@ -307,8 +307,7 @@ class SelfSampler {
       const std::int64_t took = thread_cpu_ns() - cpu_before;
       if (d) publish(*d);
       period = took * kSlowdown > kPeriod ? took * kSlowdown : kPeriod;
-      const timespec pause{static_cast<time_t>(period / 1000000000),
-                           static_cast<long>(period % 1000000000)};
+      const timespec pause{period / 1000000000, period % 1000000000};
       ::nanosleep(&pause, nullptr);
     }
   }
@@ -362,7 +361,7 @@ inline bool read_system_cpu(SelfSampler& ss, pid_t self, char (&buf)[4096], Read
     // Neither /proc/stat nor /proc/<pid>: no proc file system is mounted (an empty directory in
     // a container). One warning for the one cause, not one per file.
     char pid_dir[32];
-    std::snprintf(pid_dir, sizeof pid_dir, "/proc/%d", static_cast<int>(self));
+    std::snprintf(pid_dir, sizeof pid_dir, "/proc/%d", int{self});
     if (::access(pid_dir, F_OK) != 0) {
       laptime::detail::warn_once("resources.proc_root",
                                  "resources: '/proc' has neither stat nor <pid>/ (no proc file "

@@ -45,7 +45,7 @@ inline long ticks_per_second() noexcept {
 inline std::int64_t monotonic_ns() noexcept {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  return std::int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
 /// The CPU time of every thread of `pid`, live and exited (not its children), in nanoseconds,
@@ -191,7 +191,7 @@ class TreeWalk {
  private:
   std::optional<laptime::detail::procfs::ProcessStat> read_stat(pid_t pid, int depth) {
     char rel[48];
-    std::snprintf(rel, sizeof rel, "%d/stat", static_cast<int>(pid));
+    std::snprintf(rel, sizeof rel, "%d/stat", int{pid});
     char buf[2048];
     const long n = read_at(root_fd_, rel, buf, sizeof buf);
     if (n < 0) {
@@ -210,7 +210,7 @@ class TreeWalk {
 
   void read_io(pid_t pid, int depth, laptime::detail::procfs::IoCounters& io) {
     char rel[48];
-    std::snprintf(rel, sizeof rel, "%d/io", static_cast<int>(pid));
+    std::snprintf(rel, sizeof rel, "%d/io", int{pid});
     char buf[1024];
     const long n = read_at(root_fd_, rel, buf, sizeof buf);
     const auto parsed =
@@ -251,7 +251,7 @@ class TreeWalk {
     if (num_threads <= 1) return true;
     // A child belongs to the thread that forked it: read every thread's list.
     char rel[48];
-    std::snprintf(rel, sizeof rel, "%d/task", static_cast<int>(pid));
+    std::snprintf(rel, sizeof rel, "%d/task", int{pid});
     const int rc = for_each_pid_entry(root_fd_, rel, [&](pid_t tid) {
       if (tid != pid) read_children(pid, tid);  // a thread that just exited is skipped
     });
@@ -260,8 +260,7 @@ class TreeWalk {
 
   int read_children(pid_t pid, pid_t tid) {
     char rel[64];
-    std::snprintf(rel, sizeof rel, "%d/task/%d/children", static_cast<int>(pid),
-                  static_cast<int>(tid));
+    std::snprintf(rel, sizeof rel, "%d/task/%d/children", int{pid}, int{tid});
     const int rc = read_all_at(root_fd_, rel, s_.text);
     if (rc < 0) return rc;
     const std::string_view text(s_.text.data(), s_.text.size());
@@ -274,7 +273,7 @@ class TreeWalk {
       s_.pid_ppid.clear();
       scan_ok_ = for_each_pid_entry(root_fd_, ".", [&](pid_t p) {
                    char rel[48];
-                   std::snprintf(rel, sizeof rel, "%d/stat", static_cast<int>(p));
+                   std::snprintf(rel, sizeof rel, "%d/stat", int{p});
                    char buf[2048];
                    const long n = read_at(root_fd_, rel, buf, sizeof buf);
                    if (n < 0) return;
@@ -344,7 +343,7 @@ inline Reading walk_at(std::string_view proc_root, pid_t pid, bool precise_self)
       // Neither <proc>/stat nor <proc>/<pid>: no proc file system is mounted there (an empty
       // directory in a container). One warning for the one cause, not one per file.
       char pid_dir[24];
-      std::snprintf(pid_dir, sizeof pid_dir, "%d", static_cast<int>(pid));
+      std::snprintf(pid_dir, sizeof pid_dir, "%d", int{pid});
       if (::faccessat(root.get(), pid_dir, F_OK, 0) != 0) {
         const std::string message = "resources: '" + s.root + "' has neither stat nor " + pid_dir +
                                     "/ (no proc file system mounted there?); CPU and I/O "
@@ -382,7 +381,7 @@ inline Reading walk_at(std::string_view proc_root, pid_t pid, bool precise_self)
           timespec mono{};
           if (precise_self && ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &self) == 0 &&
               ::clock_gettime(CLOCK_MONOTONIC, &mono) == 0) {
-            out.taken_ns = static_cast<std::int64_t>(mono.tv_sec) * 1000000000 + mono.tv_nsec;
+            out.taken_ns = std::int64_t{mono.tv_sec} * 1000000000 + mono.tv_nsec;
             out.cpu_s =
                 static_cast<double>(t.ticks - walk.root_own_ticks()) / static_cast<double>(hz) +
                 static_cast<double>(self.tv_sec) + static_cast<double>(self.tv_nsec) * 1e-9;

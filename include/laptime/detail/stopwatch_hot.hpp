@@ -160,9 +160,9 @@ struct IntervalRing {
       std::int64_t start, dur, iter;
     };
     std::vector<Copy> copies;
-    copies.reserve(static_cast<std::size_t>(h - lo));
+    copies.reserve(std::size_t{h - lo});
     for (std::uint64_t i = lo; i < h; ++i) {
-      const RingEntry& e = entries[static_cast<std::size_t>(i % capacity)];
+      const RingEntry& e = entries[std::size_t{i % capacity}];
       // Acquire loads: `claimed` below is read after every one of them.
       copies.push_back(
           {e.name_gen.load(std::memory_order_acquire), e.start_ns.load(std::memory_order_acquire),
@@ -171,7 +171,7 @@ struct IntervalRing {
     const std::uint64_t c = claimed.load(std::memory_order_relaxed);
     const std::uint64_t valid_from = c > capacity ? c - capacity : 0;
     for (std::uint64_t i = std::max(lo, valid_from); i < h; ++i) {
-      const Copy& r = copies[static_cast<std::size_t>(i - lo)];
+      const Copy& r = copies[std::size_t{i - lo}];
       f(r.name_gen, r.start, r.dur, r.iter);
     }
   }

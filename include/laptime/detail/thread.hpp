@@ -16,7 +16,7 @@ namespace detail {
 /// The kernel's id of the calling thread (what `top -H`, /proc and Nsight show). Not cached: a
 /// forked child's thread has a new id, and this is only called off the hot path.
 inline long current_tid() noexcept {
-  return static_cast<long>(::syscall(SYS_gettid));
+  return ::syscall(SYS_gettid);
 }
 
 /// "thread 1234 'loader-0'" (the name only where the thread has one).

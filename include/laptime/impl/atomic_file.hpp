@@ -71,7 +71,7 @@ struct WriteFailure {
 // The temporary files in existence
 
 inline long current_kernel_tid() noexcept {
-  return static_cast<long>(::syscall(SYS_gettid));
+  return ::syscall(SYS_gettid);
 }
 
 /// This process's temporary files, one slot per write in progress, readable from a signal

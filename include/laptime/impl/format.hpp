@@ -114,7 +114,7 @@ inline std::string format_duration(double ns) {
   for (int decimals = 2;;) {
     const double v = ns / kScale[u];
     const double av = std::fabs(v);
-    decimals = std::min(decimals, (av >= 100 || v == 0) ? 0 : av >= 10 ? 1 : 2);
+    decimals = std::min(decimals, (av >= 100 || av <= 0.0) ? 0 : av >= 10 ? 1 : 2);
     out.clear();
     append_fixed(out, v, decimals);
     const double shown = std::fabs(std::strtod(out.c_str(), nullptr));

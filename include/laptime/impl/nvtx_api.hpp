@@ -73,6 +73,9 @@ struct NvtxCalls {
   void (*name_os_thread)(long tid, const char* name) noexcept;
   bool (*push_pop_reach_no_tool)() noexcept;
 };
+// Defined below where this file sees the NVTX headers; null where no file of the program (or
+// shared object) was compiled with them.
+__attribute__((weak)) extern const NvtxCalls nvtx_native_calls;
 
 #if LAPTIME_HAVE_NVTX
 namespace nvtx_native {
@@ -134,9 +137,6 @@ inline bool available() noexcept {
 }
 }  // namespace nvtx_api
 #else
-// Null where no file of the program (or shared object) was compiled with the NVTX headers.
-__attribute__((weak)) extern const NvtxCalls nvtx_native_calls;
-
 namespace nvtx_api {
 inline const NvtxCalls* native() noexcept {
   return &nvtx_native_calls;

@@ -224,8 +224,7 @@ void nvtx_counters_sampler_run(NvtxCountersState& c) noexcept {
     }
     // Sleeps to the next multiple of the period after the last sample.
     const std::int64_t wake = prev_ns + period;
-    const timespec until{static_cast<time_t>(wake / 1000000000),
-                         static_cast<long>(wake % 1000000000)};
+    const timespec until{wake / 1000000000, wake % 1000000000};
     ::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr);
     if (c.period_ns.load(std::memory_order_acquire) <= 0) continue;
     const resources::Sample now = resources::sample_at("/proc", self, /*precise_self=*/true);

@@ -58,6 +58,9 @@ struct NvtxCounterCalls {
   void (*sample)(void* domain, std::uint64_t id, bool mark, void* mark_name,
                  const double* value) noexcept;
 };
+// Defined below where this file sees the extension's header; null where no file of the program
+// (or shared object) was compiled with it.
+__attribute__((weak)) extern const NvtxCounterCalls nvtx_native_counter_calls;
 
 #if LAPTIME_HAVE_NVTX_COUNTERS
 namespace nvtx_native {
@@ -114,9 +117,6 @@ inline void sample(void* domain, std::uint64_t id, bool mark, void* mark_name,
 
 __attribute__((weak)) extern const NvtxCounterCalls nvtx_native_counter_calls = {
     &nvtx_native::register_double, &nvtx_native::sample};
-#else
-// Null where no file of the program (or shared object) was compiled with the extension's header.
-__attribute__((weak)) extern const NvtxCounterCalls nvtx_native_counter_calls;
 #endif
 
 /// The extension's calls; nullptr where the program has no file compiled with its header.

@@ -174,8 +174,8 @@ inline std::string progress_line(const ProgressFigures& f) {
   return s;
 }
 
-/// Whether the progress line rewrites itself ('\r', then clear to the end of the line) rather
-/// than printing plain lines: only on a terminal (`is_tty`: isatty on the destination; never
+/// Whether the progress line rewrites itself (a carriage return, then clear to the end of the line)
+/// rather than printing plain lines: only on a terminal (`is_tty`: isatty on the destination; never
 /// through a user print function), and not where a launcher or CI captures the output: TERM
 /// unset, empty or "dumb", or CI set to anything but "", "0" or "false".
 inline bool rewrites_line(bool is_tty, bool user_print_function, const char* term, const char* ci) {

@@ -110,7 +110,10 @@ LAPTIME_IMPL void StopwatchCore::end_elsewhere(ThreadRecord& rec, Slot& mine, st
     if (c == nullptr) return;
     const std::uint32_t r = c[id % kChunk].run.load(std::memory_order_acquire);
     if (r != ep) {
-      if (r != 0 && r != kDroppedRun) older = &c[id % kChunk], older_run = r;
+      if (r != 0 && r != kDroppedRun) {
+        older = &c[id % kChunk];
+        older_run = r;
+      }
       return;
     }
     ++others;

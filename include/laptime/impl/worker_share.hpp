@@ -269,7 +269,7 @@ class WorkerShare {
       read_region(*r, gen,
                   [&](std::string_view name, const IntervalStats& st, const Foreign& where) {
                     WorkerFigures fig;
-                    fig.pid = static_cast<long>(r->pid.load(std::memory_order_relaxed));
+                    fig.pid = long{r->pid.load(std::memory_order_relaxed)};
                     fig.label = std::string_view(r->label, ::strnlen(r->label, sizeof r->label));
                     fig.alive = true;
                     fig.stats = &st;
@@ -365,7 +365,7 @@ class WorkerShare {
   // with (not a later process that got the pid).
   static bool owner_alive(const ShareRegion& r) noexcept {
     std::uint64_t start = 0;
-    const long pid = static_cast<long>(r.pid.load(std::memory_order_relaxed));
+    const long pid = long{r.pid.load(std::memory_order_relaxed)};
     return process_alive(pid, &start) && start == r.start_time;
   }
 
@@ -452,7 +452,7 @@ class WorkerShare {
       if (r->state.load(std::memory_order_acquire) != ShareRegion::kOwned) continue;
       if (owner_alive(*r)) continue;
       auto w = std::make_unique<FoldedWorker>();
-      w->pid = static_cast<long>(r->pid.load(std::memory_order_relaxed));
+      w->pid = long{r->pid.load(std::memory_order_relaxed)};
       w->label = r->label;
       w->generation = gen;
       w->pairs_dropped = r->pairs_dropped.load(std::memory_order_relaxed);
