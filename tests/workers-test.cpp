@@ -263,17 +263,20 @@ TEST_CASE("a worker's threads and its own children are counted: per worker proce
   CHECK(grand == 4);
 }
 
-TEST_CASE("a worker's label is cut to 47 bytes at a UTF-8 character boundary, never inside one") {
+TEST_CASE(
+    "a worker's label is cut to 47 bytes at a UTF-8 character boundary, never inside one; a NUL "
+    "byte is kept") {
   Fresh fresh;
   const std::string a45(45, 'a');
   struct Case {
     std::string label, shown;
   };
   const Case cases[] = {
-      {a45 + "\xf0\x9f\x98\x80tail", a45},            // a 4-byte character over byte 47
-      {a45 + "b\xc3\xa9" + "cd", a45 + "b"},          // a 2-byte one over byte 47
-      {a45 + "\xc3\xa9" + "cd", a45 + "\xc3\xa9"},    // one that ends at byte 47: kept
-      {std::string(60, 'z'), std::string(47, 'z')}};  // plain ASCII: 47 bytes
+      {a45 + "\xf0\x9f\x98\x80tail", a45},                // a 4-byte character over byte 47
+      {a45 + "b\xc3\xa9" + "cd", a45 + "b"},              // a 2-byte one over byte 47
+      {a45 + "\xc3\xa9" + "cd", a45 + "\xc3\xa9"},        // one that ends at byte 47: kept
+      {std::string(60, 'z'), std::string(47, 'z')},       // plain ASCII: 47 bytes
+      {std::string("a\0b", 3), std::string("a\0b", 3)}};  // a NUL byte is a byte like any other
   std::vector<pid_t> pids;
   for (const Case& c : cases) {
     pids.push_back(fork_child([&c] {

@@ -270,7 +270,7 @@ class WorkerShare {
                   [&](std::string_view name, const IntervalStats& st, const Foreign& where) {
                     WorkerFigures fig;
                     fig.pid = long{r->pid.load(std::memory_order_relaxed)};
-                    fig.label = std::string_view(r->label, ::strnlen(r->label, sizeof r->label));
+                    fig.label = std::string_view(r->label, r->label_size);
                     fig.alive = true;
                     fig.stats = &st;
                     fig.where = where;
@@ -323,6 +323,7 @@ class WorkerShare {
   void write_label() noexcept {
     std::memset(mine_->label, 0, sizeof mine_->label);
     std::memcpy(mine_->label, pending_label_.data(), pending_label_.size());
+    mine_->label_size = static_cast<std::uint8_t>(pending_label_.size());
   }
 
   bool claim_locked() {
@@ -453,7 +454,7 @@ class WorkerShare {
       if (owner_alive(*r)) continue;
       auto w = std::make_unique<FoldedWorker>();
       w->pid = long{r->pid.load(std::memory_order_relaxed)};
-      w->label = r->label;
+      w->label.assign(r->label, r->label_size);
       w->generation = gen;
       w->pairs_dropped = r->pairs_dropped.load(std::memory_order_relaxed);
       read_region(*r, gen,

@@ -69,6 +69,7 @@ struct ShareRegion {
   std::uint64_t start_time = 0;  // /proc/<pid>/stat field 22: tells the child from a later pid
   std::uint64_t base = 0;        // the region's address in the child
   char label[48] = {};
+  std::uint8_t label_size = 0;         // the label's bytes (a NUL byte among them is kept)
   std::atomic<std::uint64_t> used{0};  // bytes allocated, from the region's start
   // Bytes promised to the histograms' blocks not taken yet: a pair is admitted only with room
   // for all of its blocks, which its thread then takes without a lock.
