@@ -72,9 +72,12 @@ PyObject* nvtx_enable(PyObject*, PyObject* args, PyObject* kwargs) {
   laptime::NVTXOptions options;
   if (domain != Py_None) {
     if (!PyUnicode_Check(domain)) return not_a_str("enable(domain=...)", domain);
-    std::string_view d;
-    if (!utf8_view(domain, d)) return nullptr;
-    options.domain.assign(d.data(), d.size());
+    // Its bytes as a name's (a lone surrogate from a file name is its original byte again).
+    PyObject* done = with_name("enable(domain=...)", domain, [&options](std::string_view d) {
+      options.domain.assign(d.data(), d.size());
+    });
+    if (done == nullptr) return nullptr;
+    Py_DECREF(done);
   }
   if (colors != Py_None) {
     PyObject* seq = PySequence_Fast(colors, "laptime: colors is a sequence of ARGB ints");

@@ -146,3 +146,15 @@ except laptime.UsageError as e:
     assert pushed == ([e.format(d="global") for e in block * 2]
                       + [e.format(d="trainer") for e in block * 2] + ["push trainer outer",
                                                                      "push trainer inner"])
+
+
+def test_a_domain_with_lone_surrogates_is_named_by_the_bytes_a_name_would_have(nvtx_recorder):
+    # As a range name: a surrogate of a file name decoded with surrogateescape becomes its byte
+    # again, any other is written as \udxxx. Before, enable() raised UnicodeEncodeError.
+    events, _, _ = record(nvtx_recorder, r"""
+nvtx.enable(False, False, True, domain="run\ud800")
+nvtx.range_push("step")
+nvtx.range_pop("step")
+""")
+    assert [e for e in events if not e.startswith("register")] == [
+        "push run\\ud800 step", "pop run\\ud800"]
