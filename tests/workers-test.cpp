@@ -263,9 +263,7 @@ TEST_CASE("a worker's threads and its own children are counted: per worker proce
   CHECK(grand == 4);
 }
 
-TEST_CASE(
-    "a worker's label is cut to 47 bytes at a UTF-8 character boundary, never inside one; a NUL "
-    "byte is kept") {
+TEST_CASE("a worker's label: at most 47 bytes, cut at a UTF-8 boundary; a NUL byte kept") {
   Fresh fresh;
   const std::string a45(45, 'a');
   struct Case {
