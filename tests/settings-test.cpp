@@ -30,6 +30,19 @@ TEST_CASE("compiled out, the environment is not read and nothing is applied") {
 #endif
 }
 
+namespace {
+const char* evaluation_env(const char* name) {
+  return std::string(name) == "LAPTIME_PROFILE" ? "evaluation" : nullptr;
+}
+}  // namespace
+
+TEST_CASE("settings_from_env takes a plain function, or its pointer, as a function object" *
+          LAPTIME_NEEDS_ENABLED) {
+  CHECK(laptime::settings_from_env(evaluation_env).stopwatch);
+  CHECK(laptime::settings_from_env(&evaluation_env).stopwatch);
+  CHECK(laptime::settings_from_env([](const char* n) { return evaluation_env(n); }).stopwatch);
+}
+
 TEST_CASE("the four run types of the seed switch the tools as its config file did" *
           LAPTIME_NEEDS_ENABLED) {
   auto s = laptime::settings_from_env(env({{"LAPTIME_PROFILE", "training"}}));

@@ -90,10 +90,13 @@ inline Settings settings_from_reader(EnvReader, void*) {
 template <class Getenv>
 Settings settings_from_env(Getenv&& getenv_fn) {
 #if LAPTIME_ENABLED
-  using Fn = std::remove_reference_t<Getenv>;
-  void* ctx = const_cast<void*>(static_cast<const void*>(std::addressof(getenv_fn)));
+  // A function object by its address; a function (not an object) by its pointer.
+  struct Target {
+    std::remove_reference_t<Getenv>* fn;
+  } target{std::addressof(getenv_fn)};
   return detail::settings_from_reader(
-      [](void* c, const char* name) -> const char* { return (*static_cast<Fn*>(c))(name); }, ctx);
+      [](void* c, const char* name) -> const char* { return (*static_cast<Target*>(c)->fn)(name); },
+      &target);
 #else
   (void)getenv_fn;
   return Settings{};

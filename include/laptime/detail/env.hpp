@@ -69,8 +69,8 @@ inline std::string malformed_env(std::string_view name, std::string_view value,
 inline constexpr std::string_view kNotABoolean =
     "is not a boolean (1/0, true/false, on/off, yes/no, in any case)";
 
-/// getenv(name), for the parsers that take a getenv-like function (settings_from_env, detect_rank):
-/// `settings_from_env(detail::env_raw)`. Every read of the environment goes through here; the
+/// getenv(name), for the parsers that take a getenv-like function object (settings_from_env,
+/// detect_rank): `settings_from_env([](const char* n) { return detail::env_raw(n); })`. Every read of the environment goes through here; the
 /// LAPTIME_* variables through their table (detail/env_vars.hpp).
 inline const char* env_raw(const char* name) noexcept {
   return std::getenv(name);
