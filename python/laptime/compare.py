@@ -212,11 +212,11 @@ def _md_escape(text):
 def markdown(groups_, unit="batch"):
     """A GitHub-flavoured Markdown table: one row per method, speedup and CPU savings against the
     first (on medians; the spread is min–max over the runs)."""
-    ratios = {label: (sp, sv) for label, sp, sv in _ratios(groups_)}
+    ratios = [(sp, sv) for _, sp, sv in _ratios(groups_)]  # by position: labels may repeat
     lines = [f"| Method | Runtime [ms/{unit}] | CPU usage [%] | Runs | Speedup | CPU savings |",
              "|---|---:|---:|---:|---:|---:|"]
     for i, (label, ms, cpu) in enumerate(groups_):
-        sp, sv = ("1.00 (reference)", "—") if i == 0 else ratios[label]
+        sp, sv = ("1.00 (reference)", "—") if i == 0 else ratios[i - 1]
         sp = sp if i == 0 or sp == "n/a" else f"× {sp}"
         lines.append(f"| {_md_escape(label)} | {_cell(ms, _ms)} | {_cell(cpu, _pct)} | "
                      f"{max(len(ms), len(cpu))} | {sp} | {sv} |")

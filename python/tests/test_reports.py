@@ -201,6 +201,17 @@ def test_compare_markdown_for_a_pull_request(several_runs, capsys):
     assert "min–max" in lines[-1]
 
 
+def test_compare_markdown_gives_each_row_its_own_ratios_when_labels_repeat(tmp_path, capsys):
+    # Two test groups under one label (or one file name): each row keeps its own figures.
+    runs = [write_run(tmp_path, name, ms, 2.0) for name, ms in
+            [("ref", 400), ("slow", 800), ("fast", 200)]]
+    assert cli.main(["compare", "--ref", runs[0], "--test", runs[1], "--test", runs[2],
+                     "--labels", "main,PR,PR", "--markdown"]) == 0
+    rows = capsys.readouterr().out.splitlines()[3:5]
+    assert rows[0].startswith("| PR | 800 |") and "| × 0.50 |" in rows[0]
+    assert rows[1].startswith("| PR | 200 |") and "| × 2.00 |" in rows[1]
+
+
 def test_compare_positional_form_still_prints_the_seed_table(several_runs, capsys):
     ref, test = several_runs
     assert cli.main(["compare", ref[2], test[1], "--labels", "ref,dali"]) == 0
