@@ -57,6 +57,12 @@ def main(argv=None):
     except (ResultsError, UsageError) as e:
         print(f"laptime {args.command}: {e}", file=sys.stderr)
         return 2
+    except ImportError as e:  # an optional dependency (matplotlib: the `reports` extra)
+        if not (e.name or "").startswith("matplotlib"):
+            raise
+        print(f"laptime {args.command}: needs matplotlib (pip install matplotlib, or "
+              "pip install 'laptime[reports]')", file=sys.stderr)
+        return 2
     except OSError as e:  # an output that cannot be written (a missing folder, a full disk)
         where = f"{e.filename}: " if e.filename else ""
         print(f"laptime {args.command}: {where}{e.strerror or e}", file=sys.stderr)

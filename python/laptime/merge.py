@@ -218,6 +218,8 @@ def format_report(merged):
         counts = m["count"]
         if counts is None:
             count_txt = "-"
+        elif counts["min"] == counts["max"] and m["missing_ranks"]:
+            count_txt = f"{counts['min']} on {len(m['per_rank'])} of {len(ranks)}"
         elif counts["min"] == counts["max"]:
             count_txt = f"{counts['min']} on each"
         else:

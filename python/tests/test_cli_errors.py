@@ -251,3 +251,19 @@ def test_a_file_larger_than_results_ever_are_is_refused_after_that_many_bytes(tm
     assert cli.main(["merge", str(big)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "big.json: larger than" in err, err
+
+
+@pytest.mark.parametrize("command", ["plot", "html"])
+def test_without_matplotlib_the_plotting_commands_say_what_to_install(command, tmp_path,
+                                                                      monkeypatch, capsys):
+    # matplotlib is the optional `reports` extra: missing, it is one line and status 2, not a
+    # ModuleNotFoundError traceback.
+    path = tmp_path / "run.json"
+    path.write_text(good_text(), encoding="utf-8")
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    assert cli.main([command, str(path), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "matplotlib" in err and "pip install" in err, err
+    assert not list(tmp_path.glob("out*"))

@@ -150,6 +150,9 @@ def test_report_text_names_each_measurement_and_the_slowest_rank():
     assert "40.000 ms" in line and line.rstrip().endswith("rank 1")
     assert "not measured on rank(s) [2]" in text
     assert "sum 12.0 %" in text
+    # A name two of the three ranks measured says so in its count, not "on each".
+    line = next(l for l in text.splitlines() if l.strip().startswith("eval"))
+    assert "on each" not in line and "on 2 of 3" in line, line
 
 
 def test_the_command_prints_the_same_report_and_writes_merged_json(tmp_path, capsys):
