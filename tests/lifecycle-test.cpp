@@ -267,6 +267,23 @@ TEST_CASE("enable() after disable() with another warm-up keeps the measured iter
   CHECK(sw.results().iterations_measured == 1);
 }
 
+TEST_CASE("a warm-up shortened while it runs ends where it is: its iterations stay warm-up" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(5, std::nullopt, false);
+  step_iterations(sw, 3);  // warm-up iterations: their intervals are not kept
+  sw.disable();
+  sw.enable(0, std::nullopt, false);
+  step_iterations(sw, 2);
+  const auto r = sw.results();
+  CHECK(r.num_warmup_iters == 3);
+  CHECK(r.iterations_measured == 2);
+  CHECK(find(r, "step")->count == 2);
+  CHECK(find(r, "step")->mean_per_iter_ns ==
+        doctest::Approx(find(r, "step")->mean_per_interval_ns));
+}
+
 TEST_CASE("reset() after an enable() whose warm-up was kept starts a run with the new warm-up" *
           LAPTIME_NEEDS_ENABLED) {
   Fresh fresh;

@@ -37,11 +37,13 @@ inline void start_enable_services(StopwatchState& s) {
 // The warm-up is the run's first iterations. Once iterations past it were measured (their
 // results kept across a disable()), another enable()'s warm-up would re-label them: the measured
 // count is the iterations finished past the warm-up. It stays then, with a warning; reset()
-// starts a run with a new one.
+// starts a run with a new one. While it runs, a shorter one ends it where it is: the warm-up
+// iterations already finished (their intervals not kept) stay warm-up.
 inline void keep_or_move_warmup(IterationGate& g, int warmup) {
   const int current = g.warmup.load(std::memory_order_relaxed);
   if (warmup == current) return;
-  if (g.finished.load(std::memory_order_relaxed) > current) {
+  const auto finished = g.finished.load(std::memory_order_relaxed);
+  if (finished > current) {
     warn_once("warmup-kept-" + std::to_string(current) + "-" + std::to_string(warmup),
               "Stopwatch.enable(num_warmup_iters=" + std::to_string(warmup) +
                   "): the run is past its warm-up of " + std::to_string(current) +
@@ -49,7 +51,8 @@ inline void keep_or_move_warmup(IterationGate& g, int warmup) {
                   "call reset() first for a new warm-up");
     return;
   }
-  g.warmup.store(warmup, std::memory_order_relaxed);
+  g.warmup.store(warmup < finished ? static_cast<int>(finished) : warmup,
+                 std::memory_order_relaxed);
 }
 
 // Puts the settings in force: `configured` and cfg_*, what the hot path reads. Under config_mutex.
