@@ -25,49 +25,19 @@
 #include "reliability_support.hpp"
 #include "test_support.hpp"
 #include "workers_helpers.hpp"  // find, measure, and the programs the cases start
+#include "workers_support.hpp"  // Pipe, fork_child, wait_exit
 
 #if LAPTIME_ENABLED
 namespace {
 
 using laptime::Stopwatch;
 using workers_test::find;
+using workers_test::fork_child;
 using workers_test::kManyPairs;
 using workers_test::kPairsAtLeast;
 using workers_test::measure;
-
-/// A one-byte signal between the two processes.
-struct Pipe {
-  int fd[2] = {-1, -1};
-  Pipe() { REQUIRE(::pipe(fd) == 0); }
-  ~Pipe() {
-    ::close(fd[0]);
-    ::close(fd[1]);
-  }
-  void send() const {
-    const char c = 1;
-    (void)!::write(fd[1], &c, 1);
-  }
-  bool wait() const {
-    char c = 0;
-    return ::read(fd[0], &c, 1) == 1;
-  }
-};
-
-/// Forks a child that runs `body` and exits with its result (0: ok).
-template <class F>
-pid_t fork_child(F&& body) {
-  std::fflush(stdout);
-  const pid_t pid = ::fork();
-  if (pid == 0) ::_exit(body());
-  REQUIRE(pid > 0);
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+using workers_test::Pipe;
+using workers_test::wait_exit;
 
 struct Fresh {
   explicit Fresh(int warmup = 0) {
@@ -85,10 +55,15 @@ TEST_CASE("a forked worker's intervals are in the parent's report, merged and pe
   const pid_t pid = fork_child([] {
     measure("decode", 5);
     measure("step", 1);
+    measure("zeta", 1);  // names only the worker measured come in its first-seen order
+    measure("alpha", 1);
     return 0;
   });
   REQUIRE(wait_exit(pid) == 0);
   const laptime::Results r = Stopwatch::instance().results();
+  std::string order;
+  for (const auto& m : r.measurements) order += m.name + " ";
+  CHECK(order == "step decode zeta alpha ");
   CHECK(r.worker_processes == 1);
   CHECK(r.workers_unrecorded == 0);
   const auto* decode = find(r, "decode");

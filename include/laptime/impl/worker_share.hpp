@@ -71,7 +71,9 @@ struct FoldedWorker {
   std::string label;
   std::uint32_t generation = 0;
   std::uint64_t pairs_dropped = 0;
-  std::unordered_map<std::string, std::unique_ptr<IntervalStats>> names;
+  // By name, in the worker's first-seen order (its ids' order): the report lists names only
+  // workers measured in that order.
+  std::vector<std::pair<std::string, std::unique_ptr<IntervalStats>>> names;
 };
 
 /// The longest start of `text` of at most `max` bytes that does not end inside a UTF-8 character:
@@ -457,11 +459,12 @@ class WorkerShare {
       w->label.assign(r->label, r->label_size);
       w->generation = gen;
       w->pairs_dropped = r->pairs_dropped.load(std::memory_order_relaxed);
+      std::unordered_map<std::string, std::size_t> index;  // name -> its place in w->names
       read_region(*r, gen,
                   [&](std::string_view name, const IntervalStats& st, const Foreign& where) {
-                    auto& slot = w->names[std::string(name)];
-                    if (!slot) slot = std::make_unique<IntervalStats>();
-                    slot->merge_from(st, where);
+                    const auto [at, added] = index.emplace(std::string(name), w->names.size());
+                    if (added) w->names.emplace_back(at->first, std::make_unique<IntervalStats>());
+                    w->names[at->second].second->merge_from(st, where);
                   });
       if (!w->names.empty() || w->pairs_dropped != 0) folded_.push_back(std::move(w));
       header_->claimed.fetch_sub(1, std::memory_order_relaxed);
