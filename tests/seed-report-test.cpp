@@ -136,6 +136,18 @@ TEST_CASE("the seed's report layout: its sections, in seconds, with laptime's fi
   laptime::detail::testing_reset_stopwatch();
 }
 
+TEST_CASE("a tracked name whose intervals no CPU tick saw still has its CPU line: nan") {
+  // A seed log parser reads one line per tracked name; /proc/stat counts ticks (10 ms), so
+  // microsecond intervals may see none and have no system figure.
+  laptime::Results r;
+  r.iterations_finished = r.iterations_measured = 1;
+  r.measurements.resize(1);
+  r.measurements[0].name = "tiny";
+  r.measurements[0].resources.emplace();
+  CHECK(laptime::detail::seed_text(r).find("Mean CPU usage during `tiny`: nan\n") !=
+        std::string::npos);
+}
+
 TEST_CASE("LAPTIME_REPORT_FORMAT wins over set_report_format and is read at each enable()") {
   laptime::detail::testing_reset_stopwatch();
   auto& sw = laptime::Stopwatch::instance();

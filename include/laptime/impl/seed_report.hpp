@@ -89,9 +89,10 @@ inline void append_seed_measured(std::string& out, const Results& r) {
                       "Total runtime:", [](const MeasurementResult& m) { return m.total_ns; });
   out += ". . . . . . . . . . . . . . . . . . . . . . . . . \n";
   for (const MeasurementResult& m : r.measurements) {
-    if (!m.resources || !m.resources->system_percent) continue;
+    if (!m.resources) continue;
     out.append("Mean CPU usage during `").append(m.name).append("`: ");
-    append_python_float(out, *m.resources->system_percent);
+    // nan where no CPU tick fell in the intervals: the line stays, for the parsers that read it.
+    append_python_float(out, m.resources->system_percent.value_or(std::nan("")));
     out += '\n';
   }
 }
