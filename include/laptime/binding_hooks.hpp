@@ -18,6 +18,7 @@
 #include "laptime/nvtx.hpp"
 #include "laptime/stopwatch.hpp"
 #if LAPTIME_ENABLED
+#include "laptime/impl/exit_output.hpp"
 #include "laptime/impl/stopwatch_config.hpp"
 #include "laptime/impl/stopwatch_state.hpp"
 #endif
@@ -107,6 +108,15 @@ inline bool stopwatch_is_own_program() {
   return detail::become_own_program(detail::stopwatch_state());
 #else
   return false;
+#endif
+}
+
+/// The at-exit output (LAPTIME_OUTPUT's file, LAPTIME_PRINT_AT_EXIT's report) now, once, for an
+/// interpreter about to end its process without the C atexit handlers: Python, after an
+/// unhandled KeyboardInterrupt, runs its own exit handlers and then kills itself with SIGINT.
+inline void run_exit_output_now() noexcept {
+#if LAPTIME_ENABLED
+  detail::run_exit_output();
 #endif
 }
 

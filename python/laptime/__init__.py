@@ -26,6 +26,7 @@ docs/python.md describes the whole API and what each call costs.
 
 import atexit as _atexit
 import functools as _functools
+import sys as _sys
 
 from . import _laptime
 from ._laptime import (
@@ -80,4 +81,15 @@ _laptime._decorate = _decorate
 # Periodic reports go to sys.stdout while the interpreter runs; at exit laptime goes back to the
 # C stdout, so that nothing calls into a finalised interpreter.
 _laptime._install_print_function()
-_atexit.register(_laptime._uninstall_print_function)
+
+
+def _at_exit():
+    # After an unhandled KeyboardInterrupt Python runs its exit handlers and then ends the process
+    # by SIGINT, so C atexit handlers (laptime's at-exit file and report) never run: they run here.
+    last = getattr(_sys, "last_exc", None) or getattr(_sys, "last_value", None)
+    if isinstance(last, KeyboardInterrupt):
+        _laptime._run_exit_output()
+    _laptime._uninstall_print_function()
+
+
+_atexit.register(_at_exit)

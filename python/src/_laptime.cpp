@@ -222,6 +222,7 @@ PyMethodDef g_module_methods[] = {
      "disable_nvtx_counters()\n--\n\nStops publishing NVTX counters."},
     {"_install_print_function", mod_install_print_function, METH_NOARGS, nullptr},
     {"_uninstall_print_function", mod_uninstall_print_function, METH_NOARGS, nullptr},
+    {"_run_exit_output", mod_run_exit_output, METH_NOARGS, nullptr},
     {"_testing_reset", mod_testing_reset, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -206,6 +206,7 @@ bool set_item(PyObject* d, const char* key, PyObject* value);
 void print_to_sys_stdout(const char* text, std::size_t size, void* user_data);
 PyObject* mod_install_print_function(PyObject*, PyObject*);
 PyObject* mod_uninstall_print_function(PyObject*, PyObject*);
+PyObject* mod_run_exit_output(PyObject*, PyObject*);
 
 /// The _Scope types, made and added to `module`; false with an exception set (scope.cpp).
 bool add_scope_types(PyObject* module);

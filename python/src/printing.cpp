@@ -56,4 +56,13 @@ PyObject* mod_uninstall_print_function(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// The at-exit output now (once): the package calls it from its atexit handler when Python is
+// about to end the process by SIGINT (an unhandled KeyboardInterrupt), which skips C atexit.
+PyObject* mod_run_exit_output(PyObject*, PyObject*) {
+  PyThreadState* saved = PyEval_SaveThread();  // the report's print function takes it again
+  laptime::binding::run_exit_output_now();
+  PyEval_RestoreThread(saved);
+  Py_RETURN_NONE;
+}
+
 }  // namespace pyext

@@ -109,3 +109,20 @@ def test_ctrl_c_not_caught_ends_python_as_usual_and_the_file_is_written(tmp_path
     assert "KeyboardInterrupt" in err
     assert seconds < 10
     assert json.loads(output.read_text())["iterations_measured"] == 20
+
+
+def test_an_uncaught_keyboardinterrupt_no_signal_brought_still_writes_and_prints(tmp_path):
+    # `raise KeyboardInterrupt` (or a Ctrl-C through a handler the program installed after
+    # laptime's): Python runs its atexit handlers, then ends by SIGINT, so C atexit handlers never
+    # run. The package's own atexit handler gives the at-exit output then.
+    output = tmp_path / "results.json"
+    env = dict(os.environ, LAPTIME_OUTPUT=str(output), LAPTIME_PRINT_AT_EXIT="1",
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    code = ("import laptime\nsw = laptime.Stopwatch()\nsw.enable(0)\nfor _ in range(3):\n"
+            "    sw.start_meas('step'); sw.end_meas('step'); sw.finish_iter()\n"
+            "raise KeyboardInterrupt\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == -signal.SIGINT, proc.stderr
+    assert "laptime stopwatch: 3 measured iterations" in proc.stdout
+    assert json.loads(output.read_text())["iterations_measured"] == 3

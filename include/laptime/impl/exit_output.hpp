@@ -116,6 +116,7 @@ struct ExitSignals {
   std::atomic<unsigned> requested{0};      // tickets handed out by handlers
   std::atomic<unsigned> completed{0};      // the last ticket the writer served
   std::atomic<bool> final_written{false};  // the at-exit output is done: nothing more to save
+  std::atomic<bool> exit_ran{false};       // run_exit_output ran (once per process)
   std::atomic<int> code_choice{-1};        // set_exit_signal_handlers: -1 none, 0 off, 1 on
   std::atomic<int> env_choice{-1};         // LAPTIME_SIGNAL_HANDLERS: -1 unset, 0, 1
   bool writer_started = false;             // under mutex
@@ -172,8 +173,10 @@ inline void write_exit_output() {
   }
 }
 
-/// atexit and at_quick_exit: never lets an exception out (std::terminate at exit).
+/// atexit and at_quick_exit, or a binding whose interpreter ends the process without them
+/// (binding_hooks.hpp): once; never lets an exception out (std::terminate at exit).
 inline void run_exit_output() noexcept {
+  if (exit_signals().exit_ran.exchange(true)) return;
   try {
     write_exit_output();
     // Writes other threads still have in progress finish first (bounded); none starts after. Not
