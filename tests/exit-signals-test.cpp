@@ -76,6 +76,50 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("a SIGTERM that lands while a periodic report is made still leaves the file, at once" *
+          LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  for (const char* delay_us : {"1000", "5000", "20000"}) {
+    for (int run = 0; run < 4; ++run) {
+      CAPTURE(std::string(delay_us));
+      CAPTURE(run);
+      const auto r = reliability::run_self({"--helper", "sigterm-during-report", delay_us},
+                                           helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+      REQUIRE_MESSAGE(!r.timed_out, r.describe());
+      CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
+      std::string error;
+      const auto json = reliability::parse_json(reliability::read_file(path), &error);
+      REQUIRE_MESSAGE(json != nullptr, "no complete results file: " << error);
+      CHECK(reliability::find_measurement(*json, "main loop")->get("count")->number == kLoopIters);
+      // Not the writer thread's 2 s wait for a lock the interrupted report holds.
+      CHECK_MESSAGE(r.seconds < 1.5, r.describe());
+      std::remove(path.c_str());
+    }
+  }
+}
+
+TEST_CASE("after disable() the results stay: the file and the report at exit, the file at SIGTERM" *
+          LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  for (const char* how : {"disabled-exit", "disabled-SIGTERM"}) {
+    CAPTURE(std::string(how));
+    const auto r = reliability::run_self(
+        {"--helper", "end-by", how},
+        helper_env({{"LAPTIME_OUTPUT", path}, {"LAPTIME_PRINT_AT_EXIT", "1"}}), dir);
+    REQUIRE_MESSAGE(!r.timed_out, r.describe());
+    check_json_file(path, kLoopIters);
+    if (std::string(how) == "disabled-exit") {
+      CHECK_MESSAGE(r.exit_code == 0, r.describe());
+      CHECK(r.out.find("laptime stopwatch: 20 measured iterations") != std::string::npos);
+    } else {
+      CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
+    }
+    std::remove(path.c_str());
+  }
+}
+
 TEST_CASE(
     "LAPTIME_ON_ERROR=abort: a usage error of enable() or of a one-time measurement leaves "
     "the file, at once" *

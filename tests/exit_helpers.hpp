@@ -132,7 +132,8 @@ inline int helper_plain(bool read_only_mount, const char* dir) {
 }
 
 // Measures, then ends the way `how` names: a signal sent to the process ("SIGTERM", "SIGINT",
-// "SIGHUP"), "abort" (a failed assertion), "quick_exit" (status 3). A detached thread keeps
+// "SIGHUP"), "abort" (a failed assertion), "quick_exit" (status 3); "disabled-exit" and
+// "disabled-SIGTERM" call disable() first. A detached thread keeps
 // measuring, so the signal may land on either thread.
 inline int helper_end_by(std::string_view how) {
   const rlimit no_core{0, 0};
@@ -150,6 +151,11 @@ inline int helper_end_by(std::string_view how) {
   }
   if (how == "abort") std::abort();
   if (how == "quick_exit") std::quick_exit(3);
+  if (how == "disabled-exit") {  // measuring off before the end: the results stay
+    sw.disable();
+    return 0;
+  }
+  if (how == "disabled-SIGTERM") sw.disable();
   const int sig = how == "SIGINT" ? SIGINT : how == "SIGHUP" ? SIGHUP : SIGTERM;
   ::kill(::getpid(), sig);
   for (;;) ::pause();
@@ -257,6 +263,27 @@ inline int helper_sigterm_during_exit_output(const char* delay_us) {
   return 0;
 }
 
+// A SIGTERM on its way to the main thread `delay_us` after the loop, while the main thread makes
+// a periodic report at every finish_iter() (1500 names: each report takes milliseconds).
+inline int helper_sigterm_during_report(const char* delay_us) {
+  g_term_delay_us = std::atol(delay_us);
+  g_main_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, 1, false);
+  sw.set_print_function([](const char*, std::size_t, void*) {}, nullptr);  // made, not shown
+  main_loop(sw);
+  for (int i = 0; i < 1500; ++i) {
+    const std::string name = "name " + std::to_string(i);
+    sw.start_meas(name);
+    sw.end_meas(name);
+  }
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::microseconds(g_term_delay_us));
+    ::syscall(SYS_tgkill, ::getpid(), g_main_tid, SIGTERM);
+  }).detach();
+  for (;;) sw.finish_iter();
+}
+
 // Returns from main with an interval open on the main thread and one left by a thread that
 // exited (a crash's uncaught exception unwinds the same way): both are "running" in the file.
 inline int helper_open_at_exit() {
@@ -280,6 +307,7 @@ inline int run_helper_program(std::string_view mode, const char* arg) {
   if (mode == "plain") return helper_plain(false, nullptr);
   if (mode == "open-at-exit") return helper_open_at_exit();
   if (mode == "abort-by-usage-error" && arg != nullptr) return helper_abort_by_usage_error(arg);
+  if (mode == "sigterm-during-report" && arg != nullptr) return helper_sigterm_during_report(arg);
   if (mode == "sigterm-during-exit-output" && arg != nullptr) {
     return helper_sigterm_during_exit_output(arg);
   }

@@ -149,7 +149,8 @@ inline void write_final_output_file(StopwatchState& s, const Results& r) {
 inline void write_exit_output() {
   StopwatchState& s = stopwatch_state();
   if (::getpid() != s.owner_pid) return;  // a forked child never reports its parent's results
-  if (!s.is_on()) return;
+  // Disabled (results stay) or enabled: what was measured is written; never enabled: nothing.
+  if (s.power.load(std::memory_order_relaxed) == kNeverEnabled) return;
   std::optional<Results> made;
   {
     const EndingSignalsHeld held(/*with_abort=*/true);
@@ -254,7 +255,7 @@ inline void exit_writer_loop(ExitSignals& g, int fd) {
       StopwatchState& s = stopwatch_state();
       std::lock_guard<std::mutex> lock(g.output_mutex);
       // After the at-exit file, an older one must not replace it.
-      if (s.is_on() && !g.final_written.load()) {
+      if (s.power.load(std::memory_order_relaxed) != kNeverEnabled && !g.final_written.load()) {
         write_output_file(s, s.results(/*wait_for_gpu=*/false));
       }
     } catch (const std::exception& e) {

@@ -17,6 +17,7 @@
 #include "laptime/config.hpp"
 #include "laptime/cuda.hpp"
 #include "laptime/detail/report.hpp"
+#include "laptime/impl/atomic_file.hpp"
 #include "laptime/impl/clock.hpp"
 #include "laptime/impl/stopwatch_figures.hpp"
 #include "laptime/impl/stopwatch_parts.hpp"
@@ -151,6 +152,10 @@ void add_measurements(StopwatchState& s, Results& r, const MergedNames& merged,
 /// already ended, so that their GPU times are in it; without, GPU times still pending are counted
 /// per name.
 inline Results StopwatchState::results(bool wait_for_gpu) {
+  // The locks below are the signal writer's too: an ending signal handled on this thread while
+  // it holds one would wait for the writer, and the writer for the lock (no file, 2 s late).
+  // Held here, the signal is handled once the report is made (docs/guarantees.md).
+  const EndingSignalsHeld held;
   Results r;
   describe_run(*this, r);
   const std::string data_name_asked = chosen_data_name();
