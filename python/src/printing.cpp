@@ -16,6 +16,13 @@ bool interpreter_usable() {
 #endif
 }
 
+/// The print function and the exit output are the process's, set from the main interpreter only:
+/// a subinterpreter that imports laptime and ends must not take the main one's sys.stdout away
+/// (the print function enters the main interpreter: PyGILState).
+bool in_main_interpreter() {
+  return PyInterpreterState_Get() == PyInterpreterState_Main();
+}
+
 }  // namespace
 
 /// laptime::PrintFunction: writes to sys.stdout (notebooks and loggers capture it) with the GIL
@@ -40,6 +47,7 @@ void print_to_sys_stdout(const char* text, std::size_t size, void* /*user_data*/
 // Both set the print function without the GIL: setting it waits for a report in progress, whose
 // print function may be waiting for the GIL on another thread.
 PyObject* mod_install_print_function(PyObject*, PyObject*) {
+  if (!in_main_interpreter()) Py_RETURN_NONE;
   // It writes the program's stdout: a progress line may rewrite itself there on a terminal.
   PyThreadState* saved = PyEval_SaveThread();
   laptime::binding::set_stdout_print_function(print_to_sys_stdout, nullptr);
@@ -50,6 +58,7 @@ PyObject* mod_install_print_function(PyObject*, PyObject*) {
 // The package registers this with atexit: afterwards reports go to the C stdout, so that a C++
 // thread or laptime's own at-exit report never calls into a finalised interpreter.
 PyObject* mod_uninstall_print_function(PyObject*, PyObject*) {
+  if (!in_main_interpreter()) Py_RETURN_NONE;
   PyThreadState* saved = PyEval_SaveThread();
   stopwatch().set_print_function(nullptr, nullptr);
   PyEval_RestoreThread(saved);
@@ -59,6 +68,7 @@ PyObject* mod_uninstall_print_function(PyObject*, PyObject*) {
 // The at-exit output now (once): the package calls it from its atexit handler when Python is
 // about to end the process by SIGINT (an unhandled KeyboardInterrupt), which skips C atexit.
 PyObject* mod_run_exit_output(PyObject*, PyObject*) {
+  if (!in_main_interpreter()) Py_RETURN_NONE;
   PyThreadState* saved = PyEval_SaveThread();  // the report's print function takes it again
   laptime::binding::run_exit_output_now();
   PyEval_RestoreThread(saved);

@@ -220,3 +220,28 @@ def test_a_refused_block_never_takes_the_exit_of_a_later_valid_block(stopwatch):
         assert x["max_s"] < 1.0
     finally:
         laptime.set_error_policy("throw")
+
+
+# A subinterpreter that imports laptime and ends ran the package's exit handler, which took the
+# main interpreter's sys.stdout printer away: the next periodic report bypassed sys.stdout.
+SUBINTERPRETER = """
+    import contextlib, io
+    import _xxsubinterpreters as interpreters
+    import laptime
+    interp = interpreters.create()
+    interpreters.run_string(interp, "import laptime")
+    interpreters.destroy(interp)
+    sw = laptime.Stopwatch()
+    sw.enable(0, 1)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        sw.start_meas("step"); sw.end_meas("step"); sw.finish_iter()
+    print("report through sys.stdout:", "laptime stopwatch" in buf.getvalue())
+"""
+
+
+def test_a_subinterpreter_ending_leaves_the_main_interpreters_printer_alone():
+    pytest.importorskip("_xxsubinterpreters")
+    proc = run(SUBINTERPRETER)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("report through sys.stdout: True"), proc.stdout
