@@ -291,8 +291,10 @@ void run_single(Reader& in, bool fuzz_nvtx_settings) {
           m.configured = m.enabled = m.ever_enabled = true;
           m.warmup = warmup;
           // Past a warm-up that was done, the warm-up in force stays (measured iterations stay
-          // measured).
-          if (m.finished <= m.gate_warmup) m.gate_warmup = warmup;
+          // measured); a shorter one while it runs ends it where it is.
+          if (m.finished <= m.gate_warmup) {
+            m.gate_warmup = static_cast<int>(std::max<std::int64_t>(warmup, m.finished));
+          }
           m.every = every_rule;
           m.cuda_sync = sync;
           m.drop_running();  // a new enable period
