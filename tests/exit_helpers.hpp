@@ -237,34 +237,42 @@ inline int helper_abort_by_usage_error(std::string_view which) {
   return 0;
 }
 
-// Returns from main with a SIGTERM on its way to the main thread `delay_us` after the at-exit
-// output starts (an atexit handler registered after laptime's runs just before it), as a launcher
-// stops a job that is ending: the signal lands inside the exit's results() (4000 names make it
-// take milliseconds).
 inline long g_term_delay_us = 0;
 inline pid_t g_main_tid = 0;
+
+// `n` more names measured once each: a report of them takes milliseconds.
+inline void measure_names(laptime::Stopwatch& sw, int n) {
+  for (int i = 0; i < n; ++i) {
+    const std::string name = "name " + std::to_string(i);
+    sw.start_meas(name);
+    sw.end_meas(name);
+  }
+}
+
+// A thread that sends SIGTERM to the main thread (g_main_tid) g_term_delay_us from now.
+inline void sigterm_main_thread_later() {
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::microseconds(g_term_delay_us));
+    ::syscall(SYS_tgkill, ::getpid(), g_main_tid, SIGTERM);
+  }).detach();
+}
+
+// Returns from main with a SIGTERM on its way to the main thread `delay_us` after the at-exit
+// output starts (an atexit handler registered after laptime's runs just before it), as a launcher
+// stops a job that is ending: the signal lands inside the exit's results() (4000 names).
 inline int helper_sigterm_during_exit_output(const char* delay_us) {
   g_term_delay_us = std::atol(delay_us);
   g_main_tid = static_cast<pid_t>(::syscall(SYS_gettid));
   auto& sw = laptime::Stopwatch::instance();
   sw.enable(0, std::nullopt, false);
   main_loop(sw);
-  for (int i = 0; i < 4000; ++i) {
-    const std::string name = "name " + std::to_string(i);
-    sw.start_meas(name);
-    sw.end_meas(name);
-  }
-  std::atexit([] {
-    std::thread([] {
-      std::this_thread::sleep_for(std::chrono::microseconds(g_term_delay_us));
-      ::syscall(SYS_tgkill, ::getpid(), g_main_tid, SIGTERM);
-    }).detach();
-  });
+  measure_names(sw, 4000);
+  std::atexit(sigterm_main_thread_later);
   return 0;
 }
 
 // A SIGTERM on its way to the main thread `delay_us` after the loop, while the main thread makes
-// a periodic report at every finish_iter() (1500 names: each report takes milliseconds).
+// a periodic report at every finish_iter() (1500 names).
 inline int helper_sigterm_during_report(const char* delay_us) {
   g_term_delay_us = std::atol(delay_us);
   g_main_tid = static_cast<pid_t>(::syscall(SYS_gettid));
@@ -272,15 +280,8 @@ inline int helper_sigterm_during_report(const char* delay_us) {
   sw.enable(0, 1, false);
   sw.set_print_function([](const char*, std::size_t, void*) {}, nullptr);  // made, not shown
   main_loop(sw);
-  for (int i = 0; i < 1500; ++i) {
-    const std::string name = "name " + std::to_string(i);
-    sw.start_meas(name);
-    sw.end_meas(name);
-  }
-  std::thread([] {
-    std::this_thread::sleep_for(std::chrono::microseconds(g_term_delay_us));
-    ::syscall(SYS_tgkill, ::getpid(), g_main_tid, SIGTERM);
-  }).detach();
+  measure_names(sw, 1500);
+  sigterm_main_thread_later();
   for (;;) sw.finish_iter();
 }
 
