@@ -70,8 +70,9 @@ inline constexpr std::string_view kNotABoolean =
     "is not a boolean (1/0, true/false, on/off, yes/no, in any case)";
 
 /// getenv(name), for the parsers that take a getenv-like function object (settings_from_env,
-/// detect_rank): `settings_from_env([](const char* n) { return detail::env_raw(n); })`. Every read of the environment goes through here; the
-/// LAPTIME_* variables through their table (detail/env_vars.hpp).
+/// detect_rank): `settings_from_env([](const char* n) { return detail::env_raw(n); })`. Every read
+/// of the environment goes through here; the LAPTIME_* variables through their table
+/// (detail/env_vars.hpp).
 inline const char* env_raw(const char* name) noexcept {
   return std::getenv(name);
 }
