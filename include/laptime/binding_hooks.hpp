@@ -31,7 +31,7 @@ namespace binding {
 /// disable() they still reach laptime, which remembers what started while off.
 inline bool stopwatch_never_enabled() noexcept {
 #if LAPTIME_ENABLED
-  return detail::stopwatch_core().power.load(std::memory_order_relaxed) == detail::kNeverEnabled;
+  return !detail::stopwatch_core().ever_enabled();
 #else
   return true;
 #endif

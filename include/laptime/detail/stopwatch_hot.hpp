@@ -267,6 +267,10 @@ struct StopwatchCore {
   LAPTIME_ALWAYS_INLINE bool is_on() const noexcept {
     return power.load(std::memory_order_relaxed) == kEnabled;
   }
+  /// Enabled now or earlier (disabled since: the results stay); false before the first enable().
+  bool ever_enabled() const noexcept {
+    return power.load(std::memory_order_relaxed) != kNeverEnabled;
+  }
 
   // --- the hot path ---
   /// False where nothing was started that an end may take: the name already runs on this

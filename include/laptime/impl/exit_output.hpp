@@ -116,7 +116,6 @@ struct ExitSignals {
   std::atomic<unsigned> requested{0};      // tickets handed out by handlers
   std::atomic<unsigned> completed{0};      // the last ticket the writer served
   std::atomic<bool> final_written{false};  // the at-exit output is done: nothing more to save
-  std::atomic<bool> exit_ran{false};       // run_exit_output ran (once per process)
   std::atomic<int> code_choice{-1};        // set_exit_signal_handlers: -1 none, 0 off, 1 on
   std::atomic<int> env_choice{-1};         // LAPTIME_SIGNAL_HANDLERS: -1 unset, 0, 1
   bool writer_started = false;             // under mutex
@@ -149,8 +148,7 @@ inline void write_final_output_file(StopwatchState& s, const Results& r) {
 inline void write_exit_output() {
   StopwatchState& s = stopwatch_state();
   if (::getpid() != s.owner_pid) return;  // a forked child never reports its parent's results
-  // Disabled (results stay) or enabled: what was measured is written; never enabled: nothing.
-  if (s.power.load(std::memory_order_relaxed) == kNeverEnabled) return;
+  if (!s.ever_enabled()) return;          // disabled since: the results stay, and are written
   std::optional<Results> made;
   {
     const EndingSignalsHeld held(/*with_abort=*/true);
@@ -177,7 +175,7 @@ inline void write_exit_output() {
 /// atexit and at_quick_exit, or a binding whose interpreter ends the process without them
 /// (binding_hooks.hpp): once; never lets an exception out (std::terminate at exit).
 inline void run_exit_output() noexcept {
-  if (exit_signals().exit_ran.exchange(true)) return;
+  if (exit_signals().final_written.load()) return;  // it ran already (a binding's exit handler)
   try {
     write_exit_output();
     // Writes other threads still have in progress finish first (bounded); none starts after. Not
@@ -255,7 +253,7 @@ inline void exit_writer_loop(ExitSignals& g, int fd) {
       StopwatchState& s = stopwatch_state();
       std::lock_guard<std::mutex> lock(g.output_mutex);
       // After the at-exit file, an older one must not replace it.
-      if (s.power.load(std::memory_order_relaxed) != kNeverEnabled && !g.final_written.load()) {
+      if (s.ever_enabled() && !g.final_written.load()) {
         write_output_file(s, s.results(/*wait_for_gpu=*/false));
       }
     } catch (const std::exception& e) {

@@ -27,7 +27,7 @@ namespace detail {
 /// remembered (kDisabled); before the first enable(), they stay free (kNeverEnabled). Under
 /// config_mutex.
 inline void switch_off(StopwatchState& s) noexcept {
-  if (s.power.load(std::memory_order_relaxed) != kNeverEnabled) {
+  if (s.ever_enabled()) {
     s.power.store(kDisabled, std::memory_order_release);
   }
 }

@@ -459,11 +459,12 @@ class WorkerShare {
       w->label.assign(r->label, r->label_size);
       w->generation = gen;
       w->pairs_dropped = r->pairs_dropped.load(std::memory_order_relaxed);
-      std::unordered_map<std::string, std::size_t> index;  // name -> its place in w->names
+      // Name (its text in the region, there until the region is freed below) -> its place.
+      std::unordered_map<std::string_view, std::size_t> index;
       read_region(*r, gen,
                   [&](std::string_view name, const IntervalStats& st, const Foreign& where) {
-                    const auto [at, added] = index.emplace(std::string(name), w->names.size());
-                    if (added) w->names.emplace_back(at->first, std::make_unique<IntervalStats>());
+                    const auto [at, added] = index.emplace(name, w->names.size());
+                    if (added) w->names.emplace_back(name, std::make_unique<IntervalStats>());
                     w->names[at->second].second->merge_from(st, where);
                   });
       if (!w->names.empty() || w->pairs_dropped != 0) folded_.push_back(std::move(w));
