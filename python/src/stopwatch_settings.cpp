@@ -14,12 +14,14 @@ PyObject* sw_set_worker_label(PyObject*, PyObject* label) {
                    [](std::string_view l) { stopwatch().set_worker_label(l); });
 }
 
-// CPU tracking is recorded also before enable (laptime allows it; the seed ignored the call): a
-// name that cannot be a name (unhashable) is ignored then, as the seed ignored everything.
+// The seed's spelling does what the seed's empty method did before the first enable(): nothing,
+// whatever the name (no str() taken, no name kept). laptime's own track_cpu_usage below is kept
+// from before enable(); a name that cannot be a name (unhashable) is ignored then.
 PyObject* sw_set_cpu_usage_meas_name(PyObject*, PyObject* const* args, Py_ssize_t nargs,
                                      PyObject* kwnames) {
   PyObject* name = one_arg("set_cpu_usage_meas_name", "name", args, nargs, kwnames);
   if (name == nullptr) return nullptr;
+  if (laptime::binding::stopwatch_never_enabled()) Py_RETURN_NONE;
   if (!stopwatch().is_enabled() && !usable_name(name)) Py_RETURN_NONE;
   return with_name("set_cpu_usage_meas_name", name,
                    [](std::string_view n) { stopwatch().set_cpu_usage_meas_name(n); });

@@ -34,6 +34,28 @@ def test_not_enabled_every_call_is_a_no_op_whatever_its_argument(stopwatch, nvtx
     assert stopwatch.results()["measurements"] == [] and stopwatch.results()["one_time"] == []
 
 
+def test_not_enabled_set_cpu_usage_meas_name_keeps_nothing(stopwatch):
+    # The seed's method was empty before enable: no str() taken, no name kept, none tracked later;
+    # laptime's own track_cpu_usage is kept from before enable.
+    class NoStr:
+        def __str__(self):
+            raise RuntimeError("str() called")
+
+    stopwatch.set_cpu_usage_meas_name(NoStr())
+    for i in range(5000):  # more distinct names than the table holds (4096)
+        stopwatch.set_cpu_usage_meas_name(f"pass {i}")
+    stopwatch.set_cpu_usage_meas_name("step")
+    stopwatch.track_cpu_usage("load")
+    stopwatch.enable(0)
+    for name in ("step", "load"):
+        stopwatch.start_meas(name)
+        stopwatch.end_meas(name)
+    stopwatch.finish_iter()
+    by_name = {m["name"]: m for m in stopwatch.results()["measurements"]}
+    assert sorted(by_name) == ["load", "step"]
+    assert "cpu" not in by_name["step"] and "cpu" in by_name["load"]
+
+
 def test_the_seeds_keyword_spellings(stopwatch, nvtx):
     stopwatch.enable(num_warmup_iters=0, print_every_n_iters=None, do_cuda_sync=False)
     nvtx.enable(sync_on_push=False, sync_on_pop=False, keep_track_of_range_order=True)
