@@ -117,3 +117,23 @@ def test_a_forked_child_measures_for_its_parent(stopwatch):
     assert counts == {"parent": 1, "in the child": 1}
     child = next(m for m in results["measurements"] if m["name"] == "in the child")
     assert [w["pid"] for w in child["workers"]] == [p.pid]
+
+
+def test_a_forked_child_starts_with_no_running_interval_of_its_parent(stopwatch):
+    # The child measures for itself (docs/workers.md): an interval its parent started before the
+    # fork is the parent's, which the child neither ends nor disturbs.
+    stopwatch.enable(0)
+    stopwatch.start_meas("epoch")
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            stopwatch.end_meas("epoch")
+        except laptime.UsageError as e:
+            code = 3 if "not running" in str(e) else 2
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 3
+    stopwatch.end_meas("epoch")
+    stopwatch.finish_iter()
+    assert [(m["name"], m["count"]) for m in stopwatch.results()["measurements"]] == [("epoch", 1)]
