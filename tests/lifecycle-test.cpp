@@ -97,6 +97,27 @@ TEST_CASE("a one-time measurement running at reset() is dropped, its end no erro
         std::string::npos);  // the second end is the program's error again
 }
 
+TEST_CASE("a one-time measurement is kept across disable(): ended while disabled, it is counted" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.start_one_time_measurement("kept");
+  sw.start_one_time_measurement("ended while disabled");
+  sw.disable();
+  sw.start_one_time_measurement("started while disabled");  // nothing: measuring is off
+  CHECK(error_of([&] { sw.end_one_time_measurement("ended while disabled"); }).empty());
+  CHECK(error_of([&] { sw.end_one_time_measurement("started while disabled"); }).empty());
+  sw.enable(0, std::nullopt, false);
+  sw.end_one_time_measurement("kept");
+  const auto one_time = sw.results().one_time;
+  REQUIRE(one_time.size() == 2);
+  for (const auto& o : one_time) CHECK_FALSE(o.running);
+  CHECK(error_of([&] {
+          sw.start_one_time_measurement("ended while disabled");
+        }).find("was already measured") != std::string::npos);
+}
+
 TEST_CASE("finish_iter after reset() with an interval still open from before is no error" *
           LAPTIME_NEEDS_ENABLED) {
   Fresh fresh;

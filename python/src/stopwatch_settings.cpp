@@ -47,7 +47,8 @@ PyObject* sw_start_one_time(PyObject*, PyObject* const* args, Py_ssize_t nargs, 
 PyObject* sw_end_one_time(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject* name = one_arg("end_one_time_measurement", "name", args, nargs, kwnames);
   if (name == nullptr) return nullptr;
-  if (!stopwatch().is_enabled()) Py_RETURN_NONE;
+  // Kept across disable(): ended while disabled, it is counted.
+  if (laptime::binding::stopwatch_never_enabled()) Py_RETURN_NONE;
   return with_name("end_one_time_measurement", name,
                    [](std::string_view n) { stopwatch().end_one_time_measurement(n); });
 }

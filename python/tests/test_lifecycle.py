@@ -41,6 +41,16 @@ def test_disable_then_enable_leaves_nothing_running(stopwatch):
     assert count(stopwatch, "step") == 1
 
 
+def test_a_one_time_measurement_ended_while_disabled_is_counted(stopwatch):
+    stopwatch.enable(0)
+    stopwatch.start_one_time_measurement("setup")
+    stopwatch.disable()
+    stopwatch.end_one_time_measurement("setup")
+    (setup,) = stopwatch.results()["one_time"]
+    assert setup["name"] == "setup" and not setup.get("running", False)
+    assert setup["duration_s"] is not None
+
+
 def test_end_meas_on_another_thread_ends_the_interval_started_there(stopwatch):
     stopwatch.enable(0, None, False)
     started = threading.Event()

@@ -300,10 +300,13 @@ inline void start_one_time(std::string_view name) {
   s.one_time.push_back({std::string(name), t, 0, true});
 }
 
+// A one-time measurement is kept across disable() (docs/guarantees.md): ended while disabled, it
+// is counted; an end while disabled that finds none running ends nothing (its start may have come
+// while disabled, which started nothing), silently.
 inline void end_one_time(std::string_view name) {
   const std::int64_t t = now_ns();
   StopwatchState& s = stopwatch_state();
-  if (!s.is_on()) return;
+  if (!s.ever_enabled()) return;
   std::unique_lock<std::mutex> lock(s.one_time_mutex);
   for (auto& o : s.one_time) {
     if (o.name == name && o.running) {
@@ -313,6 +316,7 @@ inline void end_one_time(std::string_view name) {
     }
   }
   if (s.take_dropped(name)) return;  // started before a reset(): dropped, no error
+  if (!s.is_on()) return;
   lock.unlock();  // usage errors are reported holding no lock (detail/report.hpp)
   usage_error("end_one_time_measurement(" + detail::quoted(name) + ")",
               "no one-time measurement " + detail::quoted(name) + " is running");
