@@ -368,14 +368,16 @@ void run_single(Reader& in, bool fuzz_nvtx_settings) {
         auto it = std::find_if(m.one_time.begin(), m.one_time.end(),
                                [&](const auto& o) { return o.first == name && o.second; });
         auto dropped = std::find(m.one_time_dropped.begin(), m.one_time_dropped.end(), name);
-        if (m.enabled && it == m.one_time.end() && dropped != m.one_time_dropped.end()) {
+        if (m.ever_enabled && it == m.one_time.end() && dropped != m.one_time_dropped.end()) {
           FUZZ_CHECK(expect(false, false, [&] { sw.end_one_time_measurement(name); }));
           m.one_time_dropped.erase(dropped);
           break;
         }
+        // Kept across disable(): ended while disabled it is counted; none running while
+        // disabled is no error.
         if (expect(m.enabled && it == m.one_time.end(), false,
                    [&] { sw.end_one_time_measurement(names.view(name, in)); }) &&
-            m.enabled) {
+            m.ever_enabled && it != m.one_time.end()) {
           it->second = false;
         }
         break;
