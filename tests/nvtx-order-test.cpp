@@ -198,6 +198,33 @@ TEST_CASE("a scope that leaves an inner range open reports it at its end and pop
   CHECK_EVENTS(my_events(), {"pop global", "pop global"});
 }
 
+TEST_CASE(
+    "a scope knows its own range: an inner one of the same name, or both past the name "
+    "table, left open is reported and nothing popped" *
+    NEEDS_RECORDER) {
+  const Fresh fresh;
+  NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();
+  nvtx.enable(false, false, true);
+  {
+    const laptime::NVTXScopedRange scope{"same"};
+    nvtx.range_push("same");
+  }  // the innermost range is the inner push, not the scope's
+  nvtx.range_pop("same");
+  nvtx.range_pop("same");
+  for (int i = 0; i < LAPTIME_NVTX_MAX_NAMES; ++i) {
+    nvtx.range_push("name " + std::to_string(i));
+    nvtx.range_pop();
+  }
+  clear_events();
+  {
+    const laptime::NVTXScopedRange scope{"scoped"};  // both sent as text, beyond the table
+    nvtx.range_push("leaked");
+  }
+  CHECK_EVENTS(my_events(), {"push global scoped", "push global leaked"});
+  CHECK(usage_error_of([&] { nvtx.range_pop("leaked"); }) == "(no UsageError)");
+  CHECK(usage_error_of([&] { nvtx.range_pop("scoped"); }) == "(no UsageError)");
+}
+
 TEST_CASE("a scope opened before enable pops nothing at its end" * NEEDS_RECORDER) {
   const Fresh fresh;
   NVTXRangeWrapper& nvtx = NVTXRangeWrapper::instance();

@@ -297,7 +297,7 @@ class NVTXScopedRange {
   explicit NVTXScopedRange(std::string_view name) {
 #if LAPTIME_ENABLED
     if (LAPTIME_LIKELY(!detail::nvtx_busy())) return;
-    state_ = detail::nvtx_push(name, nullptr, &name_);
+    state_ = detail::nvtx_push(name, nullptr, &pushed_);
 #else
     (void)name;
 #endif
@@ -305,14 +305,14 @@ class NVTXScopedRange {
   explicit NVTXScopedRange(const NVTXRangeName& name) {
 #if LAPTIME_ENABLED
     if (LAPTIME_LIKELY(!detail::nvtx_busy())) return;
-    state_ = detail::nvtx_push(name.text_, &name.resolved_, &name_);
+    state_ = detail::nvtx_push(name.text_, &name.resolved_, &pushed_);
 #else
     (void)name;
 #endif
   }
   ~NVTXScopedRange() {
 #if LAPTIME_ENABLED
-    if (state_ != 0) detail::nvtx_pop_scoped(state_, name_);
+    if (state_ != 0) detail::nvtx_pop_scoped(state_, pushed_);
 #endif
   }
 
@@ -328,7 +328,7 @@ class NVTXScopedRange {
  private:
 #if LAPTIME_ENABLED
   std::uint32_t state_ = 0;  // the wrapper's state at the push; 0: nothing was pushed
-  const detail::NvtxName* name_ = nullptr;
+  detail::NvtxPushed pushed_;
 #endif
 };
 

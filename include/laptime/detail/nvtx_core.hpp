@@ -62,18 +62,27 @@ inline std::atomic<NvtxCore*>& nvtx_core_pointer() noexcept {
 // (impl/nvtx_setup.hpp, compiled by src/laptime.cpp or included by <laptime/laptime.hpp>), so
 // that a file that only pushes and pops compiles none of it.
 
+/// What a scoped range pushed: its name (nullptr: beyond the name table, sent as text) and, with
+/// order tracking, the thread's stack depth after the push, so that its end pops its own range
+/// only (an inner range left open may have the same name, or be beyond the table too).
+struct NvtxPushed {
+  const NvtxName* name = nullptr;
+  std::size_t depth = 0;
+};
+
 /// Makes (or finds) the process-wide state, and sets this copy's pointer to it.
 NvtxCore& nvtx_core_slow();
 /// range_push(text).
 void nvtx_push_text(std::string_view text);
 /// Pushes `text` with the call site's cached name in `resolved` (NVTXRangeName; nullptr: none).
-/// Returns the state it pushed under (0: nothing pushed); `pushed` (if not nullptr) gets the name.
+/// Returns the state it pushed under (0: nothing pushed); `pushed` (if not nullptr) gets what it
+/// pushed.
 std::uint32_t nvtx_push(std::string_view text, std::atomic<const NvtxName*>* resolved,
-                        const NvtxName** pushed);
+                        NvtxPushed* pushed);
 /// range_pop() (check false) / range_pop(expected).
 void nvtx_pop(std::string_view expected, const std::atomic<const NvtxName*>* resolved, bool check);
 /// The end of an NVTXScopedRange. Never throws.
-void nvtx_pop_scoped(std::uint32_t pushed_state, const NvtxName* pushed) noexcept;
+void nvtx_pop_scoped(std::uint32_t pushed_state, const NvtxPushed& pushed) noexcept;
 void nvtx_mark(std::string_view message);
 void nvtx_enable(bool sync_on_push, bool sync_on_pop, bool track, const std::string& domain,
                  const std::vector<std::uint32_t>& colors);

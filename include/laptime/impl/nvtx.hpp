@@ -30,7 +30,7 @@ LAPTIME_IMPL void nvtx_push_text(std::string_view text) {
 }
 
 LAPTIME_IMPL std::uint32_t nvtx_push(std::string_view text, std::atomic<const NvtxName*>* resolved,
-                                     const NvtxName** pushed) {
+                                     NvtxPushed* pushed) {
   return nvtx_push(nvtx_state(), text, resolved, pushed);
 }
 
@@ -39,7 +39,7 @@ LAPTIME_IMPL void nvtx_pop(std::string_view expected, const std::atomic<const Nv
   nvtx_pop(nvtx_state(), expected, resolved, check);
 }
 
-LAPTIME_IMPL void nvtx_pop_scoped(std::uint32_t pushed_state, const NvtxName* pushed) noexcept {
+LAPTIME_IMPL void nvtx_pop_scoped(std::uint32_t pushed_state, const NvtxPushed& pushed) noexcept {
   nvtx_pop_scoped(nvtx_state(), pushed_state, pushed);
 }
 

@@ -224,10 +224,10 @@ LAPTIME_ALWAYS_INLINE void nvtx_push_text(NvtxState& w, std::string_view text) {
 
 /// Pushes `text` with the call site's cached name in `resolved` (a NVTXRangeName), for the scoped
 /// ranges and range_push(NVTXRangeName). Returns the state it pushed under (0: nothing pushed);
-/// `pushed` gets the name (nullptr: beyond the table).
+/// `pushed` gets the name (nullptr: beyond the table) and the stack's depth after the push.
 LAPTIME_ALWAYS_INLINE std::uint32_t nvtx_push(NvtxState& w, std::string_view text,
                                               std::atomic<const NvtxName*>* resolved,
-                                              const NvtxName** pushed) {
+                                              NvtxPushed* pushed) {
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   if ((s & NvtxState::kEnabled) == 0) return 0;
   if ((s & NvtxState::kSyncPush) != 0) nvtx_ops(w).sync();
@@ -245,7 +245,7 @@ LAPTIME_ALWAYS_INLINE std::uint32_t nvtx_push(NvtxState& w, std::string_view tex
     if (LAPTIME_UNLIKELY(name == nullptr)) name = nvtx_ops(w).find_slow(t, text);
   }
   nvtx_push_name(w, t, s, text, name);
-  if (pushed != nullptr) *pushed = name;
+  if (pushed != nullptr) *pushed = {name, t.stack.size};
   return s;
 }
 
@@ -283,9 +283,10 @@ LAPTIME_ALWAYS_INLINE void nvtx_pop(NvtxState& w, std::string_view expected,
   nvtx_api::pop(t.domain);
 }
 
-/// The end of a scoped range pushed under `pushed_state` with `pushed`. Never throws.
+/// The end of a scoped range pushed under `pushed_state` with `pushed`: its own range only, the
+/// innermost at the depth it was pushed to. Never throws.
 LAPTIME_ALWAYS_INLINE void nvtx_pop_scoped(NvtxState& w, std::uint32_t pushed_state,
-                                           const NvtxName* pushed) noexcept {
+                                           const NvtxPushed& pushed) noexcept {
   const std::uint32_t s = w.state.load(std::memory_order_acquire);
   // Disabled or re-enabled (test reset) since the push: that range is not this wrapper's anymore.
   if (s != pushed_state) return;
@@ -297,19 +298,20 @@ LAPTIME_ALWAYS_INLINE void nvtx_pop_scoped(NvtxState& w, std::uint32_t pushed_st
   // The record is the thread's, whichever copy of the code pushed: a thread that has not used
   // this copy yet attaches here (out of line), it does not count as having no open range.
   NvtxThread& t = w.threads.local();
-  const bool same = !t.stack.empty() && t.stack.back() == pushed &&
+  const bool same = t.stack.size == pushed.depth && !t.stack.empty() &&
+                    t.stack.back() == pushed.name &&
                     t.generation == (s >> NvtxState::kGenerationShift);
   if (LAPTIME_UNLIKELY(!same)) {
     // pop_error reports a destructor's error without throwing (it may run during unwinding).
     nvtx_ops(w).pop_error(t,
-                          pushed != nullptr
-                              ? std::string_view(pushed->text)
+                          pushed.name != nullptr
+                              ? std::string_view(pushed.name->text)
                               : std::string_view("(a range beyond LAPTIME_NVTX_MAX_NAMES)"),
                           kPopScoped);
     return;
   }
   if ((s & NvtxState::kSyncPop) != 0) nvtx_ops(w).sync();
-  if (pushed == nullptr) t.unregistered.pop_back();
+  if (pushed.name == nullptr) t.unregistered.pop_back();
   t.stack.pop_back();
   nvtx_api::pop(t.domain);
 }
