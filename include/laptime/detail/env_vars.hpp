@@ -290,24 +290,40 @@ inline EnvBool read_bool(const EnvVar& v, std::optional<std::string_view> text) 
   return b;
 }
 
+/// `text` without the spaces around it.
+inline std::string_view trim_spaces(std::string_view text) {
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  return text;
+}
+
+/// Whether `text` (spaces around it allowed) is a number of digits alone: one too large for an
+/// int is above a variable's bound, where it has one below an int's highest (LAPTIME_RECORD).
+inline bool all_digits(std::string_view text) {
+  text = trim_spaces(text);
+  return !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
 /// The integer reading: nullopt when unset or empty; when malformed or below the table's lowest,
 /// nullopt and the table's warning; above its highest, the highest and a warning naming the bound
-/// ("4096, the compile-time capacity").
+/// ("4096, the compile-time capacity"), also beyond an int where the highest is a bound below it.
 inline EnvInt read_int(const EnvVar& v, std::optional<std::string_view> text) {
   EnvInt r;
   if (!text) return r;
   const int lowest = static_cast<int>(v.lowest);
   const int bound = static_cast<int>(v.highest);
   const std::optional<int> n = parse_int(*text);
-  if (!n || *n < lowest) {
+  const bool huge = !n && bound < INT_MAX && all_digits(*text);
+  if (!huge && (!n || *n < lowest)) {
     r.warning = env_malformed(v, *text);
     return r;
   }
-  r.value = *n < bound ? *n : bound;
-  if (*n > bound) {
-    r.warning = std::string(v.name) + '=' + std::to_string(*n) + " is above " +
-                std::to_string(bound) + ", " + std::string(v.bound_is) + "; " +
-                std::to_string(bound) + " is used";
+  r.value = !huge && *n < bound ? *n : bound;
+  if (huge || *n > bound) {
+    const std::string_view digits = trim_spaces(*text);
+    r.warning = std::string(v.name) + '=' + std::string(digits.substr(0, 64)) +
+                (digits.size() > 64 ? "..." : "") + " is above " + std::to_string(bound) + ", " +
+                std::string(v.bound_is) + "; " + std::to_string(bound) + " is used";
   }
   return r;
 }
@@ -315,8 +331,7 @@ inline EnvInt read_int(const EnvVar& v, std::optional<std::string_view> text) {
 /// Whether `text` is a plain decimal number: digits with at most one '.', at least one digit,
 /// spaces around it allowed (as for an int); no sign, base prefix, exponent, "inf" or "nan".
 inline bool plain_decimal(std::string_view text) {
-  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
-  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  text = trim_spaces(text);
   bool digit = false, point = false;
   for (const char c : text) {
     if (c == '.' && !point) {
@@ -354,7 +369,8 @@ inline EnvReading<int> read_choice(const EnvVar& v, std::optional<std::string_vi
   return r;
 }
 
-/// A comma-separated list of names, repeats dropped. Lenient (Names): empty items are dropped
+/// A comma-separated list of names, repeats dropped, the spaces around each item not part of its
+/// name. Lenient (Names): empty items are dropped
 /// and names past `bound` cut, counted in `cut`. Strict (BoolOrNames): an empty or unprintable
 /// item (or one over 256 bytes), or an item after `bound` names, makes the list malformed.
 struct NameList {
@@ -375,7 +391,7 @@ inline NameList parse_names(std::string_view text, std::size_t bound, bool stric
   NameList r;
   for (;;) {
     const std::size_t comma = text.find(',');
-    const std::string_view item = text.substr(0, comma);
+    const std::string_view item = trim_spaces(text.substr(0, comma));
     if (strict) r.ok = r.ok && printable(item) && r.names.size() < bound;
     bool fresh = strict ? r.ok : !item.empty();
     for (std::size_t i = 0; fresh && i < r.names.size(); ++i) fresh = r.names[i] != item;
