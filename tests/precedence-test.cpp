@@ -165,3 +165,32 @@ TEST_CASE(
   laptime::detail::testing_reset_stopwatch();
 #endif
 }
+
+TEST_CASE("set_max_names never goes below the names already known, and 0 is a usage error" *
+          LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  laptime::detail::testing_reset_stopwatch();
+  auto& sw = laptime::Stopwatch::instance();
+  laptime::set_error_policy(laptime::ErrorPolicy::Throw);
+  sw.enable(0, std::nullopt, false);
+  for (const char* name : {"known 1", "known 2", "known 3"}) {
+    sw.start_meas(name);
+    sw.end_meas(name);
+  }
+  const std::size_t known = laptime::detail::stopwatch_state().name_count.load();
+  REQUIRE(known >= 3);
+  // Names are interned for good: a lower limit would count them past it and still measure them.
+  CHECK(sw.set_max_names(1) == known);
+  std::string refused;
+  try {
+    sw.start_meas("one name too many");
+  } catch (const laptime::UsageError& e) {
+    refused = e.what();
+  }
+  CHECK(refused.find("more than " + std::to_string(known) + " distinct") != std::string::npos);
+  CHECK_THROWS_AS((void)sw.set_max_names(0), laptime::UsageError);
+  CHECK(sw.set_max_names(known + 1) == known + 1);
+  (void)sw.set_max_names(LAPTIME_MAX_NAMES);
+  laptime::detail::testing_reset_stopwatch();
+#endif
+}

@@ -196,18 +196,35 @@ inline void disable_stopwatch() noexcept {
   s.next_epoch();  // intervals running now are dropped, never left running
 }
 
-/// Stopwatch::set_max_names: the limit in force after the call (the environment's wins).
+/// Stopwatch::set_max_names: the limit in force after the call (the environment's wins). Names
+/// are interned for good, so the limit never goes below the names already known (they would be
+/// past it and still measured): it is their count then, with one warning. 0 is a usage error.
 inline std::size_t set_max_names(std::size_t n) {
   StopwatchState& s = stopwatch_state();
+  const std::string call = "set_max_names(" + std::to_string(n) + ")";
+  if (n == 0) {
+    usage_error(call, "the limit is at least 1 name; it stays " +
+                          std::to_string(s.max_names.load(std::memory_order_relaxed)));
+    return s.max_names.load(std::memory_order_relaxed);
+  }
   if (n > LAPTIME_MAX_NAMES) {
-    warn_once("set_max_names", "set_max_names(" + std::to_string(n) +
-                                   ") is above the compile-time capacity; " +
+    warn_once("set_max_names", call + " is above the compile-time capacity; " +
                                    std::to_string(LAPTIME_MAX_NAMES) + " are allowed");
     n = LAPTIME_MAX_NAMES;
   }
-  std::lock_guard<std::mutex> lock(s.config_mutex);
-  if (!s.max_names_from_env && n > 0) {
-    s.max_names.store(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
+  std::size_t known = 0;
+  {
+    std::lock_guard<std::mutex> lock(s.config_mutex);
+    known = s.name_count.load(std::memory_order_acquire);
+    if (!s.max_names_from_env) {
+      s.max_names.store(static_cast<std::uint32_t>(n < known ? known : n),
+                        std::memory_order_relaxed);
+    }
+  }
+  if (n < known && !s.max_names_from_env) {
+    warn_once("set_max_names below", call + ": " + std::to_string(known) +
+                                         " names are already known, and stay; the limit is " +
+                                         std::to_string(known));
   }
   return s.max_names.load(std::memory_order_relaxed);
 }
