@@ -193,10 +193,11 @@ TEST_CASE(
   CHECK(v.workers == 16);
   CHECK(contains(v.text, "16 workers each busy 46 % of the time (not saturated)"));
   f.workers = 0;
-  f.child_processes = 0.0;  // counted, none alive: no per-worker claim
+  f.child_processes = 0.0;  // counted, none alive at the ends: short-lived, no count, no claim
   v = laptime::detail::verdict(f);
-  CHECK(v.workers == 0);
-  CHECK(contains(v.text, "use 7.4 of 16 cores (not saturated)"));
+  CHECK_FALSE(v.workers);
+  CHECK_FALSE(v.workers_saturated);
+  CHECK(contains(v.text, "(short-lived child processes) use 7.4 of 16 cores, main process"));
 
   f = figures(20.0, 12.0);  // no tracked name: nothing about workers
   v = laptime::detail::verdict(f);

@@ -114,17 +114,22 @@ inline std::string percent(double share) {
 inline std::string workers_clause(const VerdictFigures& f, Verdict& v) {
   if (!f.tree_cores || !f.main_cores) return {};
   const double w = std::max(0.0, *f.tree_cores - *f.main_cores);
-  const std::optional<int> n = worker_count(f);
+  std::optional<int> n = worker_count(f);
   v.worker_cores = w;
   v.main_cores = *f.main_cores;
+  // Child processes used CPU, but none was alive at an interval's ends (each started and ended
+  // within one, a decoder per batch): their count is not known, so there is no per-worker claim.
+  const bool short_lived = n && *n == 0 && w >= 0.05;
+  if (short_lived) n.reset();
   v.workers = n;
-  if (n && *n == 0 && w < 0.05) {  // no child process: the loading runs in this one
+  if (n && *n == 0) {  // no child process: the loading runs in this one
     v.workers_saturated = false;
     std::string none = "; no loader worker processes, main process ";
     append_fixed(none, *f.main_cores, 1);
     return none + " (CPU of " + detail::quoted(f.cpu_name) + ")";
   }
-  std::string workers = "; loader workers (child processes) use ";
+  std::string workers = short_lived ? "; loader workers (short-lived child processes) use "
+                                    : "; loader workers (child processes) use ";
   append_fixed(workers, w, 1);
   // The cores the main process leaves; workers that fill them cannot be helped by more.
   const bool full = f.cpus > 0 && w >= kSaturatedShare * (f.cpus - *f.main_cores);
@@ -135,6 +140,7 @@ inline std::string workers_clause(const VerdictFigures& f, Verdict& v) {
     workers += " of ";
     append_int(workers, f.cpus);
     v.workers_saturated = w > 0.05 && (full || busy_workers);
+    if (short_lived && !full) v.workers_saturated.reset();  // some may idle, or none
   } else if (busy_workers) {
     v.workers_saturated = true;  // the machine's size unknown: only the per-worker claim
   }
