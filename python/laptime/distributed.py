@@ -80,15 +80,17 @@ def gather(group=None):
 
 
 def report(file=None, json_path=None, group=None):
-    """Gathers every rank's results and, on rank 0, prints the cross-rank report to ``file``
-    (default ``sys.stdout``) and writes the merged JSON to ``json_path`` if given. Returns the
-    merged dict on rank 0 and None elsewhere. Collective: call it on every rank."""
+    """Gathers every rank's results and, on rank 0 (with ``group``, the group's first rank),
+    prints the cross-rank report to ``file`` (default ``sys.stdout``) and writes the merged JSON to
+    ``json_path`` if given. Returns the merged dict there and None elsewhere. Collective: call it
+    on every rank. Each rank is named by its own rank (``gather`` sets it from the process group);
+    without a process group a process reports only itself, as the rank the environment says."""
     results = gather(group)
     dist = _dist()
-    rank = dist.get_rank(group) if dist is not None else 0
-    if rank != 0:
+    first = dist.get_rank(group) == 0 if dist is not None else results[0].get("rank", 0) == 0
+    if not first:
         return None
-    merged = _merge.merge(results, ranks=list(range(len(results))))
+    merged = _merge.merge(results)
     (file or sys.stdout).write(_merge.format_report(merged))
     if json_path:
         _merge.write_json(merged, json_path)

@@ -52,9 +52,9 @@ def merge(results, ranks=None):
     """Merges the results of several ranks.
 
     ``results``: a list of dicts as ``Stopwatch().to_json()`` writes them (schema 1, docs/python.md). ``ranks``:
-    the rank of each, overriding the ``rank`` key (``distributed.gather`` passes the position in
-    the process group); without it the ``rank`` key is used, or the position in the list where
-    two results claim the same rank (files from runs outside a launcher all say rank 0).
+    the rank of each, overriding the ``rank`` key; without it the ``rank`` key is used, or the
+    position in the list where two results claim the same rank (files from runs outside a
+    launcher all say rank 0).
     """
     if not results:
         raise MergeError("nothing to merge: no results given")
