@@ -195,8 +195,7 @@ TEST_CASE(
   f.workers = 0;
   f.child_processes = 0.0;  // counted, none alive at the ends: short-lived, no count, no claim
   v = laptime::detail::verdict(f);
-  CHECK_FALSE(v.workers);
-  CHECK_FALSE(v.workers_saturated);
+  CHECK((!v.workers && !v.workers_saturated));
   CHECK(contains(v.text, "(short-lived child processes) use 7.4 of 16 cores, main process"));
 
   f = figures(20.0, 12.0);  // no tracked name: nothing about workers

@@ -70,3 +70,26 @@ def test_spawned_ranks_are_programs_of_their_own(tmp_path, case):
         assert results["iterations_measured"] == 5, results
         step = next(m for m in results["measurements"] if m["name"] == "step")
         assert step["count"] == 5 and not step.get("workers")
+
+
+def test_a_launcher_that_measured_writes_beside_rank_0s_file_not_over_it(tmp_path):
+    # The launcher times the spawn itself: it is rank 0 of 1 and has results, so it writes; rank
+    # 0's file, written by another process during the launcher's run, stays, and the launcher's
+    # results go beside it with one warning (docs/configuration.md, LAPTIME_OUTPUT).
+    script = tmp_path / "train.py"
+    launcher = "sw.enable(0)\n    sw.start_one_time_measurement('spawn')"
+    script.write_text(textwrap.dedent(SCRIPT).format(
+        top="", in_rank="sw.enable(2)\n    sw.set_rank(rank, world)", launcher=launcher))
+    env = dict(os.environ, LAPTIME_OUTPUT=str(tmp_path / "rank{rank}.json"))
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LAPTIME_PROFILE"):
+        env.pop(name, None)
+    run = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rank0 = json.loads((tmp_path / "rank0.json").read_text())
+    assert (rank0["rank"], rank0["world_size"], rank0["iterations_measured"]) == (0, 2, 5)
+    (beside,) = tmp_path.glob("rank0.*.json")
+    launcher_results = json.loads(beside.read_text())
+    assert [o["name"] for o in launcher_results["one_time"]] == ["spawn"]
+    assert beside.name == f"rank0.{launcher_results['pid']}.json"
+    assert run.stderr.count("was written by pid") == 1, run.stderr

@@ -77,9 +77,42 @@ inline bool nothing_measured(const Results& r) noexcept {
   return r.measurements.empty() && r.one_time.empty() && r.iterations_finished == 0;
 }
 
+/// The pid in the results file at `path` where another process wrote it at or after `since_ns`
+/// (CLOCK_REALTIME), else 0. Two processes of one rank (the launcher of
+/// torch.multiprocessing.spawn ranks that measured something itself, or a LAPTIME_OUTPUT without
+/// {rank} on several ranks) would otherwise replace each other's file, the last one winning.
+inline long other_writer_since(const std::string& path, std::int64_t since_ns, long pid) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  if (std::int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec < since_ns) return 0;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return 0;
+  char head[1024];
+  const ssize_t n = ::read(fd, head, sizeof head);
+  ::close(fd);
+  const std::string_view text(head, n > 0 ? static_cast<std::size_t>(n) : 0);
+  const std::size_t at = text.find("\"pid\": ");  // laptime's own JSON: near the start
+  if (at == std::string_view::npos) return 0;
+  long other = 0;
+  for (std::size_t i = at + 7; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    other = other * 10 + (text[i] - '0');
+  }
+  return other != pid ? other : 0;
+}
+
+/// `path` with ".<pid>" before its extension: "rank0.json" gives "rank0.1234.json".
+inline std::string beside_path(const std::string& path, long pid) {
+  const std::size_t slash = path.rfind('/');
+  const std::size_t dot = path.rfind('.');
+  const bool extension =
+      dot != std::string::npos && (slash == std::string::npos ? dot > 0 : dot > slash + 1);
+  const std::size_t at = extension ? dot : path.size();
+  return path.substr(0, at) + "." + std::to_string(pid) + path.substr(at);
+}
+
 /// Writes `r` to LAPTIME_OUTPUT (expanded), or warns on stderr why it could not.
 inline void write_output_file(const StopwatchState& s, const Results& r) {
-  const std::string path = expand_output_path(s.exit_output_path, r.rank, r.pid);
+  std::string path = expand_output_path(s.exit_output_path, r.rank, r.pid);
   // A process that measured nothing writes no file: the launcher of torch.multiprocessing.spawn
   // ranks, enabled by a top-level configure_from_env(), would replace rank 0's file with an
   // empty one (docs/workers.md).
@@ -89,6 +122,15 @@ inline void write_output_file(const StopwatchState& s, const Results& r) {
                  "not written\n",
                  static_cast<long>(r.pid), escaped(path).c_str());
     return;
+  }
+  if (const long other = other_writer_since(path, s.made_realtime_ns, r.pid)) {
+    const std::string beside = beside_path(path, r.pid);
+    std::fprintf(stderr,
+                 "laptime: warning: LAPTIME_OUTPUT='%s' was written by pid %ld during this run "
+                 "(two processes of rank %d: put {pid} in the path, or set each one's rank); "
+                 "this process's results go to '%s'\n",
+                 escaped(path).c_str(), other, r.rank, escaped(beside).c_str());
+    path = beside;
   }
   const WriteFailure f = write_file_atomically(path, r.to_json());
   // ECANCELED: a write at a signal while the process exits; the at-exit file is the one written.
@@ -345,6 +387,8 @@ inline void arm_exit_output(StopwatchState& s) {
   ExitSignals& g = exit_signals();
   if (const auto b = env_checked(env_bool<Env::signal_handlers>())) g.env_choice.store(*b ? 1 : 0);
   if (s.exit_output_path.empty() && !s.exit_print) return;
+  // A forked child that arms its own output began after its parent: files written since count.
+  if (s.owner_pid != ::getpid()) s.made_realtime_ns = ConfigState::realtime_now_ns();
   s.owner_pid = ::getpid();
   g.owner.store(s.owner_pid);
   std::atexit(run_exit_output);

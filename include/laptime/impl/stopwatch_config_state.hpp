@@ -5,9 +5,11 @@
 #pragma once
 
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <climits>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -56,6 +58,15 @@ struct ConfigState {
   pid_t owner_pid = 0;  // the process whose results the exit output writes
   RankInfo rank;
   std::string host;
+  // CLOCK_REALTIME when this state was made: a LAPTIME_OUTPUT file another process wrote since is
+  // not replaced (exit_output.hpp).
+  std::int64_t made_realtime_ns = realtime_now_ns();
+
+  static std::int64_t realtime_now_ns() noexcept {
+    timespec ts{};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    return std::int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+  }
 
   /// A setting the environment may have given: `apply` runs under config_mutex unless the
   /// environment set it and this call is the code's (the user's environment wins,
