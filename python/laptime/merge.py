@@ -153,7 +153,9 @@ def _merged_name(name, ranked, rank_info):
     per_rank = []
     for result, rank in ranked:
         m = next((m for m in result.get("measurements", []) if m["name"] == name), None)
-        if m is not None:
+        # A name a rank timed in its warm-up only has count 0 and zero means there: no figures
+        # of that rank (one still running is, for the flag below).
+        if m is not None and (m.get("count", 0) > 0 or m.get("running", False)):
             per_rank.append(_per_rank(m, rank))
     entry = {
         "name": name,

@@ -45,6 +45,17 @@ def test_a_name_missing_on_a_rank_is_reported_not_invented():
     assert m["eval"]["mean_per_iter_s"]["median"] == pytest.approx(0.0015)
 
 
+def test_a_name_measured_only_in_warm_up_on_a_rank_is_missing_there_not_zero():
+    # Rank 2 timed "data fetch" in its warm-up only: its file lists the name with count 0 and
+    # zero means, which are no figures of that rank.
+    results = merge.load(FILES)
+    fetch = next(m for m in results[2]["measurements"] if m["name"] == "data fetch")
+    fetch.update(count=0, mean_per_iter_s=0.0, mean_per_interval_s=0.0, total_s=0.0)
+    m = by_name(merge.merge(results))["data fetch"]
+    assert m["missing_ranks"] == [2] and [p["rank"] for p in m["per_rank"]] == [0, 1]
+    assert m["mean_per_iter_s"]["min"] == 0.020
+
+
 def test_cpu_of_tracked_names_per_rank_and_summed():
     m = by_name(merge.merge(merge.load(FILES)))
     cpu = m["training loop"]["cpu_process_percent"]
