@@ -92,12 +92,18 @@ def merge(results, ranks=None):
             if m["name"] not in names:
                 names.append(m["name"])
     ranked = [(results[i], ranks[i]) for i in order]
+    one_time = []  # first-seen order too
+    for i in order:
+        for o in results[i].get("one_time", []):
+            if o["name"] not in one_time:
+                one_time.append(o["name"])
     return {
         "schema": SCHEMA,
         "merged": True,
         "world_size": world_sizes[-1] if world_sizes else len(results),
         "ranks": rank_info,
         "measurements": [_merged_name(name, ranked, rank_info) for name in names],
+        "one_time": [_merged_one_time(name, ranked, rank_info) for name in one_time],
         "warnings": warnings,
     }
 
@@ -178,6 +184,45 @@ def _merged_name(name, ranked, rank_info):
     return entry
 
 
+def _merged_one_time(name, ranked, rank_info):
+    """One one-time measurement over the ranks: each rank's duration, the spread of those that
+    ended, the ranks that lack it and those where it still ran."""
+    per_rank = []
+    for result, rank in ranked:
+        o = next((o for o in result.get("one_time", []) if o["name"] == name), None)
+        if o is not None:
+            per_rank.append({"rank": rank, "duration_s": o.get("duration_s"),
+                             "running": o.get("running", False)})
+    ended = [p for p in per_rank if not p["running"]]
+    return {
+        "name": name,
+        "per_rank": per_rank,
+        "missing_ranks": [ri["rank"] for ri in rank_info
+                          if ri["rank"] not in {p["rank"] for p in per_rank}],
+        "duration_s": _spread(ended, "duration_s"),
+        "running_ranks": [p["rank"] for p in per_rank if p["running"]],
+    }
+
+
+def _one_time_lines(merged):
+    """The report's lines of the one-time measurements: min / median / max over the ranks."""
+    lines = []
+    if merged.get("one_time"):
+        lines.append("  one-time measurements, over the ranks: min / median / max")
+    for o in merged.get("one_time", []):
+        parts = []
+        d = o["duration_s"]
+        if d is not None:
+            parts.append(f"{_t(d['min'])} / {_t(d['median'])} / {_t(d['max'])}, "
+                         f"slowest rank {d['slowest_rank']}")
+        if o["running_ranks"]:
+            parts.append(f"still running on rank(s) {o['running_ranks']}")
+        if o["missing_ranks"]:
+            parts.append(f"not measured on rank(s) {o['missing_ranks']}")
+        lines.append(f"    {printable(o['name'])}: {'; '.join(parts)}")
+    return lines
+
+
 def _t(seconds):
     """A duration with a unit chosen for reading (as the Stopwatch's report does)."""
     if seconds is None:
@@ -254,6 +299,7 @@ def format_report(merged):
                 f"    {names[m['name']]}: {per}; min {c['min']:.1f} median {c['median']:.1f} "
                 f"max {c['max']:.1f} %, sum {c['sum']:.1f} %"
             )
+    lines += _one_time_lines(merged)
     for w in merged.get("warnings", []):
         lines.append(f"  warning: {printable(w)}")
     return "\n".join(lines) + "\n"

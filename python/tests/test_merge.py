@@ -56,6 +56,21 @@ def test_a_name_measured_only_in_warm_up_on_a_rank_is_missing_there_not_zero():
     assert m["mean_per_iter_s"]["min"] == 0.020
 
 
+def test_one_time_measurements_are_merged_across_ranks():
+    results = merge.load(FILES)
+    results[0]["one_time"] = [{"name": "setup", "duration_s": 0.010, "running": False}]
+    results[1]["one_time"] = [{"name": "setup", "duration_s": 0.020, "running": False},
+                              {"name": "save", "duration_s": None, "running": True}]
+    merged = merge.merge(results)
+    setup, save = merged["one_time"]
+    assert (setup["name"], setup["missing_ranks"], save["missing_ranks"]) == ("setup", [2], [0, 2])
+    assert (setup["duration_s"]["min"], setup["duration_s"]["max"]) == (0.010, 0.020)
+    assert setup["duration_s"]["slowest_rank"] == 1 and save["running_ranks"] == [1]
+    text = merge.format_report(merged)
+    assert "setup: 10.000 ms / 15.000 ms / 20.000 ms, slowest rank 1" in text, text
+    assert "save: still running on rank(s) [1]" in text, text
+
+
 def test_cpu_of_tracked_names_per_rank_and_summed():
     m = by_name(merge.merge(merge.load(FILES)))
     cpu = m["training loop"]["cpu_process_percent"]
