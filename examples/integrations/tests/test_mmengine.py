@@ -62,3 +62,29 @@ def test_loader_workers_figures_reach_the_report_with_either_loop(by_epoch):
     loaded = measurement(results, "load sample")
     assert results["worker_processes"] >= 1, out[-3000:]
     assert loaded is not None and loaded["count"] > 0 and loaded["workers"], out[-3000:]
+
+
+def test_a_failed_train_leaves_nothing_wrapped_or_running_and_may_run_again():
+    from mmengine.hooks import Hook
+    from mmengine.registry import HOOKS
+
+    import mmengine_example
+
+    @HOOKS.register_module(force=True)
+    class FailOnce(Hook):
+        runner = None
+
+        def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+            if FailOnce.runner is None and runner.iter == 1:
+                FailOnce.runner = runner
+                raise RuntimeError("a failing step")
+
+    with pytest.raises(RuntimeError, match="a failing step"):
+        mmengine_example.main(steps=4, warmup=0, extra=[dict(type="FailOnce")])
+    runner = FailOnce.runner
+    assert "step" not in vars(runner.optim_wrapper)
+    assert not any(m["running"] for m in laptime.Stopwatch().results()["measurements"])
+    runner.train()  # again, on the same runner: measured as a run of its own
+    assert "step" not in vars(runner.optim_wrapper)
+    r = laptime.Stopwatch().results()
+    assert not any(m["running"] for m in r["measurements"]) and r["iterations_finished"] > 0

@@ -34,6 +34,7 @@ from . import LoopMeter, _missing
 try:
     from mmengine.hooks import Hook as _Hook
     from mmengine.registry import HOOKS as _HOOKS
+    from mmengine.runner import BaseLoop as _BaseLoop
     from mmengine.runner import EpochBasedTrainLoop as _EpochBasedTrainLoop
 except ImportError as _error:
     raise _missing("mmengine", "mmengine", _error) from None
@@ -83,12 +84,41 @@ class LaptimeHook(_Hook):
         wrapper.step = step  # an instance attribute: the class and other runners are untouched
         self._wrapped.append(wrapper)
 
+    def _unwrap_steps(self):
+        for wrapper in self._wrapped:
+            vars(wrapper).pop("step", None)  # the class's step again
+        self._wrapped.clear()
+
+    def _guard_train_loop(self, runner):
+        """MMEngine calls no hook when training raises: the train loop's ``run`` (the instance's,
+        built by ``runner.train()`` before ``before_run``) is wrapped so that a failure leaves
+        nothing wrapped and nothing running, and a later ``runner.train()`` starts clean."""
+        loop = getattr(runner, "_train_loop", None)
+        if not isinstance(loop, _BaseLoop) or "run" in vars(loop):
+            return
+        original = loop.run
+
+        @functools.wraps(original)
+        def run(*args, **kwargs):
+            try:
+                return original(*args, **kwargs)
+            except BaseException:
+                self._unwrap_steps()
+                self.meter.end_run()  # closes what is open: the run ended here
+                raise
+            finally:
+                vars(loop).pop("run", None)
+
+        loop.run = run
+
     def before_run(self, runner):
         # Again where the hook was built before torch.distributed was initialised: every rank
         # measures then.
         self.meter.configure()
+        self._guard_train_loop(runner)
 
     def before_train(self, runner):
+        self._unwrap_steps()
         if self.meter.start_run(runner):
             for wrapper in _optim_wrappers(runner.optim_wrapper):
                 self._wrap_step(wrapper)
@@ -124,8 +154,6 @@ class LaptimeHook(_Hook):
 
     def after_train(self, runner):
         self.meter.close()
-        for wrapper in self._wrapped:
-            del wrapper.step  # the class's step again
-        self._wrapped.clear()
+        self._unwrap_steps()
         self.meter.report()
         self.meter.end_run()
