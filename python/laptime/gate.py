@@ -6,10 +6,9 @@ reference, with confidence, by more than a threshold? Plain arithmetic on figure
 Each gated quantity (a name's time per iteration, or an iteration's wall time) has, per run, its
 mean and, where the run recorded intervals, its value in each measured iteration. The difference
 is ``test mean / reference mean - 1`` over the runs of each side; its interval is a percentile
-bootstrap: resample the runs of each side with replacement and, within a run that has per-iteration
-values, its iterations too (drawn as the normal distribution that resampling a mean of many values
-tends to, mean and standard error, which costs one draw instead of one per iteration); recompute
-the difference; take the quantiles. The gate fails a
+bootstrap: resample the runs of each side with replacement and, on a side of one or two runs, within
+a run that has per-iteration values, its iterations too (``_IterationResampler``); recompute the
+difference; take the quantiles. The gate fails a
 quantity when the whole interval lies above the threshold. The intervals of the quantities gated
 together are joint: each is at the level that makes them all hold at the confidence asked for.
 """
@@ -23,6 +22,11 @@ from laptime import samples as _samples
 
 RESAMPLES = 2000
 SEED = 1
+# From this many runs a side, the runs' own spread is the interval's, and their recorded
+# iterations are not resampled too: the runs' means already carry the spread within a run, and a
+# level of iid iterations would count it again (one slow iteration per run, a framework's first
+# validation, widened every interval until a 2x slowdown passed).
+RUNS_ALONE = 3
 ITERATION = "[iteration]"  # the label of an iteration's wall time, end to end
 
 # One run's figure for a quantity: its mean, and its per-iteration values or None.
@@ -137,7 +141,8 @@ def judge(ref, test, name, threshold, confidence, seed=SEED, resamples=RESAMPLES
     if base <= 0:
         return None
     rng = random.Random(seed)
-    refs, tests = _resampled_means(ref, rng, resamples), _resampled_means(test, rng, resamples)
+    refs = _resampled_means(ref, rng, resamples, len(ref) < RUNS_ALONE)
+    tests = _resampled_means(test, rng, resamples, len(test) < RUNS_ALONE)
     diffs = sorted(_ratio(t, r) - 1 for t, r in zip(tests, refs))
     tail = (1 - confidence) / 2
     low = diffs[int(math.floor(tail * resamples))]
@@ -154,14 +159,15 @@ def _side_mean(runs):
     return sum(f.mean for f in runs) / len(runs)
 
 
-def _resampled_means(runs, rng, resamples):
+def _resampled_means(runs, rng, resamples, iterations=True):
     """The side's mean in each of ``resamples`` bootstrap resamples: its runs drawn with
-    replacement, and a run with per-iteration values its mean redrawn about its standard error."""
+    replacement, and where ``iterations``, a run with per-iteration values its mean moved as
+    resampling its iterations moves theirs."""
     n = len(runs)
     picks = rng.choices(runs, k=n * resamples)  # every draw at once: most of the gate's time
-    if any(f.per_iteration for f in runs):
-        errors = {id(f): _standard_error(f.per_iteration) for f in runs}
-        values = [f.mean + errors[id(f)] * rng.gauss(0.0, 1.0) for f in picks]
+    if iterations and any(f.per_iteration for f in runs):
+        moves = {id(f): _IterationResampler(f.per_iteration) for f in runs}
+        values = [f.mean + moves[id(f)].draw(rng) for f in picks]
     else:
         values = [f.mean for f in picks]
     center = _side_mean(runs)
@@ -172,9 +178,50 @@ def _resampled_means(runs, rng, resamples):
             for i in range(0, n * resamples, n)]
 
 
-def _standard_error(values):
-    """The spread of a resampled mean of ``values``: what resampling the iterations one by one
-    gives for the tens to thousands of iterations a run records, at a fraction of its cost."""
-    if not values or len(values) < 2:
-        return 0.0
-    return statistics.pstdev(values) / math.sqrt(len(values))
+class _IterationResampler:
+    """How far the mean of a run's per-iteration values moves when its iterations are resampled
+    with replacement, drawn at a fraction of the cost of drawing every iteration. Exact for a few
+    values. For more, the ``TAIL`` largest are drawn one by one (each one's count in a resample of
+    many is Poisson(1)), so that one slow iteration among hundreds (a framework's first
+    validation, a checkpoint) moves the mean as it really does, never below the others; the rest,
+    whose spread is light, are drawn as the normal distribution their resampled sum tends to.
+    (A normal draw for all of them let one outlier's spread carry a run's mean to zero and an
+    interval to +10000 %.)"""
+
+    TAIL = 32
+
+    def __init__(self, values):
+        self.values = list(values or [])
+        self.n = len(self.values)
+        self.mean = sum(self.values) / self.n if self.n else 0.0
+        ordered = sorted(self.values)
+        self.tail = ordered[-self.TAIL:] if self.n > self.TAIL else []
+        bulk = ordered[:-self.TAIL] if self.tail else []
+        self.bulk_mean = sum(bulk) / len(bulk) if bulk else 0.0
+        self.bulk_sd = statistics.pstdev(bulk) if len(bulk) > 1 else 0.0
+
+    def draw(self, rng):
+        if self.n < 2:
+            return 0.0
+        if not self.tail:
+            return sum(rng.choices(self.values, k=self.n)) / self.n - self.mean
+        total, drawn = 0.0, 0
+        for x in self.tail:
+            c = _poisson_1(rng)
+            total += c * x
+            drawn += c
+        rest = max(self.n - drawn, 0)
+        total += rest * self.bulk_mean + math.sqrt(rest) * self.bulk_sd * rng.gauss(0.0, 1.0)
+        return total / self.n - self.mean
+
+
+_EXP_MINUS_1 = math.exp(-1.0)
+
+
+def _poisson_1(rng):
+    """A Poisson(1) draw (Knuth's product of uniforms: two or three on average)."""
+    k, p = 0, rng.random()
+    while p > _EXP_MINUS_1:
+        k += 1
+        p *= rng.random()
+    return k

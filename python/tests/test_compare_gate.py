@@ -439,3 +439,26 @@ def test_a_name_cannot_forge_a_verdict_line_or_markup(tmp_path, capsys):
     assert len(verdicts) == 1 and verdicts[0].startswith("FAIL") and "\\n" in verdicts[0]
     code, out, _ = gate(capsys, runs[0], runs[1], "--fail-above", "5%", "--markdown")
     assert code == 1 and "<b>" not in out and "</script>" not in out
+
+
+def test_one_slow_outlier_iteration_per_recorded_run_does_not_hide_a_2x_slowdown():
+    # Lightning runs one ~300 ms iteration among 200 of 4-9 ms: the within-run spread is then
+    # mostly that one value. Drawn as a normal about the mean, the reference's resampled mean
+    # reached zero and the interval +13816 %, and resampling the iterations of three runs a side
+    # on top of the runs hid a 2x slowdown; three runs a side gate on the runs' own spread.
+    from laptime import gate
+
+    def run(rng, step):
+        values = [rng.uniform(0.9, 1.1) * step for _ in range(199)] + [0.300]
+        return gate.RunFigure(sum(values) / len(values), values)
+
+    rng = random.Random(7)
+    base = [run(rng, 0.0043) for _ in range(3)]
+    slow = [run(rng, 0.0087) for _ in range(3)]
+    level = gate.joint_level(0.95, 4)
+    v = gate.judge(base, slow, "Training step", 0.05, level)
+    assert v.failed and 0.35 < v.low < v.difference < v.high < 1.2, v
+    # One run a side: its iterations alone tell the spread, and an outlier worth a quarter of
+    # the mean makes that mean uncertain; the interval is wide but bounded, as resampling says.
+    v = gate.judge(base[:1], slow[:1], "Training step", 0.05, level)
+    assert -0.5 < v.low < v.difference < v.high < 2.5, v
