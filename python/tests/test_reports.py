@@ -22,9 +22,14 @@ def recorded_run(stopwatch, capacity=64, iterations=6, warmup=2, workers=2):
     stopwatch.enable(warmup, None, False)
     stopwatch.set_cpu_usage_meas_name("loop")
     tids = []
+    # The workers are alive at once: a worker started after another ended would take over its
+    # record, and the ended one's intervals would join the exited threads', which keep the most
+    # recent `capacity` of them in all (docs/reports.md), not a ring each.
+    together = threading.Barrier(workers)
 
     def worker():
         tids.append(threading.get_native_id())
+        together.wait()
         for _ in range(3):
             stopwatch.start_meas("decode")
             time.sleep(0.001)
