@@ -166,8 +166,7 @@ def _merged_name(name, ranked, rank_info):
     entry = {
         "name": name,
         "per_rank": per_rank,
-        "missing_ranks": [ri["rank"] for ri in rank_info if ri["rank"] not in
-                          {p["rank"] for p in per_rank}],
+        "missing_ranks": _missing_ranks(rank_info, per_rank),
         "count": _spread(per_rank, "count"),
         "mean_per_iter_s": _spread(per_rank, "mean_per_iter_s"),
         "max_s": _spread(per_rank, "max_s"),
@@ -184,6 +183,12 @@ def _merged_name(name, ranked, rank_info):
     return entry
 
 
+def _missing_ranks(rank_info, per_rank):
+    """The ranks of ``rank_info`` that have no entry in ``per_rank``."""
+    present = {p["rank"] for p in per_rank}
+    return [ri["rank"] for ri in rank_info if ri["rank"] not in present]
+
+
 def _merged_one_time(name, ranked, rank_info):
     """One one-time measurement over the ranks: each rank's duration, the spread of those that
     ended, the ranks that lack it and those where it still ran."""
@@ -197,8 +202,7 @@ def _merged_one_time(name, ranked, rank_info):
     return {
         "name": name,
         "per_rank": per_rank,
-        "missing_ranks": [ri["rank"] for ri in rank_info
-                          if ri["rank"] not in {p["rank"] for p in per_rank}],
+        "missing_ranks": _missing_ranks(rank_info, per_rank),
         "duration_s": _spread(ended, "duration_s"),
         "running_ranks": [p["rank"] for p in per_rank if p["running"]],
     }

@@ -29,11 +29,17 @@ inline std::optional<bool> parse_bool(std::string_view text) {
   return std::nullopt;
 }
 
+/// `text` without the spaces around it.
+inline std::string_view trim_spaces(std::string_view text) {
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  return text;
+}
+
 /// A whole decimal int (surrounding spaces allowed; no sign but '-', no base prefix, no
 /// exponent); nullopt for anything else or out of range. Never undefined, never a partial match.
 inline std::optional<int> parse_int(std::string_view text) {
-  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
-  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  text = trim_spaces(text);
   const bool negative = !text.empty() && text.front() == '-';
   if (negative) text.remove_prefix(1);
   if (text.empty()) return std::nullopt;

@@ -290,13 +290,6 @@ inline EnvBool read_bool(const EnvVar& v, std::optional<std::string_view> text) 
   return b;
 }
 
-/// `text` without the spaces around it.
-inline std::string_view trim_spaces(std::string_view text) {
-  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
-  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
-  return text;
-}
-
 /// Whether `text` (spaces around it allowed) is a number of digits alone: one too large for an
 /// int is above a variable's bound, where it has one below an int's highest (LAPTIME_RECORD).
 inline bool all_digits(std::string_view text) {

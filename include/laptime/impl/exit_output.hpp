@@ -93,11 +93,10 @@ inline long other_writer_since(const std::string& path, std::int64_t since_ns, l
   const std::string_view text(head, n > 0 ? static_cast<std::size_t>(n) : 0);
   const std::size_t at = text.find("\"pid\": ");  // laptime's own JSON: near the start
   if (at == std::string_view::npos) return 0;
-  long other = 0;
-  for (std::size_t i = at + 7; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-    other = other * 10 + (text[i] - '0');
-  }
-  return other != pid ? other : 0;
+  const std::string_view value = text.substr(at + 7);
+  const std::optional<int> other =
+      parse_int(value.substr(0, value.find_first_not_of("0123456789")));
+  return other && *other != pid ? *other : 0;
 }
 
 /// `path` with ".<pid>" before its extension: "rank0.json" gives "rank0.1234.json".

@@ -196,9 +196,8 @@ inline void disable_stopwatch() noexcept {
   s.next_epoch();  // intervals running now are dropped, never left running
 }
 
-/// Stopwatch::set_max_names: the limit in force after the call (the environment's wins). Names
-/// are interned for good, so the limit never goes below the names already known (they would be
-/// past it and still measured): it is their count then, with one warning. 0 is a usage error.
+/// Stopwatch::set_max_names: the limit in force after the call (NameTable::set_limit's rule),
+/// with one warning where it is the names already known. 0 is a usage error.
 inline std::size_t set_max_names(std::size_t n) {
   StopwatchState& s = stopwatch_state();
   const std::string call = "set_max_names(" + std::to_string(n) + ")";
@@ -212,15 +211,7 @@ inline std::size_t set_max_names(std::size_t n) {
                                    std::to_string(LAPTIME_MAX_NAMES) + " are allowed");
     n = LAPTIME_MAX_NAMES;
   }
-  std::size_t known = 0;
-  {
-    std::lock_guard<std::mutex> lock(s.config_mutex);
-    known = s.name_count.load(std::memory_order_acquire);
-    if (!s.max_names_from_env) {
-      s.max_names.store(static_cast<std::uint32_t>(n < known ? known : n),
-                        std::memory_order_relaxed);
-    }
-  }
+  const std::uint32_t known = s.set_limit(static_cast<std::uint32_t>(n));
   if (n < known && !s.max_names_from_env) {
     warn_once("set_max_names below", call + ": " + std::to_string(known) +
                                          " names are already known, and stay; the limit is " +

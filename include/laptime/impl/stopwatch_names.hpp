@@ -62,6 +62,16 @@ struct NameTable {
     return id;
   }
 
+  /// Stopwatch::set_max_names' limit `n`, never below the names already known (interned for
+  /// good: they would be past it and still measured); under names_mutex, so that none is interned
+  /// meanwhile. LAPTIME_MAX_NAMES in the environment wins. Returns the names known.
+  std::uint32_t set_limit(std::uint32_t n) {
+    std::lock_guard<std::mutex> lock(names_mutex);
+    const std::uint32_t known = name_count.load(std::memory_order_relaxed);
+    if (!max_names_from_env) max_names.store(n < known ? known : n, std::memory_order_relaxed);
+    return known;
+  }
+
   /// The interned text of a known id.
   const std::string& name_text(std::uint32_t id) const {
     return *names[id].load(std::memory_order_acquire);
