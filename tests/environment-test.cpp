@@ -298,6 +298,21 @@ TEST_CASE(
     CHECK(reliability::lines_with(r.err, "50") == 1);
     CHECK(r.out.find("track_cpu applied=50\n") != std::string::npos);
   }
+  SUBCASE("LAPTIME_GPU_TIMING: more names than a quarter of LAPTIME_MAX_NAMES=100") {
+    std::string gpu;
+    for (int i = 0; i < 30; ++i) gpu += (i != 0 ? "," : "") + ("g" + std::to_string(i));
+    reliability::RunResult r;
+    run_helper("configure-untracked",
+               {{"LAPTIME_PROFILE", "evaluation"},
+                {"LAPTIME_WARMUP", "0"},
+                {"LAPTIME_MAX_NAMES", "100"},
+                {"LAPTIME_GPU_TIMING", gpu}},
+               r, kIters);
+    // The first 25 are kept (not the whole list ignored), with one warning naming the variable.
+    CHECK(reliability::lines_with(r.err, "laptime") == 1);
+    CHECK(reliability::lines_with(r.err, "LAPTIME_GPU_TIMING") == 1);
+    CHECK(r.out.find("gpu_timing_names applied=25\n") != std::string::npos);
+  }
 }
 
 TEST_CASE(

@@ -139,6 +139,7 @@ inline int helper_record_no_memory() {
 inline int helper_configure_untracked() {
   const laptime::Settings applied = laptime::configure_from_env();
   std::printf("helper: track_cpu applied=%zu\n", applied.track_cpu.size());
+  std::printf("helper: gpu_timing_names applied=%zu\n", applied.gpu_timing_names.size());
   return measure_and_report();
 }
 

@@ -322,6 +322,10 @@ TEST_CASE("write_json writes the results atomically and throws naming the path a
   sw.write_json(path);  // over an existing file
   check_json_file(path, kLoopIters);
   CHECK(reliability::files_containing(dir.path(), ".tmp.").empty());
+  // The path is used as given: {rank} and {pid} are LAPTIME_OUTPUT's, not write_json's.
+  const std::string literal = dir.file("r{rank}_{pid}.json");
+  sw.write_json(literal);
+  check_json_file(literal, kLoopIters);
 
   SUBCASE("a missing directory") {
     const std::string bad = dir.file("no-such-dir/out.json");

@@ -1,6 +1,8 @@
 // Who wins when the user's environment and the code's calls disagree (docs/configuration.md,
 // "Precedence"): a variable the user set, then the code's calls, then built-in defaults, in either
 // order of calls, for the Stopwatch and the NVTX wrapper.
+#include <sstream>
+
 #include "laptime/impl/nvtx_state.hpp"       // the wrapper's settings, read back
 #include "laptime/impl/stopwatch_state.hpp"  // what the environment set, read back
 #include "laptime/laptime.hpp"
@@ -192,5 +194,21 @@ TEST_CASE("set_max_names never goes below the names already known, and 0 is a us
   CHECK(sw.set_max_names(known + 1) == known + 1);
   (void)sw.set_max_names(LAPTIME_MAX_NAMES);
   laptime::detail::testing_reset_stopwatch();
+#endif
+}
+
+TEST_CASE(
+    "before the first enable() print_eval_times prints nothing; compiled out, set_max_names "
+    "returns n clamped to LAPTIME_MAX_NAMES, the limit it would set") {
+  auto& sw = laptime::Stopwatch::instance();
+#if LAPTIME_ENABLED
+  laptime::detail::testing_reset_stopwatch();
+#endif
+  std::ostringstream out;
+  sw.print_eval_times(out);
+  CHECK(out.str().empty());
+#if !LAPTIME_ENABLED
+  CHECK(sw.set_max_names(7) == 7);
+  CHECK(sw.set_max_names(std::size_t{LAPTIME_MAX_NAMES} + 1000) == std::size_t{LAPTIME_MAX_NAMES});
 #endif
 }
