@@ -144,10 +144,17 @@ class ThreadRegistry {
     Node* node = nullptr;
   };
 
+#if defined(__clang__)  // the destructor hands the record back at thread exit
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wexit-time-destructors"
+#endif
   static Cache& cache() {
     thread_local Cache c;
     return c;
   }
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 
   static Fast& fast() noexcept {
     thread_local Fast f;

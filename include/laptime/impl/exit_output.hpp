@@ -44,6 +44,12 @@
 #include "laptime/impl/stopwatch_state.hpp"
 #include "laptime/results.hpp"
 
+// glibc's sa_handler and sa_sigaction are macros that name themselves (members of a union).
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wdisabled-macro-expansion"
+#endif
+
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
@@ -411,3 +417,7 @@ inline void choose_exit_signal_handlers(bool on) {
 
 }  // namespace detail
 LAPTIME_END_NAMESPACE
+
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
