@@ -157,18 +157,53 @@ std::string with_ascii_units(std::string_view text) {
   }
   return out;
 }
+
+/// Writes `text` with what the stream's encoding (`file.encoding`, else ASCII) cannot hold as
+/// backslash escapes, as print() to a stream opened with errors="backslashreplace" would.
+bool write_escaped(PyObject* file, std::string_view text) {
+  PyObject* str = text_to_str(text);
+  if (str == nullptr) return false;
+  std::string encoding = "ascii";
+  if (PyObject* e = PyObject_GetAttrString(file, "encoding")) {
+    if (PyUnicode_Check(e)) {
+      if (const char* u = PyUnicode_AsUTF8(e)) encoding = u;
+    }
+    Py_DECREF(e);
+  }
+  PyErr_Clear();
+  PyObject* bytes = PyUnicode_AsEncodedString(str, encoding.c_str(), "backslashreplace");
+  if (bytes == nullptr) {  // an encoding Python does not know: ASCII holds the escapes
+    PyErr_Clear();
+    encoding = "ascii";
+    bytes = PyUnicode_AsEncodedString(str, encoding.c_str(), "backslashreplace");
+  }
+  Py_DECREF(str);
+  if (bytes == nullptr) return false;
+  PyObject* escaped = PyUnicode_Decode(PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes),
+                                       encoding.c_str(), "strict");
+  Py_DECREF(bytes);
+  if (escaped == nullptr) return false;
+  PyObject* r = PyObject_CallMethod(file, "write", "O", escaped);
+  Py_DECREF(escaped);
+  Py_XDECREF(r);
+  return r != nullptr;
+}
 }  // namespace
 
 /// Writes `text` to the Python file object `file` and flushes it; false with an exception set.
 /// What print() accepts is enough: an object with write() alone (a logger's tee) is not flushed,
-/// and a stream that cannot encode µ (an ASCII locale) gets "us" for it.
+/// a stream that cannot encode µ (an ASCII locale) gets "us" for it, and a name it cannot encode
+/// is written escaped (a report is never lost, nor raised, for a name's letters).
 bool write_to(PyObject* file, std::string_view text) {
   if (!write_str(file, text)) {
     if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return false;
-    const std::string ascii = with_ascii_units(text);
-    if (ascii.size() == text.size()) return false;  // no µ: the names themselves do not encode
     PyErr_Clear();
-    if (!write_str(file, ascii)) return false;
+    const std::string ascii = with_ascii_units(text);
+    if (!write_str(file, ascii)) {
+      if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return false;
+      PyErr_Clear();
+      if (!write_escaped(file, ascii)) return false;
+    }
   }
   PyObject* flush = PyObject_GetAttrString(file, "flush");
   if (flush == nullptr) {
