@@ -78,6 +78,15 @@ def _decorate(scope, func):
 
 _laptime._decorate = _decorate
 
+
+def _scope_from(kind, name):
+    """A pickled or copied scope (``measure(name)``, ``range(name)``): the same call where it is
+    loaded, as a dataset that keeps its timer is sent to a spawned DataLoader worker."""
+    return Stopwatch().measure(name) if kind == "measure" else NVTXRangeWrapper().range(name)
+
+
+_laptime._scope_from = _scope_from
+
 # Periodic reports go to sys.stdout while the interpreter runs; at exit laptime goes back to the
 # C stdout, so that nothing calls into a finalised interpreter.
 _laptime._install_print_function()

@@ -395,6 +395,18 @@ PyObject* scope_get_kind(PyObject* obj, void*) {
                                                                                         : "range");
 }
 
+// pickle and copy: laptime._scope_from(kind, name), the same measure(name) / range(name) where it
+// is loaded (a spawned DataLoader worker); nothing open travels with it.
+PyObject* scope_reduce(PyObject* obj, PyObject*) {
+  PyObject* from = PyObject_GetAttrString(g_module, "_scope_from");
+  if (from == nullptr) return nullptr;
+  Scope* self = reinterpret_cast<Scope*>(obj);
+  return Py_BuildValue("(N(sO))", from, self_kind_name(obj), self->name);
+}
+
+PyMethodDef g_scope_methods[] = {{"__reduce__", scope_reduce, METH_NOARGS, nullptr},
+                                 {nullptr, nullptr, 0, nullptr}};
+
 PyGetSetDef g_scope_getset[] = {
     {"name", scope_get_name, nullptr, "The measured name or range.", nullptr},
     {"kind", scope_get_kind, nullptr, "'measure' (Stopwatch) or 'range' (NVTX).", nullptr},
@@ -406,6 +418,7 @@ PyType_Slot g_scope_slots[] = {
     {Py_tp_traverse, reinterpret_cast<void*>(scope_traverse)},
     {Py_tp_clear, reinterpret_cast<void*>(scope_clear)},
     {Py_tp_getset, g_scope_getset},
+    {Py_tp_methods, g_scope_methods},
     {Py_tp_call, reinterpret_cast<void*>(scope_call)},
     {Py_tp_repr, reinterpret_cast<void*>(scope_repr)},
     {0, nullptr}};
