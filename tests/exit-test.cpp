@@ -380,6 +380,21 @@ TEST_CASE("write_json writes the results atomically and throws naming the path a
   laptime::detail::testing_reset_stopwatch();
 }
 
+TEST_CASE(
+    "a relative LAPTIME_OUTPUT is the folder the first enable() ran in, whatever the "
+    "program's folder at exit" *
+    LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string moved = dir.file("moved");
+  REQUIRE(::mkdir(moved.c_str(), 0700) == 0);
+  const auto r = reliability::run_self({"--helper", "chdir-after-enable", dir.path().c_str()},
+                                       helper_env({{"LAPTIME_OUTPUT", "rel-{pid}.json"}}), dir, 60);
+  const std::string name = "rel-" + std::to_string(helper_pid(r.out)) + ".json";
+  REQUIRE_MESSAGE(r.ok(), r.describe());
+  check_json_file(dir.file(name), kLoopIters);
+  CHECK_FALSE(reliability::file_exists(moved + "/" + name));
+}
+
 TEST_CASE("{rank} and {pid} in LAPTIME_OUTPUT are replaced wherever they occur") {
   using laptime::detail::expand_output_path;
   CHECK(expand_output_path("results.json", 3, 42) == "results.json");
@@ -388,6 +403,11 @@ TEST_CASE("{rank} and {pid} in LAPTIME_OUTPUT are replaced wherever they occur")
   CHECK(expand_output_path("{pid}{pid}", 0, 7) == "77");
   CHECK(expand_output_path("{ran}{rank{pid}}", 1, 2) == "{ran}{rank2}");
   CHECK(expand_output_path("", 1, 2).empty());
+  using laptime::detail::absolute_in;
+  CHECK(absolute_in("r{rank}.json", "/run/dir") == "/run/dir/r{rank}.json");
+  CHECK(absolute_in("out/r.json", "/") == "/out/r.json");
+  CHECK(absolute_in("/abs/r.json", "/run") == "/abs/r.json");
+  CHECK(absolute_in("r.json", "") == "r.json");  // the folder could not be read
   // The temporary file is in the same folder, so that the rename is atomic.
   const std::string temp = laptime::detail::temporary_path_for("/a/b/r.json", 42, 0xabcULL);
   CHECK(temp == "/a/b/r.json.tmp.42.0000000000000abc");

@@ -131,6 +131,18 @@ inline int helper_plain(bool read_only_mount, const char* dir) {
   return 0;
 }
 
+// Enables in the folder `dir`, then moves to `dir`/moved (as Hydra's work-dir switch does) and
+// measures.
+inline int helper_chdir_after_enable(const char* dir) {
+  if (::chdir(dir) != 0) return 77;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  if (::chdir("moved") != 0) return 77;
+  std::printf("exit-helper pid %ld\n", static_cast<long>(::getpid()));
+  main_loop(sw);
+  return 0;
+}
+
 // Measures, then ends the way `how` names: a signal sent to the process ("SIGTERM", "SIGINT",
 // "SIGHUP"), "abort" (a failed assertion), "quick_exit" (status 3); "disabled-exit" and
 // "disabled-SIGTERM" call disable() first. A detached thread keeps
@@ -307,6 +319,7 @@ inline int run_helper_program(std::string_view mode, const char* arg) {
   if (mode == "throwing-print") return helper_throwing_print();
   if (mode == "plain") return helper_plain(false, nullptr);
   if (mode == "open-at-exit") return helper_open_at_exit();
+  if (mode == "chdir-after-enable" && arg != nullptr) return helper_chdir_after_enable(arg);
   if (mode == "abort-by-usage-error" && arg != nullptr) return helper_abort_by_usage_error(arg);
   if (mode == "sigterm-during-report" && arg != nullptr) return helper_sigterm_during_report(arg);
   if (mode == "sigterm-during-exit-output" && arg != nullptr) {

@@ -175,7 +175,7 @@ inline constexpr EnvVar kEnvVars[] = {
         "the compile-time capacity", "the compile-time `LAPTIME_MAX_NAMES`", "first use",
         "a run-time limit on distinct names"),
     env_row::make(Env::output, "LAPTIME_OUTPUT", EnvType::Path, "none", env_row::kFirstEnable,
-        "the JSON results' path at exit"),
+        "the JSON results' path at exit (a relative one from the folder of the first enable())"),
     env_row::boolean(Env::print_at_exit, "LAPTIME_PRINT_AT_EXIT", "0", env_row::kFirstEnable,
         "print the report at exit"),
     env_row::boolean(Env::signal_handlers, "LAPTIME_SIGNAL_HANDLERS", "1", env_row::kFirstEnable,

@@ -56,6 +56,22 @@ namespace detail {
 // ---------------------------------------------------------------------------------------------
 // Pure logic
 
+/// `path` as a path from the root: a relative one is taken in `cwd` (the folder the program was
+/// in when it was read), so that a later chdir (a work-dir switch) does not move the file.
+inline std::string absolute_in(std::string_view path, std::string_view cwd) {
+  if (path.empty() || path.front() == '/' || cwd.empty()) return std::string(path);
+  std::string out(cwd);
+  if (out.back() != '/') out += '/';
+  out += path;
+  return out;
+}
+
+/// absolute_in(path, the current folder); the path as given where that folder cannot be read.
+inline std::string in_folder_now(std::string_view path) {
+  char cwd[4096];
+  return absolute_in(path, ::getcwd(cwd, sizeof cwd) != nullptr ? cwd : "");
+}
+
 /// LAPTIME_OUTPUT's pattern with every "{rank}" and "{pid}" replaced.
 inline std::string expand_output_path(std::string_view pattern, int rank, long pid) {
   std::string out;
@@ -387,7 +403,7 @@ inline bool exit_signal_handlers_wanted() {
 /// enable, and registers the at-exit output.
 inline void arm_exit_output(StopwatchState& s) {
   if (s.exit_hook_registered.exchange(true)) return;
-  if (const auto v = env_text<Env::output>()) s.exit_output_path = std::string(*v);
+  if (const auto v = env_text<Env::output>()) s.exit_output_path = in_folder_now(*v);
   if (const auto b = env_checked(env_bool<Env::print_at_exit>())) s.exit_print = *b;
   ExitSignals& g = exit_signals();
   if (const auto b = env_checked(env_bool<Env::signal_handlers>())) g.env_choice.store(*b ? 1 : 0);
