@@ -345,6 +345,17 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("LAPTIME_RECORD records in a program that only calls enable(), and wins over its code" *
+          LAPTIME_NEEDS_ENABLED) {
+  reliability::RunResult r;
+  const auto json = run_helper("enable-only", {{"LAPTIME_RECORD", "64"}}, r, kIters);
+  REQUIRE(json != nullptr);
+  const reliability::Json* samples = json->get("samples");
+  REQUIRE(samples != nullptr);
+  CHECK(samples->get("capacity")->number == 64);  // not the code's enable_recording(8)
+  CHECK(r.err.find("laptime") == std::string::npos);
+}
+
 TEST_CASE(
     "without the memory for a thread's recording, recording turns off with one warning and "
     "start_meas goes on" *

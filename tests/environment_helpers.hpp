@@ -117,6 +117,14 @@ inline int helper_record_from_code() {
   return measure_and_report();
 }
 
+// The seed's way: the code's enable() alone (no configure_from_env), then its own recording.
+inline int helper_enable_only() {
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.enable_recording(8);
+  return measure_and_report();
+}
+
 // Recording whose ring cannot be allocated: the address space is limited to what the process
 // uses now plus 16 MB, half a ring of 1000000 intervals. 77: not possible here.
 inline int helper_record_no_memory() {
@@ -199,6 +207,7 @@ inline int run_helper_program(std::string_view mode) {
   if (mode == "configure-untracked") return helper_configure_untracked();
   if (mode == "record-from-code") return helper_record_from_code();
   if (mode == "record-no-memory") return helper_record_no_memory();
+  if (mode == "enable-only") return helper_enable_only();
 #endif
   std::fprintf(stderr, "environment-test: unknown helper %.*s\n", static_cast<int>(mode.size()),
                mode.data());

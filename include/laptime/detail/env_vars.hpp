@@ -147,7 +147,7 @@ inline constexpr EnvVar kEnvVars[] = {
         kTrackCpuBound, "none", env_row::kSettings, "names whose CPU and I/O are sampled"),
     env_row::bounded(Env::record, "LAPTIME_RECORD", "intervals per thread", 0,
         kMaxRecordIntervals, "the bound of intervals per thread (32 bytes each)", "0 (off)",
-        env_row::kSettings, "keep each thread's last N intervals"),
+        "configure_from_env(), first enable()", "keep each thread's last N intervals"),
     env_row::make(Env::data_name, "LAPTIME_DATA_NAME", EnvType::Text, "the program's",
         env_row::kSettings, "the verdict's data-wait name"),
     env_row::choice(Env::progress, "LAPTIME_PROGRESS", "report|line|off", true, "`report`",

@@ -23,15 +23,25 @@ LAPTIME_BEGIN_NAMESPACE
 namespace detail {
 
 // What enabling starts besides measuring, each once per process: the parent's shared file for
-// its workers (unless LAPTIME_WORKERS turns it off), and the output at exit (a worker's figures
-// go to its parent's report: it writes no output file of its own). Under config_mutex.
+// its workers (unless LAPTIME_WORKERS turns it off), the output at exit and LAPTIME_RECORD's
+// recording (a worker's figures go to its parent's report: it writes no output file of its own).
+// Under config_mutex.
 inline void start_enable_services(StopwatchState& s) {
   s.start_worker_share(/*wanted=*/env_checked(env_bool<Env::workers>()) != false);
   if (const auto format = env_checked(env_choice<Env::report_format>())) {
     s.report_format.store(*format);  // the table's values are in ReportFormat's order
     s.report_format_from_env.store(true);
   }
-  if (!s.share.is_worker()) arm_exit_output(s);
+  if (s.share.is_worker()) return;
+  arm_exit_output(s);
+  // LAPTIME_RECORD here too, not only through configure_from_env(): a program that never calls
+  // it (the seed's) records with the variable alone, as LAPTIME_OUTPUT writes; it wins over the
+  // code's enable_recording (set_recording's rule, written here: config_mutex is held).
+  if (const auto n = env_checked(env_int<Env::record>()); n && *n > 0) {
+    s.record_from_env = true;
+    s.record_capacity.store(static_cast<std::size_t>(*n), std::memory_order_relaxed);
+    s.features.fetch_or(kFeatRecord, std::memory_order_relaxed);
+  }
 }
 
 // The warm-up is the run's first iterations. Once iterations past it were measured (their
