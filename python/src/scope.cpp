@@ -473,10 +473,12 @@ bool add_scope_types(PyObject* module) {
     return false;
   }
   // Made by laptime only: `type(scope)()` would make one with no name (a TypeError instead).
-  for (PyTypeObject* t :
-       {g_scope_type, g_scope_enter_type, g_scope_descr_type[kEnter], g_scope_descr_type[kExit]}) {
-    if (t != nullptr) t->tp_new = nullptr;
+  for (PyTypeObject* t : {g_scope_type, g_scope_descr_type[kEnter], g_scope_descr_type[kExit]}) {
+    t->tp_new = nullptr;
   }
+#if PY_VERSION_HEX >= 0x03090000
+  g_scope_enter_type->tp_new = nullptr;
+#endif
   return add_scope_methods(g_scope_type);
 }
 
