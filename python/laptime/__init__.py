@@ -28,7 +28,13 @@ import atexit as _atexit
 import functools as _functools
 import sys as _sys
 
-from . import _laptime
+try:
+    from . import _laptime
+except ImportError as _error:  # a source tree on sys.path, or a build for another Python
+    raise ImportError(
+        f"laptime's C++ extension laptime._laptime is not built for this Python "
+        f"({_sys.version.split()[0]} at {_sys.executable}): install laptime with "
+        f"`pip install <laptime checkout>` for it (docs/python.md) [{_error}]") from _error
 from ._laptime import (
     NVTXRangeWrapper,
     Stopwatch,
