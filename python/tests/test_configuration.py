@@ -15,3 +15,17 @@ def test_a_huge_enable_recording_is_clamped_with_one_warning_and_measuring_never
     assert len(results["samples"]["threads"]) == 1
     err = capfd.readouterr().err
     assert err.count("laptime: warning: enable_recording(2000000000) is above 1000000") == 1
+
+
+def test_a_profile_without_nvtx_after_the_codes_enable_names_itself(nvtx, capfd, monkeypatch):
+    """LAPTIME_PROFILE=evaluation keeps NVTX off as training does; read after the code's own
+    NVTXRangeWrapper.enable() it cannot, and the one warning names the profile that was set."""
+    import laptime
+
+    nvtx.enable(False, False, False)
+    monkeypatch.setenv("LAPTIME_PROFILE", "evaluation")
+    laptime.configure_from_env()
+    err = capfd.readouterr().err
+    assert err.count("came after the code's NVTXRangeWrapper.enable()") == 1, err
+    assert "LAPTIME_PROFILE=training or evaluation" in err, err  # not training alone
+    assert nvtx.is_enabled

@@ -367,8 +367,9 @@ void nvtx_configure_from_env(NvtxState& w, const NvtxEnvOverrides& o, bool on) {
     if (enabled) {
       lock.unlock();
       warn_once("nvtx-env-off-late",
-                "LAPTIME_NVTX=0 (or LAPTIME_PROFILE=training) came after the code's "
-                "NVTXRangeWrapper.enable(): the wrapper stays on (call configure_from_env first)");
+                "LAPTIME_NVTX=0 (or LAPTIME_PROFILE=training or evaluation, the profiles "
+                "without NVTX) came after the code's NVTXRangeWrapper.enable(): the wrapper "
+                "stays on (call configure_from_env first)");
     }
     return;
   }

@@ -149,7 +149,7 @@ inline constexpr int kPopMeasured = 3;  // end_meas of a Stopwatch NVTX range (s
 
 /// What the user's environment set for the wrapper (configure_from_env; docs/configuration.md):
 /// it overrides the code's enable() arguments, whichever call comes first. `off`: LAPTIME_NVTX=0
-/// or LAPTIME_PROFILE=training, the code's enable() does nothing.
+/// or LAPTIME_PROFILE=training or evaluation, the code's enable() does nothing.
 struct NvtxEnvOverrides {
   bool off = false;
   std::optional<bool> sync_on_push, sync_on_pop, track;
