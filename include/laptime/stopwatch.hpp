@@ -89,6 +89,10 @@ class Stopwatch {
   /// Ends the interval `name` running on the calling thread (or the one interval of that name
   /// running on another thread).
   void end_meas(std::string_view name);
+  /// Ends the interval `name` running on the calling thread without counting it: begun for work
+  /// that never came (a fetch for a step the loop then did not take). Usage error where it does
+  /// not run on this thread; nothing before enable() or while disabled.
+  void discard_meas(std::string_view name);
   /// Ends an iteration: advances warm-up, emits an NVTX mark "iteration N" when the NVTX wrapper
   /// is enabled, resolves finished GPU timings, prints periodically.
   void finish_iter();
@@ -337,6 +341,7 @@ inline bool Stopwatch::is_enabled() const noexcept {
 }
 inline void Stopwatch::start_meas(std::string_view) {}
 inline void Stopwatch::end_meas(std::string_view) {}
+inline void Stopwatch::discard_meas(std::string_view) {}
 inline bool detail::start_for_scope(std::string_view) {
   return true;
 }

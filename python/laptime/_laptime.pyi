@@ -93,6 +93,8 @@ class Stopwatch:
         """Starts the interval ``name`` on the calling thread."""
     def end_meas(self, name: _Name) -> None:
         """Ends the interval ``name`` running on the calling thread."""
+    def discard_meas(self, name: _Name) -> None:
+        """Ends the interval ``name`` running on the calling thread without counting it."""
     def finish_iter(self) -> None:
         """Ends an iteration: warm-up, NVTX mark "iteration N", periodic report."""
     def measure(self, name: _Name, /) -> _Scope:

@@ -13,6 +13,7 @@ PyObject* sw_set_cpu_usage_meas_name(PyObject*, PyObject* const* args, Py_ssize_
 PyObject* sw_track_cpu_usage(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* sw_start_one_time(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* sw_end_one_time(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* sw_discard_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* sw_reset(PyObject*, PyObject*);
 PyObject* sw_disable(PyObject*, PyObject*);
 PyObject* sw_set_print_rank0_only(PyObject*, PyObject* on);

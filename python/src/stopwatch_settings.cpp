@@ -53,6 +53,13 @@ PyObject* sw_end_one_time(PyObject*, PyObject* const* args, Py_ssize_t nargs, Py
                    [](std::string_view n) { stopwatch().end_one_time_measurement(n); });
 }
 
+PyObject* sw_discard_meas(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* name = one_arg("discard_meas", "name", args, nargs, kwnames);
+  if (name == nullptr) return nullptr;
+  if (!stopwatch().is_enabled()) Py_RETURN_NONE;
+  return with_name("discard_meas", name, [](std::string_view n) { stopwatch().discard_meas(n); });
+}
+
 PyObject* sw_reset(PyObject*, PyObject*) {
   return call_none([] { stopwatch().reset(); });
 }

@@ -157,6 +157,9 @@ PyMethodDef g_stopwatch_methods[] = {
     {"track_cpu_usage", as_cfunction(sw_track_cpu_usage), METH_FASTCALL | METH_KEYWORDS,
      "track_cpu_usage($self, name)\n--\n\nSamples CPU and I/O during the intervals of `name`; "
      "several names may be tracked."},
+    {"discard_meas", as_cfunction(sw_discard_meas), METH_FASTCALL | METH_KEYWORDS,
+     "discard_meas($self, name)\n--\n\nEnds the interval `name` running on the calling thread "
+     "without counting it (begun for work that never came)."},
     {"start_one_time_measurement", as_cfunction(sw_start_one_time), METH_FASTCALL | METH_KEYWORDS,
      "start_one_time_measurement($self, name)\n--\n\nStarts a single interval outside the "
      "iterations."},

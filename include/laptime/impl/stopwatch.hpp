@@ -106,6 +106,9 @@ LAPTIME_IMPL void Stopwatch::set_report_format(ReportFormat format) noexcept {
   detail::Printer& p = detail::stopwatch_state();
   if (!p.report_format_from_env.load()) p.report_format.store(static_cast<int>(format));
 }
+LAPTIME_IMPL void Stopwatch::discard_meas(std::string_view name) {
+  detail::discard_interval(name);
+}
 LAPTIME_IMPL void Stopwatch::start_one_time_measurement(std::string_view name) {
   detail::start_one_time(name);
 }

@@ -145,6 +145,27 @@ LAPTIME_IMPL void StopwatchCore::end_elsewhere(ThreadRecord& rec, Slot& mine, st
                                 " other threads (end it on the thread that started it)");
 }
 
+// Stopwatch::discard_meas: the calling thread's interval of `name` in this epoch ends uncounted
+// (its NVTX range closed, its GPU events and CPU sample dropped, as an interval of an older epoch
+// is). Only while enabled: a disable() already dropped what ran.
+LAPTIME_IMPL void discard_interval(std::string_view name) {
+  StopwatchCore& c = stopwatch_core();
+  if (!c.is_on()) return;
+  ThreadRecord& rec = c.local_record();
+  const NameCacheEntry* e = c.lookup(rec, name);
+  if (e == nullptr) return;  // past the name table: it never ran (its start was refused)
+  Slot& s = *e->value;
+  if (s.run.load(std::memory_order_relaxed) != c.epoch.load(std::memory_order_relaxed)) {
+    usage_error("discard_meas(" + quoted(name) + ")",
+                quoted(name) +
+                    " is not running on this thread (discard it on the thread that "
+                    "started it, before its end_meas)");
+    return;
+  }
+  c.drop_interval(s);
+  --rec.running;
+}
+
 // reset() since this thread last wrote to the slot: its statistics belong to the old generation.
 LAPTIME_IMPL LAPTIME_COLD void StopwatchCore::drop_stale(ThreadRecord& rec, Slot& s,
                                                          std::uint32_t gen) {

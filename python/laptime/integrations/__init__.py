@@ -250,15 +250,18 @@ class LoopMeter:
         if self._sw_on:
             self.stopwatch.start_meas(self.names[name])
 
-    def end(self, name):
+    def end(self, name, discard=()):
         """Ends ``name`` if this meter started it (and the ranges opened after it, innermost
-        first, so that NVTX ranges stay nested)."""
+        first, so that NVTX ranges stay nested); the names in ``discard`` end uncounted."""
         if name not in self._open:
             return
         while self._open:
             top = self._open.pop()
             if self._sw_on:
-                self.stopwatch.end_meas(self.names[top])
+                if top in discard:
+                    self.stopwatch.discard_meas(self.names[top])
+                else:
+                    self.stopwatch.end_meas(self.names[top])
             if self._nvtx_on:
                 self.nvtx.range_pop(self.names[top])
             if top == name:
@@ -300,9 +303,13 @@ class LoopMeter:
             self.fetch_begin()
 
     def close(self):
-        """Ends whatever is still open (training stopped early); those intervals count."""
+        """Ends whatever is still open (the epoch or training ended, or stopped early). The work
+        intervals count; a "training loop" that no optimisation step ended and a "data fetch"
+        that no batch ended are discarded: they were begun for a step that never came (a stop
+        requested after this meter's hook, the data running out, batches with no optimizer step
+        at an epoch's end), and counting them would give more of them than iterations."""
         while self._open:
-            self.end(self._open[0])
+            self.end(self._open[0], discard=(LOOP, FETCH))
 
     def validation_begin(self):
         self.begin(VALIDATION)

@@ -13,6 +13,9 @@ installed (``lightning`` first). What each name measures (docs/integrations.md):
 - "Optimizer step": ``on_before_optimizer_step`` to ``on_train_batch_end``: gradient clipping and
   ``optimizer.step()``.
 - "training loop": one optimisation step, its fetches included (CPU usage tracked).
+- Manual optimisation (``automatic_optimization = False``: the model's ``training_step`` calls
+  ``optimizer.step()``, once per optimizer): one iteration per batch that stepped, "Training
+  step" the whole batch, no "Optimizer step".
 - "Validation step": ``on_validation_batch_start`` to ``on_validation_batch_end``.
 """
 
@@ -62,6 +65,7 @@ class LaptimeCallback(_pl.Callback):
         self.meter = LoopMeter(num_warmup_iters, print_every_n_iters, do_cuda_sync, nvtx,
                                print_report, track_cpu)
         self._stepped = False
+        self._manual = False
 
     def setup(self, trainer, pl_module, stage):
         # Before Lightning builds the dataloaders and starts their workers: forked workers find
@@ -74,11 +78,15 @@ class LaptimeCallback(_pl.Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         self._stepped = False
+        self._manual = getattr(pl_module, "automatic_optimization", True) is False
         self.meter.step_begin()
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
         self._stepped = True
-        self.meter.optimizer_begin()
+        # Manual optimisation calls optimizer.step() inside training_step, once per optimizer
+        # (a GAN's two): no "Optimizer step" of its own there; "Training step" is the batch.
+        if not self._manual:
+            self.meter.optimizer_begin()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         more = _more_batches_follow(trainer)

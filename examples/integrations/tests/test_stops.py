@@ -1,0 +1,133 @@
+"""Stops the integrations cannot foresee: a stop requested after laptime's batch-end hook (an
+EarlyStopping at a mid-epoch validation), the data of an IterableDataset running out, Lightning's
+manual optimisation. One "training loop" per optimisation step whatever ends the loop
+(docs/integrations.md): the fetch begun for a step that never came is not counted."""
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import laptime
+from integ_helpers import counts, fresh_laptime  # noqa: F401
+
+LOOP_NAMES = ("training loop", "data fetch")
+
+
+def _loader(n=64, batch=8):
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(n, 8, generator=g), torch.randn(n, 1, generator=g)
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=batch)
+
+
+def _lightning():
+    try:
+        import lightning.pytorch as pl
+    except ImportError:
+        pl = pytest.importorskip("pytorch_lightning")
+    return pl
+
+
+def _trainer(pl, callbacks, **kwargs):
+    return pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False,
+                      callbacks=callbacks, **kwargs)
+
+
+def test_lightning_early_stop_at_a_mid_epoch_validation_leaves_no_extra_loop():
+    pl = _lightning()
+    from lightning.pytorch.callbacks import EarlyStopping
+
+    from laptime.integrations.lightning import LaptimeCallback
+
+    class Net(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Linear(8, 1)
+            self.steps = 0
+
+        def training_step(self, batch, i):
+            self.steps += 1
+            return torch.nn.functional.mse_loss(self.net(batch[0]), batch[1])
+
+        def validation_step(self, batch, i):
+            self.log("val_loss", torch.nn.functional.mse_loss(self.net(batch[0]), batch[1]))
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    net = Net()
+    stop = EarlyStopping("val_loss", patience=0, min_delta=100.0)  # stops at the 2nd validation
+    _trainer(pl, [LaptimeCallback(num_warmup_iters=0, track_cpu=False), stop], max_epochs=10,
+             val_check_interval=3, limit_val_batches=1, num_sanity_val_steps=0).fit(
+                 net, _loader(), _loader())
+    r = laptime.Stopwatch().results()
+    assert net.steps == 6 and r["iterations_finished"] == 6
+    assert {n: counts(r)[n] for n in LOOP_NAMES} == {n: 6 for n in LOOP_NAMES}
+    assert not any(m["running"] for m in r["measurements"])
+
+
+def test_lightning_manual_optimisation_one_iteration_per_batch_that_stepped():
+    pl = _lightning()
+    from laptime.integrations.lightning import LaptimeCallback
+
+    class Gan(pl.LightningModule):  # two optimizers stepped by hand, the second every 3rd batch
+        def __init__(self):
+            super().__init__()
+            self.automatic_optimization = False
+            self.d, self.g = torch.nn.Linear(8, 1), torch.nn.Linear(8, 1)
+
+        def training_step(self, batch, i):
+            opt_d, opt_g = self.optimizers()
+            for net, opt, sleep in ((self.d, opt_d, 0.002), (self.g, opt_g, 0.004)):
+                if net is self.g and i % 3 != 2:
+                    continue
+                time.sleep(sleep)
+                loss = torch.nn.functional.mse_loss(net(batch[0]), batch[1])
+                opt.zero_grad()
+                self.manual_backward(loss)
+                opt.step()
+
+        def configure_optimizers(self):
+            return (torch.optim.SGD(self.d.parameters(), lr=0.01),
+                    torch.optim.SGD(self.g.parameters(), lr=0.01))
+
+    _trainer(pl, [LaptimeCallback(num_warmup_iters=0, track_cpu=False)], max_epochs=2).fit(
+        Gan(), _loader())
+    r = laptime.Stopwatch().results()
+    c = counts(r)
+    assert r["iterations_finished"] == 16  # 8 batches an epoch, each stepped
+    assert (c["training loop"], c["data fetch"], c["Training step"]) == (16, 16, 16)
+    assert "Optimizer step" not in c  # optimizer.step() runs inside training_step
+
+
+def test_transformers_iterable_dataset_running_out_leaves_no_extra_loop(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from laptime.integrations.transformers import LaptimeCallback
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = torch.nn.Linear(8, 1)
+
+        def forward(self, x, labels=None):
+            out = self.l(x)
+            return {"loss": torch.nn.functional.mse_loss(out, labels), "logits": out}
+
+    class Samples(torch.utils.data.IterableDataset):  # 8 batches, no __len__: re-iterated
+        def __iter__(self):
+            g = torch.Generator().manual_seed(0)
+            for _ in range(64):
+                x = torch.randn(8, generator=g)
+                yield {"x": x, "labels": x.sum(0, keepdim=True)}
+
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=20, per_device_train_batch_size=8, use_cpu=True,
+        report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True)
+    transformers.Trainer(model=Tiny(), args=args, train_dataset=Samples(),
+                         callbacks=[LaptimeCallback(num_warmup_iters=0, track_cpu=False)]).train()
+    r = laptime.Stopwatch().results()
+    assert r["iterations_finished"] == 20
+    assert {n: counts(r)[n] for n in LOOP_NAMES} == {n: 20 for n in LOOP_NAMES}
