@@ -43,13 +43,17 @@ def _esc(x):
 
 
 def duration(seconds):
-    """'1.23 ms': seconds in a readable unit; 'n/a' for None."""
+    """'1.23 ms', '1.00 ms': seconds with three digits in the largest unit whose rounded value
+    is at least 1 (999.96 µs reads "1.00 ms", never "1e+03 µs"); 'n/a' for None."""
     if seconds is None:
         return "n/a"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if abs(seconds) >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds * 1e9:.3g} ns"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
+        value = seconds / scale
+        if unit == "s" and abs(value) >= 1000:
+            return f"{value:.0f} s"
+        text = f"{value:#.3g}"
+        if abs(float(text)) >= 1 or unit == "ns":
+            return f"{text.rstrip('.')} {unit}"
 
 
 def _num(x, suffix=""):
