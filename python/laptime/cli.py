@@ -61,7 +61,7 @@ def main(argv=None):
         if not (e.name or "").startswith("matplotlib"):
             raise
         print(f"laptime {args.command}: needs matplotlib (pip install matplotlib, or "
-              "pip install 'laptime[reports]')", file=sys.stderr)
+              "pip install '<laptime checkout>[reports]')", file=sys.stderr)
         return 2
     except OSError as e:  # an output that cannot be written (a missing folder, a full disk)
         where = f"{e.filename}: " if e.filename else ""

@@ -42,7 +42,7 @@ OWN_SUFFIX = " (callback)"
 def _missing(framework, extra, error):
     """The ImportError raised by an integration whose framework is not installed."""
     return ImportError(
-        f"laptime.integrations.{extra} needs {framework}: pip install 'laptime[{extra}]' "
+        f"laptime.integrations.{extra} needs {framework}: pip install '<laptime checkout>[{extra}]' "
         f"(or install {framework} yourself) [{error}]")
 
 
