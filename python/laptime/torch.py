@@ -82,7 +82,7 @@ _inside = set()
 _thread_id = threading.get_ident
 
 
-_start, _end = _stopwatch.start_meas, _stopwatch.end_meas
+_start, _end, _discard = _stopwatch.start_meas, _stopwatch.end_meas, _stopwatch.discard_meas
 
 
 def _timed(call, name_of):
@@ -100,10 +100,17 @@ def _timed(call, name_of):
         enter(thread)
         _start(name)
         try:
-            return call(self, arg)
-        finally:
+            value = call(self, arg)
+        except StopIteration:  # the data ran out: no sample was made, nothing to count
+            _discard(name)
+            raise
+        except BaseException:
             _end(name)
+            raise
+        finally:
             leave(thread)
+        _end(name)
+        return value
 
     return timed
 
@@ -250,11 +257,17 @@ class _WaitTimed:
         name = self._laptime_names.wait
         if name is None:
             return self._laptime_next()
-        _stopwatch.start_meas(name)
+        _start(name)
         try:
-            return self._laptime_next()
-        finally:
-            _stopwatch.end_meas(name)
+            batch = self._laptime_next()
+        except StopIteration:  # the epoch's end (and the join of its workers): no batch waited for
+            _discard(name)
+            raise
+        except BaseException:
+            _end(name)
+            raise
+        _end(name)
+        return batch
 
     def __len__(self):
         return len(self._laptime_iterator)
