@@ -164,7 +164,7 @@ install_laptime() {  # VENV
   pip_install "$venv" --no-deps --force-reinstall --config-settings=build-dir="$ROOT/build/pip" .
 }
 
-PY_REQS=(pytest psutil matplotlib tensorboard)
+PY_REQS=(pytest psutil matplotlib tensorboard mypy)
 PY_STAMP=$(python3 --version 2>&1; echo "${PY_REQS[*]}")
 STUDY_VENV=build/venv-study
 STUDY_REQS=()

@@ -24,13 +24,14 @@ torch is imported only inside the functions: ``import laptime`` never needs it.
 
 import os
 import sys
+from typing import Any, Dict, List, Optional, TextIO
 
 from . import merge as _merge
 from ._laptime import Stopwatch
 from ._laptime import configure_from_env as _configure_from_env
 
 
-def configure_from_env(all_ranks=True):
+def configure_from_env(all_ranks: bool = True) -> Dict[str, Any]:
     """``laptime.configure_from_env()`` with every rank measuring (``LAPTIME_RANKS=all``) unless
     the environment already says ``LAPTIME_RANKS``. Returns the settings applied (a dict).
 
@@ -58,7 +59,7 @@ def _dist():
     return dist
 
 
-def gather(group=None):
+def gather(group: Any = None) -> List[Dict[str, Any]]:
     """The results of every rank, as parsed JSON, in rank order; a one-element list when
     ``torch.distributed`` is not initialised. Collective: every rank of ``group`` must call it.
     Every rank receives the list (``all_gather_object`` works with both gloo and NCCL; with NCCL,
@@ -79,7 +80,8 @@ def gather(group=None):
     return [json.loads(s) for s in everyone]
 
 
-def report(file=None, json_path=None, group=None):
+def report(file: Optional[TextIO] = None, json_path: Optional[str] = None,
+           group: Any = None) -> Optional[Dict[str, Any]]:
     """Gathers every rank's results and, on rank 0 (with ``group``, the group's first rank),
     prints the cross-rank report to ``file`` (default ``sys.stdout``) and writes the merged JSON to
     ``json_path`` if given. Returns the merged dict there and None elsewhere. Collective: call it

@@ -20,12 +20,14 @@ for CPU-tracked names the process tree's CPU (% of the machine, cores) and the s
 Figures that are not available yet (no interval after warm-up, CPU unreadable) are skipped.
 """
 
+from typing import Any, Dict, List, Optional, Tuple
+
 
 def _tag(name):
     return "laptime/" + name.replace(" ", "_")
 
 
-def scalars(results):
+def scalars(results: Dict[str, Any]) -> List[Tuple[str, float]]:
     """[(tag, value)] that ``log`` writes for ``results`` (a dict of laptime's JSON)."""
     out = []
     for m in results.get("measurements", []):
@@ -41,7 +43,7 @@ def scalars(results):
     return out
 
 
-def log(writer, step, results=None):
+def log(writer: Any, step: int, results: Optional[Dict[str, Any]] = None) -> int:
     """Writes the Stopwatch's current figures (or ``results``, a dict) to ``writer`` at
     ``step``; returns how many scalars were written."""
     if results is None:

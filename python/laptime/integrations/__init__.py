@@ -22,6 +22,7 @@ import numbers
 import os
 import warnings
 import weakref
+from typing import Any, Dict, Optional
 
 from .._laptime import NVTXRangeWrapper, Stopwatch
 from .._laptime import configure_from_env as _configure_from_env
@@ -87,7 +88,8 @@ def check_flag(argument, value):
     raise TypeError(f"{argument} must be True or False, not {value!r} ({type(value).__name__})")
 
 
-def configure(num_warmup_iters=10, print_every_n_iters=None, do_cuda_sync=False, nvtx=False):
+def configure(num_warmup_iters: int = 10, print_every_n_iters: Optional[int] = None,
+              do_cuda_sync: bool = False, nvtx: bool = False) -> Optional[Dict[str, Any]]:
     """Enables the Stopwatch (and the NVTX wrapper when ``nvtx``) with these settings, unless the
     environment says otherwise: a LAPTIME_* variable the user set wins over the argument
     (``LAPTIME_WARMUP``, ``LAPTIME_PRINT_EVERY``, ``LAPTIME_CUDA_SYNC``, ``LAPTIME_STOPWATCH``,
@@ -151,8 +153,9 @@ class LoopMeter:
     meter started it, so a missed hook loses a measurement, never training. The arguments are
     checked here (TypeError / ValueError naming the argument and the value)."""
 
-    def __init__(self, num_warmup_iters=10, print_every_n_iters=None, do_cuda_sync=False,
-                 nvtx=False, print_report=True, track_cpu=True):
+    def __init__(self, num_warmup_iters: int = 10, print_every_n_iters: Optional[int] = None,
+                 do_cuda_sync: bool = False, nvtx: bool = False, print_report: bool = True,
+                 track_cpu: bool = True) -> None:
         self.settings = dict(num_warmup_iters=check_count("num_warmup_iters", num_warmup_iters),
                              print_every_n_iters=check_count("print_every_n_iters",
                                                              print_every_n_iters, optional=True),

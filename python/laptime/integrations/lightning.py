@@ -19,6 +19,8 @@ installed (``lightning`` first). What each name measures (docs/integrations.md):
 - "Validation step": ``on_validation_batch_start`` to ``on_validation_batch_end``.
 """
 
+from typing import Optional
+
 from . import LoopMeter, _missing
 
 try:
@@ -59,8 +61,9 @@ class LaptimeCallback(_pl.Callback):
     Each ``fit()`` is a run of its own (a later one starts with ``Stopwatch.reset()``); a second
     laptime callback in one fit does nothing, with one warning (docs/integrations.md)."""
 
-    def __init__(self, num_warmup_iters=10, print_every_n_iters=None, do_cuda_sync=False,
-                 nvtx=False, print_report=True, track_cpu=True):
+    def __init__(self, num_warmup_iters: int = 10, print_every_n_iters: Optional[int] = None,
+                 do_cuda_sync: bool = False, nvtx: bool = False, print_report: bool = True,
+                 track_cpu: bool = True) -> None:
         super().__init__()
         self.meter = LoopMeter(num_warmup_iters, print_every_n_iters, do_cuda_sync, nvtx,
                                print_report, track_cpu)

@@ -27,6 +27,8 @@ The hook has priority ``VERY_HIGH``: its ``before_train_iter`` runs before the o
 their per-iteration work lands in "Training step" and (after the iteration) in "data fetch".
 """
 
+from typing import Optional
+
 import functools
 
 from . import LoopMeter, _missing
@@ -64,8 +66,9 @@ class LaptimeHook(_Hook):
 
     priority = "VERY_HIGH"
 
-    def __init__(self, num_warmup_iters=10, print_every_n_iters=None, do_cuda_sync=False,
-                 nvtx=False, print_report=True, track_cpu=True):
+    def __init__(self, num_warmup_iters: int = 10, print_every_n_iters: Optional[int] = None,
+                 do_cuda_sync: bool = False, nvtx: bool = False, print_report: bool = True,
+                 track_cpu: bool = True) -> None:
         self.meter = LoopMeter(num_warmup_iters, print_every_n_iters, do_cuda_sync, nvtx,
                                print_report, track_cpu)
         self._stepped = False

@@ -16,6 +16,8 @@ What each name measures (docs/integrations.md):
 The Trainer's evaluation has no per-batch begin hook, so there is no "Validation step" here.
 """
 
+from typing import Optional
+
 from . import LoopMeter, _missing
 
 try:
@@ -51,8 +53,9 @@ class LaptimeCallback(_TrainerCallback):
     Each ``train()`` is a run of its own (a later one starts with ``Stopwatch.reset()``); a second
     laptime callback in one run does nothing, with one warning (docs/integrations.md)."""
 
-    def __init__(self, num_warmup_iters=10, print_every_n_iters=None, do_cuda_sync=False,
-                 nvtx=False, print_report=True, track_cpu=True):
+    def __init__(self, num_warmup_iters: int = 10, print_every_n_iters: Optional[int] = None,
+                 do_cuda_sync: bool = False, nvtx: bool = False, print_report: bool = True,
+                 track_cpu: bool = True) -> None:
         self.meter = LoopMeter(num_warmup_iters, print_every_n_iters, do_cuda_sync, nvtx,
                                print_report, track_cpu)
 
