@@ -148,7 +148,7 @@ LAPTIME_IMPL void StopwatchCore::end_elsewhere(ThreadRecord& rec, Slot& mine, st
 // Stopwatch::discard_meas: the calling thread's interval of `name` in this epoch ends uncounted
 // (its NVTX range closed, its GPU events and CPU sample dropped, as an interval of an older epoch
 // is). Only while enabled: a disable() already dropped what ran.
-LAPTIME_IMPL void discard_interval(std::string_view name) {
+inline void discard_interval(std::string_view name) {
   StopwatchCore& c = stopwatch_core();
   if (!c.is_on()) return;
   ThreadRecord& rec = c.local_record();
