@@ -332,6 +332,14 @@ void run_single(Reader& in, bool fuzz_nvtx_settings) {
         // is dropped silently.
         const bool stale = m.enabled && m.running.count(name) == 0 && m.stale.count(name) == 1;
         const bool misuse = m.enabled && m.running.count(name) == 0 && !stale;
+        if (op == 3 && in.byte() % 4 == 0) {  // discard_meas: the same rules, nothing counted;
+          // while disabled it does nothing at all (the interval stays of its period)
+          if (expect(misuse, true, [&] { sw.discard_meas(v); }) && m.enabled) {
+            m.stale.erase(name);
+            m.running.erase(name);
+          }
+          break;
+        }
         if (!m.enabled && m.ever_enabled) m.stale.erase(name);  // ended while disabled: cleared
         if (expect(misuse, true, [&] { sw.end_meas(v); }) && m.enabled) {
           if (stale) {

@@ -147,7 +147,7 @@ LAPTIME_IMPL void StopwatchCore::end_elsewhere(ThreadRecord& rec, Slot& mine, st
 
 // Stopwatch::discard_meas: the calling thread's interval of `name` in this epoch ends uncounted
 // (its NVTX range closed, its GPU events and CPU sample dropped, as an interval of an older epoch
-// is). Only while enabled: a disable() already dropped what ran.
+// is); one of an older period ends silently, as at its end_meas. Only while enabled.
 inline void discard_interval(std::string_view name) {
   StopwatchCore& c = stopwatch_core();
   if (!c.is_on()) return;
@@ -155,15 +155,18 @@ inline void discard_interval(std::string_view name) {
   const NameCacheEntry* e = c.lookup(rec, name);
   if (e == nullptr) return;  // past the name table: it never ran (its start was refused)
   Slot& s = *e->value;
-  if (s.run.load(std::memory_order_relaxed) != c.epoch.load(std::memory_order_relaxed)) {
+  const std::uint32_t run = s.run.load(std::memory_order_relaxed);
+  if (run == c.epoch.load(std::memory_order_relaxed)) {
+    c.drop_interval(s);
+    --rec.running;
+  } else if (run != 0) {
+    c.drop_interval(s);  // of an older period: it ends silently, as its end_meas would
+  } else {
     usage_error("discard_meas(" + quoted(name) + ")",
                 quoted(name) +
                     " is not running on this thread (discard it on the thread that "
                     "started it, before its end_meas)");
-    return;
   }
-  c.drop_interval(s);
-  --rec.running;
 }
 
 // reset() since this thread last wrote to the slot: its statistics belong to the old generation.
