@@ -159,9 +159,9 @@ make_venv() {
 # laptime itself into VENV as users install it (pip install .), its CMake tree kept in build/pip
 # so that a second install (the other venv: the same python3, hence the same extension, or the
 # next run) recompiles only what changed.
-install_laptime() {  # VENV
-  local venv=$1
-  pip_install "$venv" --no-deps --force-reinstall --config-settings=build-dir="$ROOT/build/pip" .
+install_laptime() {  # VENV [BUILD_DIR]: a Python of its own keeps a build folder of its own
+  local venv=$1 build=${2:-build/pip}
+  pip_install "$venv" --no-deps --force-reinstall --config-settings=build-dir="$ROOT/$build" .
 }
 
 PY_REQS=(pytest psutil matplotlib tensorboard mypy)
@@ -323,7 +323,7 @@ if [ "$QUICK" -eq 0 ] && want deep; then
     if [ -z "$py" ]; then echo "no Python 3.8 (pyenv) here: not run (0 passed, 1 skipped)"; return 0; fi
     [ -x "$venv/bin/python" ] || "$py" -m venv "$venv" || return 1
     pip_install "$venv" pytest psutil matplotlib &&
-      pip_install "$venv" --no-deps --force-reinstall --config-settings=build-dir="$ROOT/build/pip-py38" . &&
+      install_laptime "$venv" build/pip-py38 &&
       (cd python/tests && "$ROOT/$venv/bin/python" -m pytest -q -p no:cacheprovider .)
   }
   stage python-3.8 pytest oldest_python_tests

@@ -132,6 +132,18 @@
 #define LAPTIME_CONCAT_IMPL(a, b) a##b
 #define LAPTIME_CONCAT(a, b) LAPTIME_CONCAT_IMPL(a, b)
 
+// Clang's warning `w` off from here to LAPTIME_CLANG_ALLOW_END, where laptime means what it warns
+// about (its users' -Weverything builds, as Chromium's, must stay clean); nothing elsewhere.
+#if defined(__clang__)
+#define LAPTIME_PRAGMA(text) _Pragma(#text)
+#define LAPTIME_CLANG_ALLOW(w) \
+  _Pragma("clang diagnostic push") LAPTIME_PRAGMA(clang diagnostic ignored w)
+#define LAPTIME_CLANG_ALLOW_END _Pragma("clang diagnostic pop")
+#else
+#define LAPTIME_CLANG_ALLOW(w)
+#define LAPTIME_CLANG_ALLOW_END
+#endif
+
 // nvcc's device pass compiles laptime out (above), so that pass's text no longer shows how the host
 // pass compiles laptime. A compiler cache that keys a .cu file on that text (ccache hashes nvcc's
 // preprocessed output, the device pass's, and leaves the -D options out) would then hand a

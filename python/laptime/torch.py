@@ -99,18 +99,15 @@ def _timed(call, name_of):
             return call(self, arg)
         enter(thread)
         _start(name)
+        stop = _end
         try:
-            value = call(self, arg)
+            return call(self, arg)
         except StopIteration:  # the data ran out: no sample was made, nothing to count
-            _discard(name)
-            raise
-        except BaseException:
-            _end(name)
+            stop = _discard
             raise
         finally:
+            stop(name)
             leave(thread)
-        _end(name)
-        return value
 
     return timed
 
@@ -258,16 +255,14 @@ class _WaitTimed:
         if name is None:
             return self._laptime_next()
         _start(name)
+        stop = _end
         try:
-            batch = self._laptime_next()
+            return self._laptime_next()
         except StopIteration:  # the epoch's end (and the join of its workers): no batch waited for
-            _discard(name)
+            stop = _discard
             raise
-        except BaseException:
-            _end(name)
-            raise
-        _end(name)
-        return batch
+        finally:
+            stop(name)
 
     def __len__(self):
         return len(self._laptime_iterator)

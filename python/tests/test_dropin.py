@@ -207,8 +207,8 @@ def test_print_eval_times_prints_nothing_when_not_enabled(stopwatch, capsys):
 
 
 def test_seed_tests_patch_the_class_the_instance_takes_no_attributes(stopwatch, nvtx):
-    """The seed's instance was a plain object; laptime's has no __dict__ (one costs the Python
-    pair about 12 ns, docs/python.md). Test code patches the class, which works for the
+    """The seed's instance was a plain object; laptime's has no __dict__ (one would slow every
+    method lookup, docs/python.md). Test code patches the class, which works for the
     singleton; an attribute set on the instance is an AttributeError, not silently lost."""
     from unittest import mock
 

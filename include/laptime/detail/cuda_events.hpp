@@ -54,12 +54,10 @@ class GpuEventPool {
   /// Returns `token`'s pair to the pool without timing it (an interval abandoned after start()).
   void cancel(std::uint32_t token) noexcept;
 
+  // the thread's buffer is freed at its exit: wanted
+  LAPTIME_CLANG_ALLOW("-Wexit-time-destructors")
   /// Non-blocking: calls on_done(tag, gpu_ns) for each stopped pair whose events completed, in
   /// no particular order, outside the timer's lock. Returns how many stopped pairs still pend.
-#if defined(__clang__)  // the thread's buffer is freed at its exit: wanted
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wexit-time-destructors"
-#endif
   template <class Fn>
   std::size_t poll(Fn&& on_done) {
     thread_local std::vector<Done> ready;  // keeps its capacity: no allocation per iteration
@@ -68,9 +66,7 @@ class GpuEventPool {
     for (const Done& d : ready) on_done(d.tag, d.gpu_ns);
     return left;
   }
-#if defined(__clang__)
-#pragma clang diagnostic pop
-#endif
+  LAPTIME_CLANG_ALLOW_END
 
   /// Blocking: waits for every stopped pair (cuEventSynchronize), then reports them like poll().
   /// For report time, never inside the loop. Pairs started but not stopped are left alone.

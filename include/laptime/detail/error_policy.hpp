@@ -12,19 +12,15 @@
 
 LAPTIME_BEGIN_NAMESPACE
 
+// header-only: no file of laptime's own to hold the vtable
+LAPTIME_CLANG_ALLOW("-Wweak-vtables")
 /// Thrown on misuse of the API (a measurement ended that never started, a range popped out of
 /// order, ...). The message names the call, the measurement or range, and the thread.
-#if defined(__clang__)  // header-only: no file of laptime's own to hold the vtable
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wweak-vtables"
-#endif
 class UsageError : public std::logic_error {
  public:
   using std::logic_error::logic_error;
 };
-#if defined(__clang__)
-#pragma clang diagnostic pop
-#endif
+LAPTIME_CLANG_ALLOW_END
 
 /// What a usage error does: throw laptime::UsageError (default), print one line to stderr and
 /// carry on, or abort the process. Also set by LAPTIME_ON_ERROR=throw|warn|abort.

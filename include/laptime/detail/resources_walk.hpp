@@ -70,17 +70,13 @@ struct Scratch {
   std::vector<std::pair<pid_t, std::uint64_t>> clocked;  // TreeWalk::clocks: (pid, utime+stime)
 };
 
-#if defined(__clang__)  // the thread's buffers are freed at its exit: wanted
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wexit-time-destructors"
-#endif
+// the thread's buffers are freed at its exit: wanted
+LAPTIME_CLANG_ALLOW("-Wexit-time-destructors")
 inline Scratch& scratch() {
   thread_local Scratch s;
   return s;
 }
-#if defined(__clang__)
-#pragma clang diagnostic pop
-#endif
+LAPTIME_CLANG_ALLOW_END
 
 /// What one subtree contributed.
 struct Totals {

@@ -144,17 +144,13 @@ class ThreadRegistry {
     Node* node = nullptr;
   };
 
-#if defined(__clang__)  // the destructor hands the record back at thread exit
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wexit-time-destructors"
-#endif
+  // the destructor hands the record back at thread exit
+  LAPTIME_CLANG_ALLOW("-Wexit-time-destructors")
   static Cache& cache() {
     thread_local Cache c;
     return c;
   }
-#if defined(__clang__)
-#pragma clang diagnostic pop
-#endif
+  LAPTIME_CLANG_ALLOW_END
 
   static Fast& fast() noexcept {
     thread_local Fast f;

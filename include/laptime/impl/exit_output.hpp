@@ -45,10 +45,7 @@
 #include "laptime/results.hpp"
 
 // glibc's sa_handler and sa_sigaction are macros that name themselves (members of a union).
-#if defined(__clang__)
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wdisabled-macro-expansion"
-#endif
+LAPTIME_CLANG_ALLOW("-Wdisabled-macro-expansion")
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
@@ -434,6 +431,4 @@ inline void choose_exit_signal_handlers(bool on) {
 }  // namespace detail
 LAPTIME_END_NAMESPACE
 
-#if defined(__clang__)
-#pragma clang diagnostic pop
-#endif
+LAPTIME_CLANG_ALLOW_END

@@ -36,11 +36,10 @@ inline void start_enable_services(StopwatchState& s) {
   arm_exit_output(s);
   // LAPTIME_RECORD here too, not only through configure_from_env(): a program that never calls
   // it (the seed's) records with the variable alone, as LAPTIME_OUTPUT writes; it wins over the
-  // code's enable_recording (set_recording's rule, written here: config_mutex is held).
+  // code's enable_recording (set_recording's rule; config_mutex is held here).
   if (const auto n = env_checked(env_int<Env::record>()); n && *n > 0) {
     s.record_from_env = true;
-    s.record_capacity.store(static_cast<std::size_t>(*n), std::memory_order_relaxed);
-    s.features.fetch_or(kFeatRecord, std::memory_order_relaxed);
+    s.set_record_capacity(static_cast<std::size_t>(*n));
   }
 }
 

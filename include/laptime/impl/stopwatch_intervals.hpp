@@ -156,17 +156,15 @@ inline void discard_interval(std::string_view name) {
   if (e == nullptr) return;  // past the name table: it never ran (its start was refused)
   Slot& s = *e->value;
   const std::uint32_t run = s.run.load(std::memory_order_relaxed);
-  if (run == c.epoch.load(std::memory_order_relaxed)) {
-    c.drop_interval(s);
-    --rec.running;
-  } else if (run != 0) {
-    c.drop_interval(s);  // of an older period: it ends silently, as its end_meas would
-  } else {
+  if (run == 0) {
     usage_error("discard_meas(" + quoted(name) + ")",
                 quoted(name) +
                     " is not running on this thread (discard it on the thread that "
                     "started it, before its end_meas)");
+    return;
   }
+  c.drop_interval(s);  // one of an older period ends silently, as at its end_meas
+  if (run == c.epoch.load(std::memory_order_relaxed)) --rec.running;
 }
 
 // reset() since this thread last wrote to the slot: its statistics belong to the old generation.

@@ -134,6 +134,8 @@ struct StopwatchState : StopwatchCore,
   void keep_exited(const IntervalRing& ring) noexcept;
   void record_iteration_end(std::int64_t finished);
   void set_recording(std::size_t capacity, bool from_env);
+  /// set_recording's change itself, config_mutex held (no precedence rule applied).
+  void set_record_capacity(std::size_t capacity) noexcept;
   Samples samples();
 
   // --- workers (stopwatch_workers.hpp) ---

@@ -72,14 +72,16 @@ inline void StopwatchState::record_iteration_end(std::int64_t finished) {
 
 inline void StopwatchState::set_recording(std::size_t capacity, bool from_env) {
   // The user's LAPTIME_RECORD wins (docs/configuration.md).
-  configure(record_from_env, from_env, [&] {
-    record_capacity.store(capacity, std::memory_order_relaxed);
-    if (capacity > 0) {
-      features.fetch_or(kFeatRecord, std::memory_order_relaxed);
-    } else {
-      features.fetch_and(~kFeatRecord, std::memory_order_relaxed);
-    }
-  });
+  configure(record_from_env, from_env, [&] { set_record_capacity(capacity); });
+}
+
+inline void StopwatchState::set_record_capacity(std::size_t capacity) noexcept {
+  record_capacity.store(capacity, std::memory_order_relaxed);
+  if (capacity > 0) {
+    features.fetch_or(kFeatRecord, std::memory_order_relaxed);
+  } else {
+    features.fetch_and(~kFeatRecord, std::memory_order_relaxed);
+  }
 }
 
 /// The name the kernel has for a live thread now (it may have been set after its ring was made).
