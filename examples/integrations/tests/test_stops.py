@@ -131,3 +131,77 @@ def test_transformers_iterable_dataset_running_out_leaves_no_extra_loop(tmp_path
     r = laptime.Stopwatch().results()
     assert r["iterations_finished"] == 20
     assert {n: counts(r)[n] for n in LOOP_NAMES} == {n: 20 for n in LOOP_NAMES}
+
+
+def test_transformers_trains_again_after_a_run_that_raised(tmp_path):
+    """A train() that raised (an out-of-memory step, which ``auto_find_batch_size`` retries with a
+    smaller batch) calls no end hook: the next train() of the process starts clean, with the
+    failed step's intervals dropped, not raising that they already run."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from laptime.integrations.transformers import LaptimeCallback
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = torch.nn.Linear(8, 1)
+            self.fail = True
+
+        def forward(self, x, labels=None):
+            if self.fail:
+                raise RuntimeError("out of memory (simulated)")
+            out = self.l(x)
+            return {"loss": torch.nn.functional.mse_loss(out, labels), "logits": out}
+
+    x = torch.randn(64, 8, generator=torch.Generator().manual_seed(0))
+    samples = [{"x": r, "labels": r.sum(0, keepdim=True)} for r in x]
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=6, per_device_train_batch_size=8, use_cpu=True,
+        report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True)
+    model = Tiny()
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=samples,
+                                   callbacks=[LaptimeCallback(num_warmup_iters=0, nvtx=True,
+                                                              track_cpu=False)])
+    with pytest.raises(RuntimeError, match="simulated"):
+        trainer.train()
+    model.fail = False
+    trainer.train()
+    r = laptime.Stopwatch().results()
+    assert r["iterations_finished"] == 6
+    assert {n: counts(r)[n] for n in LOOP_NAMES} == {n: 6 for n in LOOP_NAMES}
+    assert counts(r)["Training step"] == 6
+    assert not [m["name"] for m in r["measurements"] if m["running"]]
+
+
+def test_lightning_step_that_raised_is_not_counted_and_fit_runs_again():
+    pl = _lightning()
+    from laptime.integrations.lightning import LaptimeCallback
+
+    class Net(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Linear(8, 1)
+            self.fail_at = 2
+
+        def training_step(self, batch, i):
+            if i == self.fail_at:
+                raise RuntimeError("a failing step")
+            return torch.nn.functional.mse_loss(self.net(batch[0]), batch[1])
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    net = Net()
+    callback = LaptimeCallback(num_warmup_iters=0, nvtx=True, track_cpu=False)
+    with pytest.raises(RuntimeError, match="a failing step"):
+        _trainer(pl, [callback], max_epochs=1).fit(net, _loader())
+    r = laptime.Stopwatch().results()
+    assert r["iterations_finished"] == 2
+    assert counts(r)["Training step"] == 2  # the third step raised: it never completed
+    assert not [m["name"] for m in r["measurements"] if m["running"]]
+    net.fail_at = -1
+    _trainer(pl, [callback], max_epochs=1).fit(net, _loader())
+    r = laptime.Stopwatch().results()
+    assert r["iterations_finished"] == 8
+    assert {n: counts(r)[n] for n in LOOP_NAMES + ("Training step",)} == {
+        n: 8 for n in LOOP_NAMES + ("Training step",)}

@@ -201,9 +201,12 @@ class LoopMeter:
         self._sw_on = self.stopwatch.is_enabled
         self._nvtx_on = self.nvtx.is_enabled
         self.steps = 0
-        self._open.clear()
+        # Left open by a run that raised (no end hook runs then): the step it was in never
+        # completed, and its names must not be found running by this run, nor what that run
+        # measured counted in this one.
+        raised = self.abandon()
         if self._sw_on:
-            if self.stopwatch.results()["iterations_finished"] > 0:
+            if raised or self.stopwatch.results()["iterations_finished"] > 0:
                 self.stopwatch.reset()
             self._avoid_running_names()
             if self.track_cpu:
@@ -313,6 +316,14 @@ class LoopMeter:
         at an epoch's end), and counting them would give more of them than iterations."""
         while self._open:
             self.end(self._open[0], discard=(LOOP, FETCH))
+
+    def abandon(self):
+        """Ends whatever is still open uncounted: the run it belonged to raised. Returns whether
+        anything was."""
+        if not self._open:
+            return False
+        self.end(self._open[0], discard=tuple(self._open))
+        return True
 
     def validation_begin(self):
         self.begin(VALIDATION)

@@ -112,6 +112,7 @@ class LaptimeCallback(_pl.Callback):
         self.meter.validation_end()
 
     def on_exception(self, trainer, pl_module, exception):
+        self.meter.abandon()  # the step it was in never completed
         self.meter.end_run()  # nothing left running for a later fit() in this process
 
     def on_train_end(self, trainer, pl_module):

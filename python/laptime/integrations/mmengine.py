@@ -107,7 +107,8 @@ class LaptimeHook(_Hook):
                 return original(*args, **kwargs)
             except BaseException:
                 self._unwrap_steps()
-                self.meter.end_run()  # closes what is open: the run ended here
+                self.meter.abandon()  # the step it was in never completed
+                self.meter.end_run()
                 raise
             finally:
                 vars(loop).pop("run", None)
