@@ -164,7 +164,7 @@ install_laptime() {  # VENV [BUILD_DIR]: a Python of its own keeps a build folde
   pip_install "$venv" --no-deps --force-reinstall --config-settings=build-dir="$ROOT/$build" .
 }
 
-PY_REQS=(pytest psutil matplotlib tensorboard mypy)
+PY_REQS=(pytest psutil matplotlib tensorboard mypy ipykernel)
 PY_STAMP=$(python3 --version 2>&1; echo "${PY_REQS[*]}")
 STUDY_VENV=build/venv-study
 STUDY_REQS=()
@@ -322,7 +322,7 @@ if [ "$QUICK" -eq 0 ] && want deep; then
     py=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.8.*/bin/python3.8 2>/dev/null | tail -1)
     if [ -z "$py" ]; then echo "no Python 3.8 (pyenv) here: not run (0 passed, 1 skipped)"; return 0; fi
     [ -x "$venv/bin/python" ] || "$py" -m venv "$venv" || return 1
-    pip_install "$venv" pytest psutil matplotlib &&
+    pip_install "$venv" pytest psutil matplotlib ipykernel &&
       install_laptime "$venv" build/pip-py38 &&
       (cd python/tests && "$ROOT/$venv/bin/python" -m pytest -q -p no:cacheprovider .)
   }

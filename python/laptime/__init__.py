@@ -99,9 +99,17 @@ _laptime._install_print_function()
 
 
 def _at_exit():
-    # After an unhandled KeyboardInterrupt Python runs its exit handlers and then ends the process
-    # by SIGINT, so C atexit handlers (laptime's at-exit file and report) never run: they run here.
     last = getattr(_sys, "last_exc", None) or getattr(_sys, "last_value", None)
+    if "ipykernel" in _sys.modules:
+        # A Jupyter kernel's stdout and stderr are pipes that nothing reads by the time C atexit
+        # handlers run (laptime's at-exit file and report): the report and any warning about the
+        # file would be lost. They run now, to the C stdout and stderr, which still reach the
+        # kernel's terminal here.
+        _laptime._uninstall_print_function()
+        _laptime._run_exit_output()
+        return
+    # After an unhandled KeyboardInterrupt Python runs its exit handlers and then ends the process
+    # by SIGINT, so C atexit handlers never run: they run here.
     if isinstance(last, KeyboardInterrupt):
         _laptime._run_exit_output()
     _laptime._uninstall_print_function()

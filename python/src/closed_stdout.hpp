@@ -36,10 +36,12 @@ inline bool dropped_os_error() {
   return true;
 }
 
-/// After a write to sys.stdout failed (its exception set; none where there is no sys.stdout): a
-/// closed or full stream drops the text (told once); another failure is shown, and the text goes
-/// to the C stdout.
-inline void after_failed_sys_stdout_write(std::string_view text) {
+/// After a write to sys.stdout `out` failed (its exception set; none where there is no
+/// sys.stdout: the text is dropped, as print() drops it): a closed or full stream drops the text
+/// (told once); another failure is shown (the first one, as an exception ignored in `out`), and
+/// the text goes to the C stdout.
+inline void after_failed_sys_stdout_write(PyObject* out, std::string_view text) {
+  if (!PyErr_Occurred()) return;
   if (dropped_os_error()) return;
   // Ctrl-C while the report was written: the interrupt stays the program's (raised at its next
   // instruction, PyErr_SetInterrupt), and the report is dropped.
@@ -48,6 +50,12 @@ inline void after_failed_sys_stdout_write(std::string_view text) {
     PyErr_SetInterrupt();
     return;
   }
-  if (PyErr_Occurred()) PyErr_WriteUnraisable(nullptr);
+  static bool shown = false;  // under the GIL
+  if (shown) {
+    PyErr_Clear();
+  } else {
+    shown = true;
+    PyErr_WriteUnraisable(out);
+  }
   laptime::binding::write_own_output(stdout, text, kReportNotPrinted);
 }

@@ -43,7 +43,7 @@ void print_to_sys_stdout(const char* text, std::size_t size, void* /*user_data*/
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
   PyErr_Fetch(&type, &value, &traceback);     // keep an exception the caller may have set
   PyObject* out = PySys_GetObject("stdout");  // borrowed
-  if (out == nullptr || out == Py_None || !write_to(out, s)) after_failed_sys_stdout_write(s);
+  if (out != nullptr && out != Py_None && !write_to(out, s)) after_failed_sys_stdout_write(out, s);
   PyErr_Restore(type, value, traceback);
   PyGILState_Release(gil);
 }

@@ -47,6 +47,33 @@ def test_no_sys_stdout_prints_nothing_as_print_does(stopwatch, monkeypatch):
     assert stopwatch.print_eval_times() is None
 
 
+def test_no_sys_stdout_drops_the_periodic_reports_too(stopwatch, monkeypatch, capfd):
+    stopwatch.enable(0, 1, False)  # a periodic report every iteration
+    monkeypatch.setattr(sys, "stdout", None)
+    measure_iterations(stopwatch, 2)
+    monkeypatch.undo()
+    captured = capfd.readouterr()
+    assert "training loop" not in captured.out, captured.out  # not on the process's own stdout
+    assert captured.err == "", captured.err
+
+
+def test_a_closed_sys_stdout_is_told_once_as_an_ignored_exception(stopwatch, monkeypatch, capfd):
+    """print() raises into a closed file object; a periodic report cannot raise: the first failure
+    is shown as an exception ignored in the stream, with its header, the reports go to the
+    process's own stdout."""
+    closed = io.StringIO()
+    closed.close()
+    ignored = []  # what sys.unraisablehook (which prints "Exception ignored in: ...") is given
+    monkeypatch.setattr(sys, "unraisablehook", ignored.append)
+    monkeypatch.setattr(sys, "stdout", closed)
+    stopwatch.enable(0, 1, False)
+    measure_iterations(stopwatch, 3)
+    monkeypatch.undo()
+    captured = capfd.readouterr()
+    assert captured.out.count("training loop") == 3, captured.out
+    assert [(type(u.exc_value), u.object) for u in ignored] == [(ValueError, closed)]
+
+
 def test_an_ascii_stream_gets_us_for_microseconds(stopwatch):
     stopwatch.enable(0, None, False)
     measure_iterations(stopwatch, 3)
