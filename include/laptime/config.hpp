@@ -97,6 +97,17 @@
 #undef LAPTIME_ABI_NAMESPACE
 #define LAPTIME_ABI_NAMESPACE LAPTIME_CONCAT(v1_max_names_, LAPTIME_MAX_NAMES)
 #endif
+// So does libstdc++'s debug mode (_GLIBCXX_DEBUG: other standard containers in the objects both
+// share): a file built with it links only against an implementation part built with it.
+#if LAPTIME_ENABLED && defined(_GLIBCXX_DEBUG)
+#undef LAPTIME_ABI_NAMESPACE
+#if LAPTIME_MAX_NAMES != 4096
+#define LAPTIME_ABI_NAMESPACE \
+  LAPTIME_CONCAT(LAPTIME_CONCAT(v1_max_names_, LAPTIME_MAX_NAMES), _glibcxx_debug)
+#else
+#define LAPTIME_ABI_NAMESPACE v1_glibcxx_debug
+#endif
+#endif
 
 // LAPTIME_NVTX_MAX_NAMES: the most distinct range names registered with NVTX per process. Names
 // beyond it still work, passed as text (an allocation per push) with a one-time warning, so that a

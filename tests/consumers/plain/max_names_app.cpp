@@ -1,6 +1,8 @@
-// A file that measures with its own LAPTIME_MAX_NAMES (the test defines 8192) through the light
-// header, linked against an implementation part built with the default: the link must fail,
-// naming laptime::v1_max_names_8192, where the two layouts once met at run time.
+// A file that measures with its own layout through the light header (one test defines
+// LAPTIME_MAX_NAMES=8192, another _GLIBCXX_DEBUG), linked against an implementation part built
+// with the defaults: the link must fail, naming the layout's namespace
+// (laptime::v1_max_names_8192, laptime::v1_glibcxx_debug), where the two layouts once met at run
+// time.
 #include <laptime/stopwatch.hpp>
 
 int main() {
