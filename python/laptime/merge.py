@@ -67,6 +67,9 @@ def merge(results, ranks=None):
     if ranks is None:
         ranks = [r.get("rank", i) for i, r in enumerate(results)]
         if len(set(ranks)) != len(ranks):
+            results, ranks, left_out = _without_other_runs(results, ranks)
+            warnings += left_out
+        if len(set(ranks)) != len(ranks):
             warnings.append(
                 f"the inputs claim ranks {ranks}: not unique, numbered by input order instead"
             )
@@ -108,6 +111,27 @@ def merge(results, ranks=None):
     }
 
 
+def _without_other_runs(results, ranks):
+    """(results, ranks, [a warning for each left out]) without the inputs of a smaller world
+    that claim a rank an input of the largest world claims too: a launcher's own results
+    (``torch.multiprocessing.spawn``: rank 0 of a world of 1, written beside rank 0's file as
+    ``rank0.<pid>.json``) that a ``rank*.json`` pattern picked up. Numbering the inputs by
+    their order instead would give every rank another's number."""
+    sizes = [r.get("world_size") for r in results]
+    largest = max((s for s in sizes if s is not None), default=None)
+    if largest is None or largest < 2:
+        return results, ranks, []
+    claimed = {k for k, s in zip(ranks, sizes) if s == largest}
+    keep = [i for i, (k, s) in enumerate(zip(ranks, sizes)) if s == largest or k not in claimed]
+    left = [
+        f"an input of world size {sizes[i]} (host {results[i].get('host')}, pid "
+        f"{results[i].get('pid')}) claims rank {ranks[i]} of the world of {largest}: left out "
+        "(a launcher's own results, written beside rank 0's file?)"
+        for i in range(len(results)) if i not in keep
+    ]
+    return [results[i] for i in keep], [ranks[i] for i in keep], left
+
+
 def _same_runs(results):
     """([a warning for each input identical to an earlier one], [the positions of the others]):
     a file given twice is one rank's run, not two ranks' (two runs never agree in every figure)."""
@@ -132,7 +156,8 @@ def _rank_info(r, rank):
         "pid": r.get("pid"),
         "num_warmup_iters": r.get("num_warmup_iters"),
         "iterations_measured": r.get("iterations_measured", 0),
-        "measured_anything": bool(r.get("measurements")),
+        "measured_anything": bool(r.get("measurements") or r.get("one_time")
+                                  or r.get("iterations_measured")),
     }
 
 

@@ -103,6 +103,32 @@ def test_a_rank_that_measured_nothing_is_named():
     assert "measured nothing" in merge.format_report(merged)
 
 
+def test_a_rank_that_measured_only_one_time_measurements_measured_something():
+    results = merge.load(FILES)
+    results[2]["measurements"] = []
+    results[2]["iterations_measured"] = 0
+    results[2]["one_time"] = [{"name": "setup", "duration_s": 1.5, "running": False}]
+    assert not any("measured nothing" in w for w in merge.merge(results)["warnings"])
+
+
+def test_a_spawn_launchers_own_file_beside_the_ranks_is_left_out_not_renumbered():
+    """`laptime merge results/rank*.json` after torch.multiprocessing.spawn, whose launcher
+    measured something: its file `rank0.<pid>.json` (rank 0 of a world of 1) sorts first. The
+    ranks keep their numbers; the launcher's run is left out, with one warning naming it."""
+    launcher = merge.load(FILES[:1])[0]
+    launcher.update(rank=0, world_size=1, pid=4242)
+    ranks = merge.load(FILES)
+    for r in ranks:
+        r["world_size"] = 3
+    merged = merge.merge([launcher] + ranks)
+    assert [(r["rank"], r["pid"]) for r in merged["ranks"]] == [
+        (i, r["pid"]) for i, r in enumerate(ranks)]
+    assert by_name(merged)["data fetch"]["mean_per_iter_s"]["slowest_rank"] == 1
+    warnings = " | ".join(merged["warnings"])
+    assert "pid 4242" in warnings and "left out" in warnings, warnings
+    assert "not unique" not in warnings and "inputs for a world size" not in warnings, warnings
+
+
 def test_the_same_run_given_twice_is_named_not_counted_as_two_ranks():
     results = merge.load([FILES[0], FILES[0]])
     merged = merge.merge(results)
