@@ -13,6 +13,7 @@ import random
 import pytest
 
 from laptime import cli
+from laptime import gate as gate_math
 
 PAIRS = 100
 NOMINAL = 0.025  # a 95 % two-sided interval lies wholly above the true difference 2.5 % of the time
@@ -462,3 +463,12 @@ def test_one_slow_outlier_iteration_per_recorded_run_does_not_hide_a_2x_slowdown
     # the mean makes that mean uncertain; the interval is wide but bounded, as resampling says.
     v = gate.judge(base[:1], slow[:1], "Training step", 0.05, level)
     assert -0.5 < v.low < v.difference < v.high < 2.5, v
+
+
+def test_an_outlier_run_never_gives_an_interval_below_minus_100_percent():
+    """Three runs a side, one of the test side's 30 times the others: a resample of its fast runs
+    alone is widened as a ratio, so no bound says a time went negative."""
+    ref = [gate_math.RunFigure(1.0, None)] * 3
+    test = [gate_math.RunFigure(1.0, None), gate_math.RunFigure(1.1, None), gate_math.RunFigure(30.0, None)]
+    v = gate_math.judge(ref, test, "forward", 0.05, 0.95)
+    assert -1.0 < v.low < v.difference < v.high, v
