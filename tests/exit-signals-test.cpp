@@ -5,7 +5,11 @@
 //
 // Each case runs this binary again as a helper process ("--helper MODE", exit_helpers.hpp) and
 // checks what it left.
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -21,6 +25,33 @@ namespace {
 using exit_test::check_json_file;
 using exit_test::helper_env;
 using exit_test::kLoopIters;
+
+/// Opens the FIFO `path` as its reader and reads what one writer writes, until it closes; gives
+/// up after `timeout_s` without a byte (the writer may never come).
+std::string read_one_writer(const std::string& path, int timeout_s) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string text;
+  for (int waited_ms = 0; waited_ms < timeout_s * 1000;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) == 0) {
+      waited_ms += 100;
+      continue;
+    }
+    char buf[65536];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      text.append(buf, static_cast<std::size_t>(n));
+    } else if (n == 0 && !text.empty()) {
+      break;  // its writer closed it
+    } else {
+      ::usleep(10000);  // no writer yet (EOF before any byte), or EAGAIN
+      waited_ms += 10;
+    }
+  }
+  ::close(fd);
+  return text;
+}
 }  // namespace
 
 TEST_CASE(
@@ -74,6 +105,46 @@ TEST_CASE(
       std::remove(path.c_str());
     }
   }
+}
+
+TEST_CASE(
+    "a SIGTERM whose results take longer than 2 s to write (a FIFO nobody reads for 3 s) still "
+    "leaves them whole, and the process then ends by the signal" *
+    LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.fifo");
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  // The writer gathers the results, then waits in open() for a reader: as a long recording's
+  // serialisation does, it holds no lock of the program's, and the handler waits for it.
+  const reliability::Spawned sp = reliability::spawn_self(
+      {"--helper", "end-by", "SIGTERM"}, helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+  ::sleep(3);
+  const std::string text = read_one_writer(path, 10);
+  const auto r = reliability::finish(sp);
+  REQUIRE_MESSAGE(!r.timed_out, r.describe());
+  CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
+  std::string error;
+  const auto json = reliability::parse_json(text, &error);
+  REQUIRE_MESSAGE(json != nullptr, "not complete, valid JSON: " << error << "; " << r.describe());
+  CHECK(json->get("iterations_measured")->number == kLoopIters);
+  CHECK(r.err.find("laptime") == std::string::npos);
+}
+
+TEST_CASE(
+    "a SIGTERM whose results cannot be written within 20 s (a FIFO nobody reads) ends the process "
+    "by the signal then, with one line that says the results were not written" *
+    LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.fifo");
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  const auto r = reliability::run_self({"--helper", "end-by", "SIGTERM"},
+                                       helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+  REQUIRE_MESSAGE(!r.timed_out, r.describe());
+  CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
+  CHECK_MESSAGE((r.seconds > 19 && r.seconds < 40), r.describe());
+  CHECK_MESSAGE(r.err.find("results not written at the signal: writing them took more than 20 s") !=
+                    std::string::npos,
+                r.describe());
 }
 
 TEST_CASE("a SIGTERM that lands while a periodic report is made still leaves the file, at once" *

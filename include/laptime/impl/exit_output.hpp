@@ -163,9 +163,14 @@ inline void write_output_file(const StopwatchState& s, const Results& r) {
 struct ExitSignals {
   static constexpr int kSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGABRT};
   static constexpr int kCount = 4;
-  /// How long a handler waits for the writer: bounded, because the thread the signal interrupted
-  /// may hold a lock the writer needs (then the file is not written and the signal goes on).
+  /// How long a handler waits for the writer to gather the results: bounded, because the thread
+  /// the signal interrupted may hold a lock the writer needs (then the file is not written, one
+  /// line says so, and the signal goes on).
   static constexpr long kTimeoutMs = 2000;
+  /// Once the writer has them, how long the handler waits for the file: long recordings take
+  /// seconds to serialise and write (4 million intervals, about 130 MB), and launchers give a
+  /// process tens of seconds after SIGTERM (torchrun, Slurm, Kubernetes: 30 s by default).
+  static constexpr long kWriteTimeoutMs = 20000;
   using Handler = void (*)(int, siginfo_t*, void*);
 
   std::mutex mutex;                        // install / uninstall
@@ -175,6 +180,7 @@ struct ExitSignals {
   std::atomic<int> request_fd{-1};         // a byte here wakes the writer
   std::atomic<unsigned> requested{0};      // tickets handed out by handlers
   std::atomic<unsigned> completed{0};      // the last ticket the writer served
+  std::atomic<unsigned> gathered{0};       // the last ticket whose results the writer holds
   std::atomic<bool> final_written{false};  // the at-exit output is done: nothing more to save
   std::atomic<int> code_choice{-1};        // set_exit_signal_handlers: -1 none, 0 off, 1 on
   std::atomic<int> env_choice{-1};         // LAPTIME_SIGNAL_HANDLERS: -1 unset, 0, 1
@@ -264,7 +270,19 @@ inline void request_write_from_signal(ExitSignals& g) noexcept {
     ::clock_gettime(CLOCK_MONOTONIC, &now);
     const long waited_ms =
         (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-    if (waited_ms >= ExitSignals::kTimeoutMs) return;
+    const bool gathered = static_cast<int>(g.gathered.load() - ticket) >= 0;
+    if (waited_ms >= (gathered ? ExitSignals::kWriteTimeoutMs : ExitSignals::kTimeoutMs)) {
+      static const char kGathering[] =
+          "laptime: warning: results not written at the signal: they could not be gathered "
+          "within 2 s (a lock the interrupted thread holds?)\n";
+      static const char kWriting[] =
+          "laptime: warning: results not written at the signal: writing them took more than "
+          "20 s\n";
+      const char* msg = gathered ? kWriting : kGathering;
+      const std::size_t size = gathered ? sizeof kWriting - 1 : sizeof kGathering - 1;
+      if (::write(2, msg, size) < 0) return;  // nowhere to say it
+      return;
+    }
     const timespec nap{0, 1000000};
     ::nanosleep(&nap, nullptr);
   }
@@ -314,7 +332,9 @@ inline void exit_writer_loop(ExitSignals& g, int fd) {
       std::lock_guard<std::mutex> lock(g.output_mutex);
       // After the at-exit file, an older one must not replace it.
       if (s.ever_enabled() && !g.final_written.load()) {
-        write_output_file(s, s.results(/*wait_for_gpu=*/false));
+        const Results r = s.results(/*wait_for_gpu=*/false);
+        g.gathered.store(upto);  // no lock of the program's needed from here on
+        write_output_file(s, r);
       }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "laptime: warning: results not written at signal: %s\n", e.what());
