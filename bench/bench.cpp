@@ -139,6 +139,24 @@ void BM_StopwatchPair_Recording(benchmark::State& state) {
 }
 BENCHMARK(BM_StopwatchPair_Recording);
 
+// A report with recording on and the ring full: every report, a periodic one too, reads each
+// recorded interval (its samples and the slow tail), so its cost grows with the ring (ns per
+// report, informative; docs/stopwatch.md, enable_recording).
+void BM_Report_Recorded(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  Stopwatch& sw = Stopwatch::instance();
+  enable_stopwatch();
+  sw.enable_recording(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    sw.start_meas("recorded for the report");
+    sw.end_meas("recorded for the report");
+    if (i % 16 == 15) sw.finish_iter();
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(sw.results().to_text());
+  sw.enable_recording(0);
+}
+BENCHMARK(BM_Report_Recorded)->Arg(1 << 16)->Arg(1 << 20);
+
 // Enabled, every thread times the same name (each thread has its own slot for it).
 void BM_StopwatchPair_Enabled_SameName(benchmark::State& state) {
   if (state.thread_index() == 0) enable_stopwatch();

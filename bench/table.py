@@ -43,6 +43,7 @@ COUNTER_NAME = re.compile(r"[A-Za-z_]\w*$")
 #   kind "diff":     median - baseline <= limit (ns)
 #   kind "per_call": median / 2 <= limit (ns); the benchmark times a pair of calls
 #   kind "info":     reported, no goal
+#   kind "time":     reported as a time per iteration (no baseline), no goal
 #   kind "max":      a user counter ("<benchmark>:<counter>") <= limit, in its own unit
 ROWS = [
     ("Stopwatch pair, not enabled", "BM_StopwatchPair_NotEnabled", None, "per_call", 1.0),
@@ -73,6 +74,8 @@ ROWS = [
     ("NVTX push+pop, tracked, 2 threads", "BM_NvtxWrapperPushPop_Tracked/threads:2",
      "BM_NvtxWrapperPushPop_Tracked/threads:1", "ratio", 1.3),
     # Informative: no goal of their own.
+    ("report, recording on, 65536 intervals", "BM_Report_Recorded/65536", None, "time", None),
+    ("report, recording on, 1048576 intervals", "BM_Report_Recorded/1048576", None, "time", None),
     ("end_meas of another thread's interval (end only)",
      "BM_StopwatchEnd_OtherThread/manual_time", "BM_StopwatchPair_Enabled/threads:1", "info",
      None),
@@ -216,7 +219,7 @@ def evaluate(row, runs):
     measures = [measure(kind, v, b) for v, b in pairs]
     median = statistics.median(measures)
     return {"values": [v for v, _ in pairs], "bases": [b for _, b in pairs if b is not None],
-            "measures": measures, "measure": median, "ok": kind == "info" or median <= limit}
+            "measures": measures, "measure": median, "ok": kind in ("info", "time") or median <= limit}
 
 
 def spread(xs):
@@ -236,6 +239,8 @@ def pair_ratios(before, after, key):
 
 
 def fmt_ns(v):
+    if abs(v) >= 10_000_000:
+        return f"{v / 1e6:.1f} ms"
     if abs(v) >= 10000:
         return f"{v / 1000:.1f} µs"
     if abs(v) >= 100:
@@ -256,6 +261,8 @@ def fmt_figure(key, xs):
 
 
 def fmt_measure(kind, key, x, unit=True):
+    if kind == "time":
+        return fmt_ns(x)
     if kind == "max" or (kind == "info" and is_counter(key)):
         return f"{x:.0f}"
     if kind == "per_call":
@@ -277,7 +284,7 @@ def fmt_measures(kind, key, result):
 
 
 def goal_text(kind, limit):
-    if kind == "info":
+    if kind in ("info", "time"):
         return "(info)"
     return {"max": f"≤ {limit:g}", "per_call": f"≤ {limit:g} ns per call",
             "diff": f"≤ baseline + {limit:g} ns", "ratio": f"≤ {limit:g}×"}[kind]
@@ -344,7 +351,7 @@ def one_build_table(runs, errors, selected):
             if kind != "info" and state != "filtered":
                 lines.append(f"| {label} | {short(name)} | — | | | | | {why} |")
             continue
-        verdict = "" if kind == "info" else ("PASS" if result["ok"] else "MISS")
+        verdict = "" if kind in ("info", "time") else ("PASS" if result["ok"] else "MISS")
         counts["missed"] += 0 if result["ok"] else 1
         lines.append(
             f"| {label} | {short(name)} | {fmt_figure(name, result['values'])} | "
@@ -378,7 +385,7 @@ def two_builds_table(before, after, errors, selected):
         change = "—" if not ratios else fmt_measures("ratio", name, {
             "measure": statistics.median(ratios), "measures": ratios})
         old_measure = fmt_measure(kind, name, old["measure"]) if old else "—"
-        verdict = "" if kind == "info" else ("PASS" if result["ok"] else "MISS")
+        verdict = "" if kind in ("info", "time") else ("PASS" if result["ok"] else "MISS")
         counts["missed"] += 0 if result["ok"] else 1
         lines.append(
             f"| {label} | {short(name)} | {fmt_figure(name, figures(before, name))} | "
