@@ -45,6 +45,7 @@ COUNTER_NAME = re.compile(r"[A-Za-z_]\w*$")
 #   kind "info":     reported, no goal
 #   kind "time":     reported as a time per iteration (no baseline), no goal
 #   kind "max":      a user counter ("<benchmark>:<counter>") <= limit, in its own unit
+NO_GOAL = ("info", "time")
 ROWS = [
     ("Stopwatch pair, not enabled", "BM_StopwatchPair_NotEnabled", None, "per_call", 1.0),
     ("NVTX push+pop, not enabled", "BM_NvtxWrapperPushPop_NotEnabled", None, "per_call", 1.0),
@@ -219,7 +220,7 @@ def evaluate(row, runs):
     measures = [measure(kind, v, b) for v, b in pairs]
     median = statistics.median(measures)
     return {"values": [v for v, _ in pairs], "bases": [b for _, b in pairs if b is not None],
-            "measures": measures, "measure": median, "ok": kind in ("info", "time") or median <= limit}
+            "measures": measures, "measure": median, "ok": kind in NO_GOAL or median <= limit}
 
 
 def spread(xs):
@@ -284,7 +285,7 @@ def fmt_measures(kind, key, result):
 
 
 def goal_text(kind, limit):
-    if kind in ("info", "time"):
+    if kind in NO_GOAL:
         return "(info)"
     return {"max": f"≤ {limit:g}", "per_call": f"≤ {limit:g} ns per call",
             "diff": f"≤ baseline + {limit:g} ns", "ratio": f"≤ {limit:g}×"}[kind]
@@ -351,7 +352,7 @@ def one_build_table(runs, errors, selected):
             if kind != "info" and state != "filtered":
                 lines.append(f"| {label} | {short(name)} | — | | | | | {why} |")
             continue
-        verdict = "" if kind in ("info", "time") else ("PASS" if result["ok"] else "MISS")
+        verdict = "" if kind in NO_GOAL else ("PASS" if result["ok"] else "MISS")
         counts["missed"] += 0 if result["ok"] else 1
         lines.append(
             f"| {label} | {short(name)} | {fmt_figure(name, result['values'])} | "
@@ -385,7 +386,7 @@ def two_builds_table(before, after, errors, selected):
         change = "—" if not ratios else fmt_measures("ratio", name, {
             "measure": statistics.median(ratios), "measures": ratios})
         old_measure = fmt_measure(kind, name, old["measure"]) if old else "—"
-        verdict = "" if kind in ("info", "time") else ("PASS" if result["ok"] else "MISS")
+        verdict = "" if kind in NO_GOAL else ("PASS" if result["ok"] else "MISS")
         counts["missed"] += 0 if result["ok"] else 1
         lines.append(
             f"| {label} | {short(name)} | {fmt_figure(name, figures(before, name))} | "

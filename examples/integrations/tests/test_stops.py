@@ -35,27 +35,63 @@ def _trainer(pl, callbacks, **kwargs):
                       callbacks=callbacks, **kwargs)
 
 
+def _regression(pl):
+    """A LightningModule fitting a linear layer: the class each Lightning test extends."""
+
+    class Regression(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Linear(8, 1)
+
+        def loss(self, batch):
+            return torch.nn.functional.mse_loss(self.net(batch[0]), batch[1])
+
+        def training_step(self, batch, i):
+            return self.loss(batch)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    return Regression
+
+
+class _Tiny(torch.nn.Module):
+    """A model as transformers' Trainer takes one: a dict with the loss; ``fail`` raises in
+    forward (a step that runs out of memory)."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = torch.nn.Linear(8, 1)
+        self.fail = False
+
+    def forward(self, x, labels=None):
+        if self.fail:
+            raise RuntimeError("out of memory (simulated)")
+        out = self.l(x)
+        return {"loss": torch.nn.functional.mse_loss(out, labels), "logits": out}
+
+
+def _hf_args(transformers, tmp_path, max_steps):
+    return transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=max_steps, per_device_train_batch_size=8,
+        use_cpu=True, report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True)
+
+
 def test_lightning_early_stop_at_a_mid_epoch_validation_leaves_no_extra_loop():
     pl = _lightning()
     from lightning.pytorch.callbacks import EarlyStopping
 
     from laptime.integrations.lightning import LaptimeCallback
 
-    class Net(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.net = torch.nn.Linear(8, 1)
-            self.steps = 0
+    class Net(_regression(pl)):
+        steps = 0
 
         def training_step(self, batch, i):
             self.steps += 1
-            return torch.nn.functional.mse_loss(self.net(batch[0]), batch[1])
+            return self.loss(batch)
 
         def validation_step(self, batch, i):
-            self.log("val_loss", torch.nn.functional.mse_loss(self.net(batch[0]), batch[1]))
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
+            self.log("val_loss", self.loss(batch))
 
     net = Net()
     stop = EarlyStopping("val_loss", patience=0, min_delta=100.0)  # stops at the 2nd validation
@@ -107,15 +143,6 @@ def test_transformers_iterable_dataset_running_out_leaves_no_extra_loop(tmp_path
     pytest.importorskip("accelerate")
     from laptime.integrations.transformers import LaptimeCallback
 
-    class Tiny(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.l = torch.nn.Linear(8, 1)
-
-        def forward(self, x, labels=None):
-            out = self.l(x)
-            return {"loss": torch.nn.functional.mse_loss(out, labels), "logits": out}
-
     class Samples(torch.utils.data.IterableDataset):  # 8 batches, no __len__: re-iterated
         def __iter__(self):
             g = torch.Generator().manual_seed(0)
@@ -123,10 +150,8 @@ def test_transformers_iterable_dataset_running_out_leaves_no_extra_loop(tmp_path
                 x = torch.randn(8, generator=g)
                 yield {"x": x, "labels": x.sum(0, keepdim=True)}
 
-    args = transformers.TrainingArguments(
-        output_dir=str(tmp_path), max_steps=20, per_device_train_batch_size=8, use_cpu=True,
-        report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True)
-    transformers.Trainer(model=Tiny(), args=args, train_dataset=Samples(),
+    args = _hf_args(transformers, tmp_path, 20)
+    transformers.Trainer(model=_Tiny(), args=args, train_dataset=Samples(),
                          callbacks=[LaptimeCallback(num_warmup_iters=0, track_cpu=False)]).train()
     r = laptime.Stopwatch().results()
     assert r["iterations_finished"] == 20
@@ -141,25 +166,12 @@ def test_transformers_trains_again_after_a_run_that_raised(tmp_path):
     pytest.importorskip("accelerate")
     from laptime.integrations.transformers import LaptimeCallback
 
-    class Tiny(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.l = torch.nn.Linear(8, 1)
-            self.fail = True
-
-        def forward(self, x, labels=None):
-            if self.fail:
-                raise RuntimeError("out of memory (simulated)")
-            out = self.l(x)
-            return {"loss": torch.nn.functional.mse_loss(out, labels), "logits": out}
-
     x = torch.randn(64, 8, generator=torch.Generator().manual_seed(0))
     samples = [{"x": r, "labels": r.sum(0, keepdim=True)} for r in x]
-    args = transformers.TrainingArguments(
-        output_dir=str(tmp_path), max_steps=6, per_device_train_batch_size=8, use_cpu=True,
-        report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True)
-    model = Tiny()
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=samples,
+    model = _Tiny()
+    model.fail = True
+    trainer = transformers.Trainer(model=model, args=_hf_args(transformers, tmp_path, 6),
+                                   train_dataset=samples,
                                    callbacks=[LaptimeCallback(num_warmup_iters=0, nvtx=True,
                                                               track_cpu=False)])
     with pytest.raises(RuntimeError, match="simulated"):
@@ -177,19 +189,13 @@ def test_lightning_step_that_raised_is_not_counted_and_fit_runs_again():
     pl = _lightning()
     from laptime.integrations.lightning import LaptimeCallback
 
-    class Net(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.net = torch.nn.Linear(8, 1)
-            self.fail_at = 2
+    class Net(_regression(pl)):
+        fail_at = 2
 
         def training_step(self, batch, i):
             if i == self.fail_at:
                 raise RuntimeError("a failing step")
-            return torch.nn.functional.mse_loss(self.net(batch[0]), batch[1])
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
+            return self.loss(batch)
 
     net = Net()
     callback = LaptimeCallback(num_warmup_iters=0, nvtx=True, track_cpu=False)
