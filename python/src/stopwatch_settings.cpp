@@ -144,17 +144,17 @@ namespace {
 // this order), or -1 with a TypeError or ValueError naming the choices.
 template <std::size_t N>
 int choice_arg(const char* what, PyObject* obj, const char* const (&choices)[N]) {
-  const char* text = PyUnicode_Check(obj) ? PyUnicode_AsUTF8(obj) : nullptr;
-  if (text == nullptr) {
-    if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "laptime: %s: a str", what);
+  if (!PyUnicode_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "laptime: %s: a str", what);
     return -1;
   }
   std::string listed;
   for (std::size_t i = 0; i < N; ++i) {
-    if (std::string_view(text) == choices[i]) return static_cast<int>(i);
+    // The whole str (one with a NUL inside or no UTF-8 form is none of them); never raises.
+    if (PyUnicode_CompareWithASCIIString(obj, choices[i]) == 0) return static_cast<int>(i);
     listed += (i == 0 ? "'" : ", '") + std::string(choices[i]) + "'";
   }
-  PyErr_Format(PyExc_ValueError, "laptime: %s: '%s' is not one of %s", what, text, listed.c_str());
+  PyErr_Format(PyExc_ValueError, "laptime: %s: %R is not one of %s", what, obj, listed.c_str());
   return -1;
 }
 }  // namespace

@@ -222,6 +222,43 @@ def test_a_refused_block_never_takes_the_exit_of_a_later_valid_block(stopwatch):
         laptime.set_error_policy("throw")
 
 
+# Refused blocks that exit out of order (generators closed in the order they were suspended in)
+# or on another thread left their scope behind in the thread's list of refused blocks, by address:
+# once the garbage collector freed it, a new scope at the same address had its valid exit taken
+# for the refused one, and its interval ran on.
+def test_refused_blocks_closed_out_of_order_or_elsewhere_never_take_a_later_exit(stopwatch):
+    import gc
+    import threading
+    stopwatch.enable(0)
+    laptime.set_error_policy("warn")
+    try:
+        def gen():
+            with stopwatch.measure("x"):  # the first one runs "x", the others are refused
+                yield
+
+        for close_elsewhere in (False, True):
+            gens = [gen() for _ in range(3)]
+            for g in gens:
+                next(g)
+            for g in gens[:2]:
+                g.close()  # in the order they were suspended in: the refused one first
+            if close_elsewhere:
+                t = threading.Thread(target=gens[2].close)
+                t.start()
+                t.join()
+            else:
+                gens[2].close()
+            del gens, g
+            gc.collect()
+            for i in range(2000):  # new scopes (a new str each: the scope cache misses), some
+                with stopwatch.measure("".join(["y", str(i % 20)])):  # at the freed addresses
+                    pass
+            running = [m["name"] for m in stopwatch.results()["measurements"] if m["running"]]
+            assert running == []
+    finally:
+        laptime.set_error_policy("throw")
+
+
 # A subinterpreter that imports laptime and ends ran the package's exit handler, which took the
 # main interpreter's sys.stdout printer away: the next periodic report bypassed sys.stdout.
 SUBINTERPRETER = """

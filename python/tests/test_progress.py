@@ -55,6 +55,12 @@ def test_set_data_name_chooses_the_wait(stopwatch):
 def test_set_progress_and_set_total_iters_check_their_arguments(stopwatch):
     with pytest.raises(ValueError, match="'bar' is not one of"):
         stopwatch.set_progress("bar")
+    # The whole str: not its part before a NUL; one with no UTF-8 form is no choice either.
+    for mode in ("line\x00garbage", "\ud800"):
+        with pytest.raises(ValueError, match="is not one of 'report', 'line', 'off'"):
+            stopwatch.set_progress(mode)
+    with pytest.raises(ValueError, match="is not one of 'table', 'seed'"):
+        stopwatch.set_report_format("seed\x00garbage")
     with pytest.raises(TypeError):
         stopwatch.set_progress(1)
     with pytest.raises(ValueError, match="must be >= 0"):
