@@ -135,6 +135,17 @@ void clear_repeated_warnings() noexcept {
 #endif
 }
 
+/// Under ErrorPolicy::Warn, whether the misuse `once_key` was told already: it is then counted
+/// (see first_time) and its caller returns without building the message. False otherwise: the
+/// first time (now recorded), and under the other policies; the caller then calls usage_error
+/// without a key.
+template <int = 0>
+bool usage_error_told(std::string_view once_key, std::string_view repeat_note) noexcept {
+  return static_cast<ErrorPolicy>(error_state().policy.load(std::memory_order_relaxed)) ==
+             ErrorPolicy::Warn &&
+         !first_time(once_key, repeat_note);
+}
+
 /// Reports misuse of `call` according to the policy. The message gets the thread appended.
 /// Returns normally only under ErrorPolicy::Warn; callers then leave their state unchanged.
 /// A misuse that a program can repeat without bound (names past LAPTIME_MAX_NAMES) passes a
@@ -144,11 +155,9 @@ void clear_repeated_warnings() noexcept {
 template <int = 0>
 [[gnu::cold]] void usage_error(std::string_view call, std::string_view what,
                                std::string_view once_key = {}, std::string_view repeat_note = {}) {
+  if (!once_key.empty() && usage_error_told(once_key, repeat_note)) return;
   const auto policy =
       static_cast<ErrorPolicy>(error_state().policy.load(std::memory_order_relaxed));
-  if (policy == ErrorPolicy::Warn && !once_key.empty() && !first_time(once_key, repeat_note)) {
-    return;
-  }
   std::string message = "laptime: ";
   message += call;
   message += ": ";

@@ -235,7 +235,7 @@ inline void track_cpu_usage(std::string_view name) {
   if (id == kNoName) {
     usage_error("track_cpu_usage(" + detail::quoted(name) + ")",
                 "too many distinct measurement names (LAPTIME_MAX_NAMES)", "max-names",
-                "calls with names past LAPTIME_MAX_NAMES were not measured");
+                kMaxNamesRepeats);
     return;
   }
   // The sampler's lazily made statics are made here, before any interval is sampled: a fork()

@@ -39,9 +39,9 @@ LAPTIME_IMPL void StopwatchCore::start_while_disabled(std::string_view name) noe
     const NameCacheEntry* e = rec.cache.find(name);
     // A name new to this thread: interned as start_meas would, but past the name limit it is
     // not remembered (its end after enable() raises the limit's error, as any call of it does).
-    if (e == nullptr && rec.known.find(name, text_hash(name)) == nullptr &&
-        state.intern(name) == kNoName) {
-      return;
+    if (e == nullptr) {
+      const std::uint64_t hash = text_hash(name);
+      if (rec.known.find(name, hash) == nullptr && state.intern(name, hash) == kNoName) return;
     }
     if (e == nullptr) e = lookup(rec, name);
     if (e == nullptr) return;

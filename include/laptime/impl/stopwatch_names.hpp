@@ -7,11 +7,12 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <vector>
 
 #include "laptime/config.hpp"
 #include "laptime/detail/env_vars.hpp"
@@ -29,8 +30,12 @@ inline std::optional<std::uint32_t> env_max_names() {
   return static_cast<std::uint32_t>(*n);
 }
 
-/// The process-wide name table. names_mutex guards name_ids and the growth of the table; it is
-/// taken by intern() only (and held across fork, so that a child gets the table whole).
+/// What a report says of the calls refused at the name limit after the first (warn_once's note).
+inline constexpr std::string_view kMaxNamesRepeats =
+    "calls with names past LAPTIME_MAX_NAMES were not measured";
+
+/// The process-wide name table. names_mutex guards `ids`, `texts` and the growth of the table; it
+/// is taken by intern() only (and held across fork, so that a child gets the table whole).
 struct NameTable {
   NameTable() {
     if (const auto n = env_max_names()) {
@@ -42,25 +47,35 @@ struct NameTable {
   // Read by the rare branches of the hot path and by reports: the interned text of each id.
   std::array<std::atomic<const std::string*>, LAPTIME_MAX_NAMES> names{};
   std::mutex names_mutex;
-  std::unordered_map<std::string, std::uint32_t> name_ids;
+  // Ids by text, looked up without a copy of the text (a name refused at the limit is looked up
+  // on every call); the keys are the texts `texts` owns, which never move.
+  TextTable<std::uint32_t> ids;
+  std::vector<std::unique_ptr<const std::string>> texts;
   std::atomic<std::uint32_t> name_count{0};
   // The run-time limit on distinct names, <= LAPTIME_MAX_NAMES (the storage capacity): from
   // LAPTIME_MAX_NAMES in the environment at first use, else Stopwatch::set_max_names.
   std::atomic<std::uint32_t> max_names{LAPTIME_MAX_NAMES};
   bool max_names_from_env = false;
 
-  /// The id of `name`, interned now if new; kNoName when the table is at its limit.
-  std::uint32_t intern(std::string_view name) {
+  /// The id of `name` (whose text_hash is `hash`), interned now if new; kNoName when the table is
+  /// at its limit.
+  std::uint32_t intern(std::string_view name, std::uint64_t hash) {
     std::lock_guard<std::mutex> lock(names_mutex);
-    if (auto it = name_ids.find(std::string(name)); it != name_ids.end()) return it->second;
+    if (const std::uint32_t* known = ids.find(name, hash)) return *known;
     const std::uint32_t id = name_count.load(std::memory_order_relaxed);
     if (id >= max_names.load(std::memory_order_relaxed)) return kNoName;
-    auto [it, inserted] = name_ids.emplace(std::string(name), id);
-    (void)inserted;
-    names[id].store(&it->first, std::memory_order_release);  // node-based map: the key never moves
+    texts.push_back(std::make_unique<const std::string>(name));
+    try {
+      ids.insert(*texts.back(), hash, id);
+    } catch (...) {
+      texts.pop_back();
+      throw;
+    }
+    names[id].store(texts.back().get(), std::memory_order_release);
     name_count.store(id + 1, std::memory_order_release);
     return id;
   }
+  std::uint32_t intern(std::string_view name) { return intern(name, text_hash(name)); }
 
   /// Stopwatch::set_max_names' limit `n`, never below the names already known (interned for
   /// good: they would be past it and still measured); under names_mutex, so that none is interned
