@@ -170,6 +170,35 @@ TEST_CASE("a SIGTERM that lands while a periodic report is made still leaves the
   }
 }
 
+TEST_CASE(
+    "a SIGTERM that lands while finish_iter(), disable() or enable() holds a lock still leaves the "
+    "file, at once" *
+    LAPTIME_NEEDS_ENABLED) {
+  reliability::TempDir dir;
+  const std::string path = dir.file("results.json");
+  for (const char* mode : {"sigterm-during-finish-iter", "sigterm-during-toggle"}) {
+    for (const char* delay_us : {"2000", "7000", "13000", "29000"}) {
+      for (int run = 0; run < 3; ++run) {
+        CAPTURE(std::string(mode));
+        CAPTURE(std::string(delay_us));
+        CAPTURE(run);
+        const auto r = reliability::run_self({"--helper", mode, delay_us},
+                                             helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+        REQUIRE_MESSAGE(!r.timed_out, r.describe());
+        CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
+        std::string error;
+        const auto json = reliability::parse_json(reliability::read_file(path), &error);
+        REQUIRE_MESSAGE(json != nullptr, "no complete results file: " << error);
+        CHECK(reliability::find_measurement(*json, "main loop")->get("count")->number ==
+              kLoopIters);
+        // Not the handler's 2 s wait for a lock the interrupted call holds.
+        CHECK_MESSAGE(r.seconds < 1.5, r.describe());
+        std::remove(path.c_str());
+      }
+    }
+  }
+}
+
 TEST_CASE("after disable() the results stay: the file and the report at exit, the file at SIGTERM" *
           LAPTIME_NEEDS_ENABLED) {
   reliability::TempDir dir;

@@ -297,6 +297,26 @@ inline int helper_sigterm_during_report(const char* delay_us) {
   for (;;) sw.finish_iter();
 }
 
+// A SIGTERM on its way to the main thread `delay_us` after the loop, while the main thread calls,
+// over and over, what takes the locks the signal writer needs: finish_iter() with nothing to
+// print (`toggle` false), or disable() and enable() (`toggle` true).
+inline int helper_sigterm_during_calls(bool toggle, const char* delay_us) {
+  g_term_delay_us = std::atol(delay_us);
+  g_main_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  main_loop(sw);
+  sigterm_main_thread_later();
+  for (;;) {
+    if (toggle) {
+      sw.disable();
+      sw.enable(0, std::nullopt, false);
+    } else {
+      sw.finish_iter();
+    }
+  }
+}
+
 // Returns from main with an interval open on the main thread and one left by a thread that
 // exited (a crash's uncaught exception unwinds the same way): both are "running" in the file.
 inline int helper_open_at_exit() {
@@ -322,6 +342,11 @@ inline int run_helper_program(std::string_view mode, const char* arg) {
   if (mode == "chdir-after-enable" && arg != nullptr) return helper_chdir_after_enable(arg);
   if (mode == "abort-by-usage-error" && arg != nullptr) return helper_abort_by_usage_error(arg);
   if (mode == "sigterm-during-report" && arg != nullptr) return helper_sigterm_during_report(arg);
+  if (mode == "sigterm-during-finish-iter" && arg != nullptr) {
+    return helper_sigterm_during_calls(false, arg);
+  }
+  if (mode == "sigterm-during-toggle" && arg != nullptr)
+    return helper_sigterm_during_calls(true, arg);
   if (mode == "sigterm-during-exit-output" && arg != nullptr) {
     return helper_sigterm_during_exit_output(arg);
   }

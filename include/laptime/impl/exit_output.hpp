@@ -184,6 +184,7 @@ struct ExitSignals {
   std::atomic<bool> final_written{false};  // the at-exit output is done: nothing more to save
   std::atomic<int> code_choice{-1};        // set_exit_signal_handlers: -1 none, 0 off, 1 on
   std::atomic<int> env_choice{-1};         // LAPTIME_SIGNAL_HANDLERS: -1 unset, 0, 1
+  std::atomic<bool> armed{false};          // one of laptime's handlers is installed
   bool writer_started = false;             // under mutex
   Handler installed[kCount]{};             // laptime's handler in place, per signal (under mutex)
   struct sigaction previous[kCount] {};    // the program's actions, called after ours
@@ -199,6 +200,23 @@ inline std::atomic<ExitSignals*>& exit_signals_for_handler() noexcept {
   static std::atomic<ExitSignals*> p{nullptr};
   return p;
 }
+
+/// The ending signals held back on this thread while laptime's handlers are installed (nothing
+/// otherwise), around a call that takes locks the signal writer needs (finish_iter, enable,
+/// disable, reset, the settings): a handler run on this thread there would wait for the writer,
+/// and the writer for the lock (no file, 2 s late). A signal that comes meanwhile is handled at
+/// the call's end. Two system calls, where LAPTIME_OUTPUT is set.
+class WriterLocksGuard {
+ public:
+  WriterLocksGuard() noexcept {
+    // The process's choice: another copy of laptime (a Python extension, a library) may have
+    // installed them.
+    if (exit_signals().armed.load(std::memory_order_relaxed)) held_.emplace();
+  }
+
+ private:
+  std::optional<EndingSignalsHeld> held_;
+};
 
 /// The file at exit, the last one written: a write at a signal waits for it (output_mutex) and
 /// then finds final_written. Called with the ending signals held back: a handler run in this
@@ -409,6 +427,9 @@ inline void set_exit_signal_handlers_installed(bool on) {
       g.installed[i] = nullptr;
     }
   }
+  bool any = false;
+  for (const ExitSignals::Handler h : g.installed) any = any || h != nullptr;
+  g.armed.store(any);
 }
 
 /// Whether the handlers are wanted: LAPTIME_SIGNAL_HANDLERS over the code's choice, on by default.

@@ -30,33 +30,42 @@ LAPTIME_BEGIN_NAMESPACE
 
 LAPTIME_IMPL void Stopwatch::enable(int num_warmup_iters, std::optional<int> print_every_n_iters,
                                     bool do_cuda_sync) {
+  const detail::WriterLocksGuard guard;
   detail::enable_stopwatch(num_warmup_iters, print_every_n_iters, do_cuda_sync, "std::nullopt");
 }
 LAPTIME_IMPL void Stopwatch::disable() noexcept {
+  const detail::WriterLocksGuard guard;
   detail::disable_stopwatch();
 }
 LAPTIME_IMPL void Stopwatch::reset() {
+  const detail::WriterLocksGuard guard;
   detail::stopwatch_state().reset();
 }
 LAPTIME_IMPL void Stopwatch::track_cpu_usage(std::string_view name) {
+  const detail::WriterLocksGuard guard;
   detail::track_cpu_usage(name);
 }
 LAPTIME_IMPL std::size_t Stopwatch::set_max_names(std::size_t n) {
+  const detail::WriterLocksGuard guard;
   return detail::set_max_names(n);
 }
 LAPTIME_IMPL void Stopwatch::enable_gpu_timing(void* stream) {
+  const detail::WriterLocksGuard guard;
   detail::enable_gpu_timing(stream);
 }
 LAPTIME_IMPL void Stopwatch::enable_gpu_timing_for(std::string_view name) {
+  const detail::WriterLocksGuard guard;
   detail::enable_gpu_timing_for(name);
 }
 LAPTIME_IMPL void Stopwatch::set_gpu_stream(void* stream) noexcept {
   detail::stopwatch_state().gpu_stream.store(stream, std::memory_order_relaxed);
 }
 LAPTIME_IMPL void Stopwatch::disable_gpu_timing() {
+  const detail::WriterLocksGuard guard;
   detail::disable_gpu_timing();
 }
 LAPTIME_IMPL void Stopwatch::wait_for_gpu_timings() {
+  const detail::WriterLocksGuard guard;
   detail::StopwatchState& s = detail::stopwatch_state();
   s.collect_gpu(/*wait=*/true, s.iter_gate());
 }
@@ -70,12 +79,15 @@ LAPTIME_IMPL void Stopwatch::enable_recording(std::size_t max_intervals) {
                           std::to_string(bound) + " is used");
     max_intervals = bound;
   }
+  const detail::WriterLocksGuard guard;
   detail::stopwatch_state().set_recording(max_intervals, false);
 }
 LAPTIME_IMPL void Stopwatch::set_nvtx_ranges(bool on) {
+  const detail::WriterLocksGuard guard;
   detail::stopwatch_state().set_nvtx_ranges(on, false);
 }
 LAPTIME_IMPL void Stopwatch::set_rank(int rank, int world_size) {
+  const detail::WriterLocksGuard guard;
   detail::set_rank(rank, world_size);
 }
 LAPTIME_IMPL void Stopwatch::set_print_rank0_only(bool on) noexcept {
@@ -94,12 +106,14 @@ LAPTIME_IMPL void Stopwatch::set_exit_signal_handlers(bool on) {
   detail::choose_exit_signal_handlers(on);
 }
 LAPTIME_IMPL void Stopwatch::set_data_name(std::string_view name) {
+  const detail::WriterLocksGuard guard;
   detail::stopwatch_state().set_data_name(name, /*from_env=*/false);
 }
 LAPTIME_IMPL void Stopwatch::set_total_iters(std::int64_t n) noexcept {
   detail::stopwatch_state().total_iters.store(n > 0 ? n : 0, std::memory_order_relaxed);
 }
 LAPTIME_IMPL void Stopwatch::set_progress(ProgressMode mode) {
+  const detail::WriterLocksGuard guard;
   detail::stopwatch_state().set_progress(mode, /*from_env=*/false);
 }
 LAPTIME_IMPL void Stopwatch::set_report_format(ReportFormat format) noexcept {
@@ -107,12 +121,15 @@ LAPTIME_IMPL void Stopwatch::set_report_format(ReportFormat format) noexcept {
   if (!p.report_format_from_env.load()) p.report_format.store(static_cast<int>(format));
 }
 LAPTIME_IMPL void Stopwatch::discard_meas(std::string_view name) {
+  const detail::WriterLocksGuard guard;
   detail::discard_interval(name);
 }
 LAPTIME_IMPL void Stopwatch::start_one_time_measurement(std::string_view name) {
+  const detail::WriterLocksGuard guard;
   detail::start_one_time(name);
 }
 LAPTIME_IMPL void Stopwatch::end_one_time_measurement(std::string_view name) {
+  const detail::WriterLocksGuard guard;
   detail::end_one_time(name);
 }
 LAPTIME_IMPL std::int64_t Stopwatch::get_num_nonwarmup_iters_measured() const {
@@ -168,17 +185,24 @@ namespace detail {
 /// line.
 LAPTIME_IMPL void StopwatchCore::finish_iter() {
   StopwatchState& s = whole(*this);
-  if (!s.nothing_running_here()) return;  // a usage error: an interval still runs on this thread
-  // A worker's iterations are its parent's (the shared gate): it does not count its own.
-  if (s.share.is_worker()) return;
-  if (s.share.regions_short()) s.share.reap();  // regions of ended workers, folded
-  const std::int64_t finished = iter_gate().finished.fetch_add(1, std::memory_order_relaxed) + 1;
-  const std::int64_t now = now_ns();
-  s.add_loop_time(now, finished > iter_gate().warmup.load(std::memory_order_relaxed));
-  s.record_iteration_end(finished);
-  mark_iteration(finished);
-  if (features.load(std::memory_order_relaxed) & (kFeatGpuTiming | kFeatGpuNames)) {
-    (void)s.collect_gpu(/*wait=*/false, iter_gate());
+  std::int64_t finished = 0;
+  std::int64_t now = 0;
+  {
+    // These locks are the signal writer's too. Not the report: results() holds the signals back
+    // itself, and printing, which may block on a full pipe, must let them through.
+    const WriterLocksGuard guard;
+    if (!s.nothing_running_here()) return;  // a usage error: an interval still runs here
+    // A worker's iterations are its parent's (the shared gate): it does not count its own.
+    if (s.share.is_worker()) return;
+    if (s.share.regions_short()) s.share.reap();  // regions of ended workers, folded
+    finished = iter_gate().finished.fetch_add(1, std::memory_order_relaxed) + 1;
+    now = now_ns();
+    s.add_loop_time(now, finished > iter_gate().warmup.load(std::memory_order_relaxed));
+    s.record_iteration_end(finished);
+    mark_iteration(finished);
+    if (features.load(std::memory_order_relaxed) & (kFeatGpuTiming | kFeatGpuNames)) {
+      (void)s.collect_gpu(/*wait=*/false, iter_gate());
+    }
   }
   s.report_after_iteration(finished, now);
 }
