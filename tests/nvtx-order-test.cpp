@@ -3,7 +3,6 @@
 // scopes (RAII ranges and the macros), and the Stopwatch on the timeline: its iteration marks
 // and its intervals as NVTX ranges.
 #include <atomic>
-#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -11,7 +10,6 @@
 #include <vector>
 
 #include "laptime/nvtx.hpp"
-#include "laptime/results.hpp"
 #include "laptime/settings.hpp"
 #include "laptime/stopwatch.hpp"
 #include "nvtx_support.hpp"
@@ -420,6 +418,28 @@ TEST_CASE("an interval dropped by reset() closes its NVTX range when its end_mea
   sw.end_meas("dropped");  // silently dropped (docs/stopwatch.md), its range closed
   CHECK_EVENTS(my_events(), {"register global dropped", "push global dropped", "pop global"});
   CHECK(count_of("dropped") == -1);
+#endif
+}
+
+TEST_CASE("ranges switched off while an interval runs: its end closes its range, later open none" *
+          NEEDS_RECORDER) {
+#if LAPTIME_ENABLED
+  const FreshUnified fresh;
+  NVTXRangeWrapper::instance().enable(false, false, true);
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.set_nvtx_ranges(true);
+  clear_events();
+  NVTXRangeWrapper::instance().range_push("outer");
+  sw.start_meas("off");
+  sw.set_nvtx_ranges(false);
+  sw.end_meas("off");
+  sw.start_meas("off");
+  sw.end_meas("off");
+  NVTXRangeWrapper::instance().range_pop("outer");  // the innermost again: no usage error
+  CHECK_EVENTS(my_events(), {"register global outer", "push global outer", "register global off",
+                             "push global off", "pop global", "pop global"});
+  CHECK(count_of("off") == 2);
 #endif
 }
 

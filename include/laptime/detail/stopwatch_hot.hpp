@@ -59,6 +59,9 @@ inline constexpr unsigned kFeatTracked = 4;
 inline constexpr unsigned kFeatGpuNames = 8;  // the names flagged kNameGpu only
 inline constexpr unsigned kFeatRecord = 16;   // keep each thread's last intervals (IntervalRing)
 inline constexpr unsigned kFeatNvtx = 32;     // each interval is an NVTX range (set_nvtx_ranges)
+/// NVTX ranges or GPU timing were switched off: an interval that started before may still hold
+/// an NVTX range or GPU events, which its end must release (the slot says whether it does).
+inline constexpr unsigned kFeatLeftover = 64;
 
 // Bits of StopwatchState::name_flags.
 inline constexpr std::uint8_t kNameTracked = 1;
@@ -342,11 +345,14 @@ LAPTIME_ALWAYS_INLINE bool nvtx_ranges_idle(const Slot& s, unsigned feats) noexc
 #endif
 }
 
-/// Whether the interval starting on `s` needs nothing of start_features: recording alone, once
+/// Whether the interval starting on `s` needs nothing of start_features: no feature on, recording
+/// alone once
 /// the thread has its ring of the capacity asked for (start_features makes it: a ring is only
 /// ever allocated at a start), or the NVTX ranges with nothing to open.
 LAPTIME_ALWAYS_INLINE bool start_idle(const ThreadRecord& rec, const Slot& s, unsigned feats,
                                       std::size_t record_capacity) noexcept {
+  feats &= ~kFeatLeftover;  // for the ends only
+  if (feats == 0) return true;
   if (feats == kFeatRecord) {
     const IntervalRing* r = rec.ring.load(std::memory_order_relaxed);
     return r != nullptr && r->capacity == record_capacity;

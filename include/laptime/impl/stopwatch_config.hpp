@@ -272,8 +272,10 @@ inline void enable_gpu_timing_for(std::string_view name) {
 
 /// Stopwatch::disable_gpu_timing: of every name and of selected ones.
 inline void disable_gpu_timing() noexcept {
-  stopwatch_state().features.fetch_and(~(kFeatGpuTiming | kFeatGpuNames),
-                                       std::memory_order_relaxed);
+  // First the leftover bit: an interval that took GPU events gives them back at its end.
+  std::atomic<unsigned>& features = stopwatch_state().features;
+  features.fetch_or(kFeatLeftover, std::memory_order_relaxed);
+  features.fetch_and(~(kFeatGpuTiming | kFeatGpuNames), std::memory_order_relaxed);
 }
 
 /// Stopwatch::set_rank. The rank is bounded as the launchers' variables are (detect_rank): at

@@ -163,6 +163,8 @@ inline void StopwatchState::set_nvtx_ranges(bool on, bool from_env) {
     if (on) {
       features.fetch_or(kFeatNvtx, std::memory_order_relaxed);
     } else {
+      // First the leftover bit: an interval that opened its range ends it whatever it reads.
+      features.fetch_or(kFeatLeftover, std::memory_order_relaxed);
       features.fetch_and(~kFeatNvtx, std::memory_order_relaxed);
     }
   });
