@@ -423,7 +423,9 @@ TEST_CASE(
   laptime::detail::testing_reset_stopwatch();
 }
 
-TEST_CASE("write_json writes every file name open() accepts: its temporary name fits NAME_MAX") {
+TEST_CASE(
+    "write_json writes every file name open() accepts (its temporary name fits NAME_MAX), and "
+    "refuses a path with a NUL inside") {
   laptime::detail::testing_reset_stopwatch();
   reliability::TempDir dir;
   auto& sw = laptime::Stopwatch::instance();
@@ -444,6 +446,16 @@ TEST_CASE("write_json writes every file name open() accepts: its temporary name 
   CHECK(one.rfind("/a/b/xxx", 0) == 0);
   CHECK(one.find(".tmp.4194304.0000000000000001") != std::string::npos);
   CHECK(one != two);
+  // A NUL inside the path: the system would write the file its first part names.
+  const std::string with_nul = dir.file("results") + std::string(1, '\0') + ".json";
+  try {
+    sw.write_json(with_nul);
+    FAIL("no exception");
+  } catch (const std::system_error& e) {
+    CHECK(e.code().value() == EINVAL);
+    CHECK(std::string(e.what()).find("NUL") != std::string::npos);
+  }
+  CHECK(!reliability::file_exists(dir.file("results")));
   laptime::detail::testing_reset_stopwatch();
 }
 #endif

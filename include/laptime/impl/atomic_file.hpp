@@ -291,6 +291,8 @@ class EndingSignalsHeld {
 /// writing would be; once the process is ending, another thread's write is refused (ECANCELED).
 /// Returns {} on success.
 inline WriteFailure write_file_atomically(const std::string& path, std::string_view bytes) {
+  // The system would read the path up to its NUL: another file than the one named.
+  if (path.find('\0') != std::string::npos) return {EINVAL, "the path has a NUL byte"};
   struct stat st;
   // A pipe, socket or device named through a descriptor's link (/dev/stdout is
   // /proc/self/fd/1, whose link text "pipe:[N]" names no file): the kernel opens it, readlink

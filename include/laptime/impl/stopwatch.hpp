@@ -170,7 +170,7 @@ LAPTIME_IMPL std::string Stopwatch::to_json() const {
 LAPTIME_IMPL void Stopwatch::write_json(const std::string& path) const {
   if (const detail::WriteFailure f = detail::write_file_atomically(path, to_json())) {
     throw std::system_error(f.code, std::generic_category(),
-                            "laptime: could not write results to '" + path + "'" +
+                            "laptime: could not write results to '" + detail::escaped(path) + "'" +
                                 (f.step != nullptr ? std::string(" (") + f.step + ")" : ""));
   }
 }
