@@ -1,5 +1,6 @@
 // GPU event timing on a GPU: the Stopwatch reports a kernel's GPU time within 5 % while the host
-// loop runs on without stalling (loop time within 10 % of the same loop without GPU timing).
+// loop runs on without stalling (loop time within 10 % of the same loop without GPU timing), and
+// an interval that runs while GPU timing is switched off stops its events at its end.
 //
 // Each iteration launches a 2 ms kernel and does 1 ms of host work, so the GPU falls behind the
 // host: a loop that waited for the GPU anywhere (a sync, a blocking event query) would take about
@@ -80,8 +81,14 @@ int main() {
   const laptime::cuda::GpuEventTimer::Stats ts = laptime::cuda::GpuEventTimer::instance().stats();
   GPU_CHECK(cudaStreamSynchronize(stream));
 
-  // Phase 3, for contrast: do_cuda_sync makes the host wait for the GPU in every interval.
+  // GPU timing switched off while an interval runs: its end still stops its events.
+  sw.start_meas("switched off");
+  GPU_CHECK(launch_spin(0.1, stream));
   sw.disable_gpu_timing();
+  sw.end_meas("switched off");
+  const std::size_t in_flight = laptime::cuda::GpuEventTimer::instance().stats().in_flight;
+
+  // Phase 3, for contrast: do_cuda_sync makes the host wait for the GPU in every interval.
   sw.disable();
   sw.enable(kWarmup, std::nullopt, /*do_cuda_sync=*/true);
   sw.reset();
@@ -103,7 +110,8 @@ int main() {
                         std::fabs(gpu_min - kKernelMs) <= 0.05 * kKernelMs &&
                         std::fabs(gpu_max - kKernelMs) <= 0.05 * kKernelMs;
   const bool no_stall = ratio <= 1.10 && timed.pending_at_end > 0;
-  ok = ok && gpu_count == kIters && accurate && no_stall && ts.grown_in_start <= 1;
+  ok =
+      ok && gpu_count == kIters && accurate && no_stall && ts.grown_in_start <= 1 && in_flight == 0;
   std::printf(
       "RESULT gpu-event-timing-test kernel_ms=%.1f gpu_median_ms=%.4f gpu_min_ms=%.4f "
       "gpu_max_ms=%.4f gpu_count=%llu host_mean_ms=%.4f\n",
@@ -111,9 +119,9 @@ int main() {
   std::printf(
       "RESULT gpu-event-timing-test loop_plain_ms=%.2f loop_gpu_timing_ms=%.2f ratio=%.4f "
       "loop_do_cuda_sync_ms=%.2f pending_at_loop_end=%zu max_finish_iter_ms=%.4f "
-      "events_created=%zu grown_in_start=%zu %s\n",
+      "events_created=%zu grown_in_start=%zu in_flight_after_switch_off=%zu %s\n",
       plain.wall_ms, timed.wall_ms, ratio, synced.wall_ms, timed.pending_at_end,
-      timed.max_finish_ms, ts.events_created, ts.grown_in_start, ok ? "PASS" : "FAIL");
+      timed.max_finish_ms, ts.events_created, ts.grown_in_start, in_flight, ok ? "PASS" : "FAIL");
   GPU_CHECK(cudaStreamDestroy(stream));
   return ok ? 0 : 1;
 }
