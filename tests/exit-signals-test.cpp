@@ -147,25 +147,35 @@ TEST_CASE(
                 r.describe());
 }
 
+namespace {
+// Runs helper `mode` with `delay_us` (a SIGTERM lands on its main thread meanwhile): it ends by the
+// signal, leaving a whole results file at once, not after the handler's 2 s wait for a lock the
+// interrupted call holds.
+void sigterm_leaves_the_file_at_once(const reliability::TempDir& dir, const std::string& path,
+                                     const char* mode, const char* delay_us) {
+  CAPTURE(std::string(mode));
+  CAPTURE(std::string(delay_us));
+  const auto r = reliability::run_self({"--helper", mode, delay_us},
+                                       helper_env({{"LAPTIME_OUTPUT", path}}), dir);
+  REQUIRE_MESSAGE(!r.timed_out, r.describe());
+  CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
+  std::string error;
+  const auto json = reliability::parse_json(reliability::read_file(path), &error);
+  REQUIRE_MESSAGE(json != nullptr, "no complete results file: " << error);
+  CHECK(reliability::find_measurement(*json, "main loop")->get("count")->number == kLoopIters);
+  CHECK_MESSAGE(r.seconds < 1.5, r.describe());
+  std::remove(path.c_str());
+}
+}  // namespace
+
 TEST_CASE("a SIGTERM that lands while a periodic report is made still leaves the file, at once" *
           LAPTIME_NEEDS_ENABLED) {
   reliability::TempDir dir;
   const std::string path = dir.file("results.json");
   for (const char* delay_us : {"1000", "5000", "20000"}) {
     for (int run = 0; run < 4; ++run) {
-      CAPTURE(std::string(delay_us));
       CAPTURE(run);
-      const auto r = reliability::run_self({"--helper", "sigterm-during-report", delay_us},
-                                           helper_env({{"LAPTIME_OUTPUT", path}}), dir);
-      REQUIRE_MESSAGE(!r.timed_out, r.describe());
-      CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
-      std::string error;
-      const auto json = reliability::parse_json(reliability::read_file(path), &error);
-      REQUIRE_MESSAGE(json != nullptr, "no complete results file: " << error);
-      CHECK(reliability::find_measurement(*json, "main loop")->get("count")->number == kLoopIters);
-      // Not the writer thread's 2 s wait for a lock the interrupted report holds.
-      CHECK_MESSAGE(r.seconds < 1.5, r.describe());
-      std::remove(path.c_str());
+      sigterm_leaves_the_file_at_once(dir, path, "sigterm-during-report", delay_us);
     }
   }
 }
@@ -179,21 +189,8 @@ TEST_CASE(
   for (const char* mode : {"sigterm-during-finish-iter", "sigterm-during-toggle"}) {
     for (const char* delay_us : {"2000", "7000", "13000", "29000"}) {
       for (int run = 0; run < 3; ++run) {
-        CAPTURE(std::string(mode));
-        CAPTURE(std::string(delay_us));
         CAPTURE(run);
-        const auto r = reliability::run_self({"--helper", mode, delay_us},
-                                             helper_env({{"LAPTIME_OUTPUT", path}}), dir);
-        REQUIRE_MESSAGE(!r.timed_out, r.describe());
-        CHECK_MESSAGE(r.signal == SIGTERM, r.describe());
-        std::string error;
-        const auto json = reliability::parse_json(reliability::read_file(path), &error);
-        REQUIRE_MESSAGE(json != nullptr, "no complete results file: " << error);
-        CHECK(reliability::find_measurement(*json, "main loop")->get("count")->number ==
-              kLoopIters);
-        // Not the handler's 2 s wait for a lock the interrupted call holds.
-        CHECK_MESSAGE(r.seconds < 1.5, r.describe());
-        std::remove(path.c_str());
+        sigterm_leaves_the_file_at_once(dir, path, mode, delay_us);
       }
     }
   }
