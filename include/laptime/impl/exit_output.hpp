@@ -210,8 +210,11 @@ class WriterLocksGuard {
  public:
   WriterLocksGuard() noexcept {
     // The process's choice: another copy of laptime (a Python extension, a library) may have
-    // installed them.
-    if (exit_signals().armed.load(std::memory_order_relaxed)) held_.emplace();
+    // installed them. Made at its first use, which may fail for want of memory: none are then.
+    try {
+      if (exit_signals().armed.load(std::memory_order_relaxed)) held_.emplace();
+    } catch (...) {
+    }
   }
 
  private:
