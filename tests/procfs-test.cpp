@@ -249,6 +249,17 @@ TEST_CASE("sample_at walks children files of every thread, recursively" * LAPTIM
   CHECK(s.write_bytes == 444);
 }
 
+TEST_CASE("sample_at walks each process once where a listing names it twice or an ancestor" *
+          LAPTIME_NEEDS_ENABLED) {
+  // The tree above, its children files corrupt: 100 lists itself and 101 twice, 101 lists 100,
+  // 103 lists 101. Once each, as in the tree; before, the walk branched at every level (a hang).
+  const res::Sample s = res::sample_at(kFixtures + "/cycle", 100);
+  REQUIRE(s.tree_cpu_ok);
+  CHECK(s.processes == 4);
+  CHECK(s.tree_cpu_s ==
+        doctest::Approx((130 + 60 + 10 + 4) / static_cast<double>(res::clock_ticks())));
+}
+
 TEST_CASE("sample_at falls back to ppid fields where children files are missing" *
           LAPTIME_NEEDS_ENABLED) {
   const res::Sample s = res::sample_at(kFixtures + "/scan", 300);

@@ -68,6 +68,7 @@ struct Scratch {
   std::vector<std::pair<pid_t, pid_t>> pid_ppid;         // fallback scan of /proc/*/stat
   std::vector<char> text;                                // children files
   std::vector<std::pair<pid_t, std::uint64_t>> clocked;  // TreeWalk::clocks: (pid, utime+stime)
+  std::vector<pid_t> walked;                             // this walk's processes, each once
 };
 
 // the thread's buffers are freed at its exit: wanted
@@ -107,7 +108,8 @@ class TreeWalk {
   TreeWalk(int root_fd, Scratch& s, bool clocks = false) noexcept
       : root_fd_(root_fd), s_(s), clocks_(clocks) {}
 
-  // A process tree is a few levels deep; the cap only guards against a corrupt listing.
+  // A process tree is a few levels deep; the cap, and walking each pid once (a listing that
+  // names a process twice, or an ancestor: a corrupt one, or a fixture), bound a corrupt listing.
   static constexpr int kMaxDepth = 64;
   // A reap during the walk is retried this often, then the last reading is taken.
   static constexpr int kAttempts = 3;
@@ -116,9 +118,14 @@ class TreeWalk {
   /// the root that makes the CPU and I/O figures unavailable).
   bool walk(pid_t pid, int depth, Totals& out) {
     namespace pf = laptime::detail::procfs;
+    if (depth == 0) s_.walked.clear();
+    if (walked(pid)) return false;  // counted once already
     const std::size_t clocked = s_.clocked.size();
+    const std::size_t seen = s_.walked.size();
     for (int attempt = 1;; ++attempt) {
       s_.clocked.resize(clocked);  // a walk that is done again is clocked again
+      s_.walked.resize(seen);
+      s_.walked.push_back(pid);
       const auto st = read_stat(pid, depth);
       if (!st) return false;
       Totals t;
@@ -157,6 +164,7 @@ class TreeWalk {
   /// Sums the live descendants of `pid` (not `pid` itself) into `out`, listing the children of
   /// every thread of `pid`. False if they cannot be listed.
   bool walk_children(pid_t pid, Totals& out) {
+    s_.walked.assign(1, pid);
     const std::size_t begin = s_.pids.size();
     if (!list_children(pid, /*num_threads=*/2, /*is_root=*/true)) {
       s_.pids.resize(begin);
@@ -186,6 +194,13 @@ class TreeWalk {
   }
 
   bool children_failed() const noexcept { return children_failed_; }
+  /// Whether `pid` was walked already in this walk (a tree has tens of processes: a scan).
+  bool walked(pid_t pid) const noexcept {
+    for (const pid_t p : s_.walked) {
+      if (p == pid) return true;
+    }
+    return false;
+  }
   /// utime+stime of the root process itself (its threads; not its children), in ticks.
   std::uint64_t root_own_ticks() const noexcept { return root_own_ticks_; }
   bool root_io_failed() const noexcept { return root_io_failed_; }
