@@ -148,6 +148,26 @@ TEST_CASE("a tracked name whose intervals no CPU tick saw still has its CPU line
         std::string::npos);
 }
 
+TEST_CASE(
+    "names in the seed's layout are escaped as in the table: no control character, no forged "
+    "line") {
+  laptime::Results r;
+  r.iterations_finished = r.iterations_measured = 1;
+  r.measurements.resize(1);
+  r.measurements[0].name = "\x1b]0;title\x07\nNum. measured iterations: 999";
+  r.measurements[0].count = 1;
+  r.measurements[0].resources.emplace();
+  r.one_time.resize(1);
+  r.one_time[0].name = "\x1b[2J";
+  const std::string text = laptime::detail::seed_text(r);
+  CAPTURE(text);
+  CHECK(text.find('\x1b') == std::string::npos);
+  CHECK(text.find('\x07') == std::string::npos);
+  CHECK(text.find("\nNum. measured iterations: 999") == std::string::npos);
+  CHECK(text.find("`\\u001b]0;title\\u0007\\u000aNum. measured iterations: 999`") !=
+        std::string::npos);
+}
+
 TEST_CASE("LAPTIME_REPORT_FORMAT wins over set_report_format and is read at each enable()") {
   laptime::detail::testing_reset_stopwatch();
   auto& sw = laptime::Stopwatch::instance();

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/names.hpp"  // append_escaped
 #include "laptime/results.hpp"
 #include "laptime/stopwatch.hpp"
 
@@ -70,7 +71,9 @@ void append_seed_section(std::string& out, const Results& r, const char* title, 
   out += '\n';
   for (const MeasurementResult& m : r.measurements) {
     if (m.count == 0) continue;  // measured in warm-up only: the seed had dropped it
-    out.append("  `").append(m.name).append("`: ");
+    out.append("  `");
+    append_escaped(out, m.name, /*json=*/false);  // as the table layout: no control character
+    out.append("`: ");
     append_python_float(out, value(m) * 1e-9);
     out += '\n';
   }
@@ -90,7 +93,9 @@ inline void append_seed_measured(std::string& out, const Results& r) {
   out += ". . . . . . . . . . . . . . . . . . . . . . . . . \n";
   for (const MeasurementResult& m : r.measurements) {
     if (!m.resources) continue;
-    out.append("Mean CPU usage during `").append(m.name).append("`: ");
+    out.append("Mean CPU usage during `");
+    append_escaped(out, m.name, /*json=*/false);
+    out.append("`: ");
     // nan where no CPU tick fell in the intervals: the line stays, for the parsers that read it.
     append_python_float(out, m.resources->system_percent.value_or(std::nan("")));
     out += '\n';
@@ -114,7 +119,9 @@ inline std::string seed_text(const Results& r) {
   if (!r.one_time.empty()) {
     out += rule + "\nOne-time measurements:\n";
     for (const OneTimeResult& t : r.one_time) {
-      out.append("  `").append(t.name).append("`: ");
+      out.append("  `");
+      append_escaped(out, t.name, /*json=*/false);
+      out.append("`: ");
       if (t.running) {
         out += "running";
       } else {
