@@ -77,9 +77,9 @@ std::vector<double> samples_of(const std::string& name) {
   return out;
 }
 
-std::int64_t thread_cpu_ns() {
+std::int64_t cpu_clock_ns(clockid_t clock) {
   timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  ::clock_gettime(clock, &ts);
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
@@ -185,12 +185,12 @@ TEST_CASE("the counters carry the interval's own figures: a busy loop high, a sl
   laptime::enable_nvtx_counters();
   laptime::Stopwatch& sw = tracking({"spin", "nap"});
   recorder_clear();
-  const std::int64_t cpu_before = thread_cpu_ns();
+  const std::int64_t cpu_before = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
   const std::int64_t wall_before = now_ns();
   sw.start_meas("spin");
   spin_for(std::chrono::milliseconds(300));
   sw.end_meas("spin");
-  const double by_clock = static_cast<double>(thread_cpu_ns() - cpu_before) /
+  const double by_clock = static_cast<double>(cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu_before) /
                           static_cast<double>(now_ns() - wall_before);
   sw.start_meas("nap");
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -314,10 +314,10 @@ TEST_CASE("the background sampler publishes the process tree at its rate, and st
   recorder_clear();
   laptime::enable_nvtx_counters(50);
   CHECK(threads_named("laptime-counter") == 1);
-  const std::int64_t cpu_before = thread_cpu_ns();
+  const std::int64_t cpu_before = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
   const std::int64_t wall_before = now_ns();
   spin_for(std::chrono::milliseconds(500));
-  const double by_clock = static_cast<double>(thread_cpu_ns() - cpu_before) /
+  const double by_clock = static_cast<double>(cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu_before) /
                           static_cast<double>(now_ns() - wall_before);
   laptime::disable_nvtx_counters();
   // The first enable with a rate registers the four unprefixed counters (once per process).
@@ -349,6 +349,26 @@ TEST_CASE("the background sampler publishes the process tree at its rate, and st
   laptime::disable_nvtx_counters();
   CHECK(samples_of("process tree CPU").size() >= 3);
   CHECK(starting_with("counter-register").empty());  // registered once per process
+}
+
+TEST_CASE("a rate below one a day samples once a day; a new rate takes effect at once" *
+          NEEDS_RECORDER) {
+  laptime_test::Fresh fresh;
+  CountersOff off;
+  // A rate whose period does not fit in ns (1e9 / rate): no overflow (UBSan), no busy thread.
+  recorder_clear();
+  laptime::enable_nvtx_counters(1.0842021724855045e-10);
+  const std::int64_t cpu_before = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::int64_t cpu_used = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu_before;
+  CHECK(samples_of("process tree CPU").empty());
+  CHECK(cpu_used < 100'000'000);  // a sampler spinning through /proc takes most of a core
+  // To 50 a second: before, the thread slept out the old period (a day here) first.
+  recorder_clear();
+  laptime::enable_nvtx_counters(50);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  laptime::disable_nvtx_counters();
+  CHECK(samples_of("process tree CPU").size() >= 10);  // 25 expected, less on a loaded machine
 }
 
 TEST_CASE("with the counters off, tracked intervals publish nothing" * NEEDS_RECORDER) {

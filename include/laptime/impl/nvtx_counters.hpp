@@ -205,6 +205,10 @@ LAPTIME_ALWAYS_INLINE void nvtx_counters_interval_end(std::uint32_t id,
 
 // ---- The background sampler --------------------------------------------------------------------
 
+/// The sampler's longest sleep between two looks at the rate (enable_nvtx_counters may change it,
+/// disable_nvtx_counters end it).
+inline constexpr std::int64_t kNapNs = 100'000'000;
+
 template <int = 0>
 void nvtx_counters_sampler_run(NvtxCountersState& c) noexcept {
   const pid_t self = ::getpid();
@@ -222,11 +226,16 @@ void nvtx_counters_sampler_run(NvtxCountersState& c) noexcept {
       prev_ns = resources::detail::monotonic_ns();
       continue;
     }
-    // Sleeps to the next multiple of the period after the last sample.
+    // Sleeps to one period after the last sample, in naps of at most kNapNs, so that a new rate
+    // or a disable (the period read again after each nap) takes effect within one.
     const std::int64_t wake = prev_ns + period;
-    const timespec until{wake / 1000000000, wake % 1000000000};
-    ::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr);
-    if (c.period_ns.load(std::memory_order_acquire) <= 0) continue;
+    const std::int64_t now_before = resources::detail::monotonic_ns();
+    if (now_before < wake) {
+      const std::int64_t until_ns = wake - now_before > kNapNs ? now_before + kNapNs : wake;
+      const timespec until{until_ns / 1000000000, until_ns % 1000000000};
+      ::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr);
+      continue;
+    }
     const resources::Sample now = resources::sample_at("/proc", self, /*precise_self=*/true);
     const std::int64_t now_ns = resources::detail::monotonic_ns();
     if (c.on.load(std::memory_order_relaxed) && c.sampler_set != nullptr) {
