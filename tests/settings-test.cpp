@@ -358,6 +358,57 @@ TEST_CASE(
   }
 }
 
+namespace {
+// Everything written to stderr while `fn` runs.
+template <class Fn>
+[[maybe_unused]] std::string capture_stderr(Fn&& fn) {
+  std::fflush(stderr);
+  std::FILE* file = std::tmpfile();
+  REQUIRE(file != nullptr);
+  const int saved = ::dup(2);
+  ::dup2(::fileno(file), 2);
+  fn();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::string out;
+  std::rewind(file);
+  for (int c; (c = std::fgetc(file)) != EOF;) out += static_cast<char>(c);
+  std::fclose(file);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("Settings::track_cpu made in code gets LAPTIME_TRACK_CPU's bound: distinct names, 256" *
+          LAPTIME_NEEDS_ENABLED) {
+#if LAPTIME_ENABLED
+  const auto tracked_names = [] {
+    const laptime::detail::StopwatchState& st = laptime::detail::stopwatch_state();
+    int n = 0;
+    for (std::uint32_t id = 0; id < st.name_count.load(); ++id) {
+      n += (st.name_flags[id].load() & laptime::detail::kNameTracked) != 0;
+    }
+    return n;
+  };
+  laptime::detail::testing_reset_stopwatch();
+  laptime::Settings s;
+  for (int i = 0; i < 3000; ++i) s.track_cpu.push_back("repeated-" + std::to_string(i % 10));
+  s.track_cpu.emplace_back();  // an empty item: dropped
+  // Before "applying settings never throws…", whose list is past the bound too: the warning is
+  // told once per process.
+  std::string err = capture_stderr([&] { laptime::apply_settings(s, 0); });
+  CHECK(err.empty());  // 10 distinct names: within the bound
+  CHECK(tracked_names() == 10);
+  s.track_cpu.clear();
+  for (int i = 0; i < 300; ++i) s.track_cpu.push_back("distinct-" + std::to_string(i));
+  err = capture_stderr([&] { laptime::apply_settings(s, 0); });
+  CHECK(err.rfind("laptime: warning: apply_settings: LAPTIME_TRACK_CPU (track_cpu)", 0) == 0);
+  CHECK(err.find("only the first 256") != std::string::npos);
+  CHECK(tracked_names() == 10 + 256);
+  laptime::detail::testing_reset_stopwatch();
+#endif
+}
+
 // Last in this file: it fills the process's name table.
 TEST_CASE(
     "applying settings never throws, whatever the error policy, also with more names to "
@@ -405,27 +456,6 @@ TEST_CASE("LAPTIME_GPU_TIMING takes a boolean, or the names to time on the GPU" 
     CHECK_FALSE(has_control(s.warnings[0]));
   }
 }
-
-namespace {
-// Everything written to stderr while `fn` runs.
-template <class Fn>
-[[maybe_unused]] std::string capture_stderr(Fn&& fn) {
-  std::fflush(stderr);
-  std::FILE* file = std::tmpfile();
-  REQUIRE(file != nullptr);
-  const int saved = ::dup(2);
-  ::dup2(::fileno(file), 2);
-  fn();
-  std::fflush(stderr);
-  ::dup2(saved, 2);
-  ::close(saved);
-  std::string out;
-  std::rewind(file);
-  for (int c; (c = std::fgetc(file)) != EOF;) out += static_cast<char>(c);
-  std::fclose(file);
-  return out;
-}
-}  // namespace
 
 TEST_CASE(
     "Settings made in code get the environment's bounds: LAPTIME_RECORD's and "

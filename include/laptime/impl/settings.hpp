@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "laptime/counters.hpp"
 #include "laptime/detail/env_vars.hpp"
@@ -145,6 +146,30 @@ inline std::size_t track_cpu_room(std::size_t listed) {
   return std::min(room, listed);
 }
 
+// Settings::track_cpu as applied: its distinct names, empty ones dropped, at most
+// kMaxTrackCpuNames and half the name limit in force, with one warning past that bound. The
+// environment's list arrives read (distinct, within the bound, fitted: fit_lists_to_room); a list
+// made in code arrives as the program filled it. The scan stops one name past the bound.
+inline std::vector<std::string_view> track_cpu_applied(const Settings& s) {
+  const std::size_t room =
+      std::min(kMaxTrackCpuNames, std::size_t{stopwatch_state().max_names.load() / 2});
+  std::vector<std::string_view> names;
+  for (const std::string& n : s.track_cpu) {
+    if (names.size() > room) break;
+    if (n.empty() || std::find(names.begin(), names.end(), n) != names.end()) continue;
+    names.emplace_back(n);
+  }
+  if (names.size() > room) {
+    warn_once(
+        "settings:LAPTIME_TRACK_CPU:bound",
+        "apply_settings: LAPTIME_TRACK_CPU (track_cpu) lists more than " + std::to_string(room) +
+            " distinct names (its bound: " + std::to_string(kMaxTrackCpuNames) +
+            ", and half the name limit); only the first " + std::to_string(room) + " are tracked");
+    names.resize(room);
+  }
+  return names;
+}
+
 // How many of the `listed` GPU-timed names are applied: at most LAPTIME_GPU_TIMING's bound (64)
 // and at most a quarter of the name limit in force, so that with LAPTIME_TRACK_CPU's half a
 // quarter of the table stays for the names the program measures. Past it, one warning. The
@@ -220,9 +245,8 @@ inline void apply_every_rank_settings(const Settings& s) {
     set_print_rank0_only(stopwatch_state(), s.print_rank0_only,
                          s.from_env.print_rank0_only ? Rank0Source::env : Rank0Source::fallback);
   });
-  const std::size_t tracked = track_cpu_room(s.track_cpu.size());
-  for (std::size_t i = 0; i < tracked; ++i) {
-    settings_step("LAPTIME_TRACK_CPU", [&] { sw.track_cpu_usage(s.track_cpu[i]); });
+  for (const std::string_view name : track_cpu_applied(s)) {
+    settings_step("LAPTIME_TRACK_CPU", [&] { sw.track_cpu_usage(name); });
   }
   if (s.gpu_timing) settings_step("LAPTIME_GPU_TIMING", [&] { sw.enable_gpu_timing(); });
   const std::size_t gpu_names = gpu_timing_room(s.gpu_timing_names.size());
