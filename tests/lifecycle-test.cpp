@@ -288,6 +288,23 @@ TEST_CASE("enable() after disable() with another warm-up keeps the measured iter
   CHECK(sw.results().iterations_measured == 1);
 }
 
+TEST_CASE("the loop time leaves out the time while disabled: no iteration spans disable()" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  step_iterations(sw, 5);
+  sw.disable();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // an evaluation phase
+  sw.finish_iter();
+  sw.enable(0, std::nullopt, false);
+  step_iterations(sw, 5);
+  const auto r = sw.results();
+  REQUIRE(r.loop.has_value());
+  CHECK(r.loop->count == 8);  // 4 and 4: each run's first finish_iter starts the timing
+  CHECK(r.loop->max_ns < 100e6);
+}
+
 TEST_CASE("a warm-up shortened while it runs ends where it is: its iterations stay warm-up" *
           LAPTIME_NEEDS_ENABLED) {
   Fresh fresh;

@@ -203,6 +203,7 @@ inline void disable_stopwatch() noexcept {
   s.configured = false;
   s.code_configured = false;
   s.next_epoch();  // intervals running now are dropped, never left running
+  s.break_loop();  // nor is the loop's iteration that runs now
 }
 
 /// Stopwatch::set_max_names: the limit in force after the call (NameTable::set_limit's rule),

@@ -89,6 +89,13 @@ struct IterationLog {
     progress_line_ns = now;
   }
 
+  /// disable(): the next finish_iter() starts the loop's timing again, so that the time while
+  /// disabled (an evaluation phase) is no iteration's.
+  void break_loop() {
+    std::lock_guard<std::mutex> lock(iter_mutex);
+    loop.last_end_ns = 0;
+  }
+
   /// reset(): the iterations so far are forgotten.
   void clear_iterations() {
     std::lock_guard<std::mutex> lock(iter_mutex);
