@@ -3,6 +3,8 @@
 // needs a fresh process: each case runs this binary again as a helper ("--helper MODE",
 // environment_helpers.hpp) and checks its output. (Unwritable LAPTIME_OUTPUT paths:
 // tests/exit-test.cpp.)
+#include <sys/stat.h>
+
 #include <map>
 #include <set>
 #include <string>
@@ -63,6 +65,12 @@ TEST_CASE(
   CHECK(reliability::lines_with(r.err, "laptime") == 2);
   CHECK(reliability::lines_with(r.err, "/nonexistent/libcuda.so.1") == 2);
   CHECK(reliability::lines_with(r.err, "GPU event timing requested but CUDA is unavailable") == 1);
+  // A FIFO nobody writes to: refused, not waited on forever in dlopen's open().
+  reliability::TempDir dir;
+  const std::string fifo = dir.file("libcuda.so.1");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(run_helper("no-cuda-sync", {{"LAPTIME_CUDA_DRIVER", fifo}}, r, kIters) != nullptr);
+  CHECK(reliability::lines_with(r.err, "(not a file)") == 1);
 }
 
 TEST_CASE(

@@ -12,9 +12,11 @@
 #pragma once
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 
@@ -178,6 +180,13 @@ const char* resolve_cuda_api(const CudaSymbols& s, int driver_version, CudaDrive
 template <int = 0>
 CudaDriver load_cuda_driver(const char* path) {
   CudaDriver d;
+  // A path (not a name the loader searches for) must be a regular file: dlopen would wait forever
+  // in open() on a FIFO nobody writes to.
+  struct stat st;
+  if (std::strchr(path, '/') != nullptr && ::stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    d.status = "unavailable: cannot load the CUDA driver " + escaped(path) + " (not a file)";
+    return d;
+  }
   // RTLD_NODELETE: function pointers into the driver must stay valid for the whole process.
   void* lib = ::dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (lib == nullptr) {
