@@ -118,6 +118,10 @@ TEST_CASE("durations are printed with a readable unit") {
   CHECK(format_duration(999.5e6) == "1.00 s");
   CHECK(format_duration(-999.5) == "-1.00 \xC2\xB5s");
   CHECK(format_duration(9.996) == "10.0 ns");
+  // From 10,000 s on, three significant digits too, not every digit of a huge figure.
+  CHECK(format_duration(12345e9) == "1.23e+04 s");
+  CHECK(format_duration(1.7e308) == "1.7e+299 s");
+  CHECK(format_duration(-1e15) == "-1e+06 s");
 }
 
 TEST_CASE("JSON strings are escaped and always valid UTF-8") {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -317,6 +318,21 @@ void sleep_ms(int ms) {
 }
 
 }  // namespace
+
+TEST_CASE("a slow iteration of Results made in code whose ratio is no number reads n/a") {
+  laptime::Results r;
+  r.tail = laptime::SlowTail{};
+  r.tail->iterations = 2;
+  r.tail->median_ns = 4.9e-324;  // the smallest denormal: the ratio is infinite
+  r.tail->slowest = {laptime::SlowIteration{1, 12 * kMs, {}},
+                     laptime::SlowIteration{2, std::nan(""), {}}};
+  const std::string text = r.to_text();
+  CAPTURE(text);
+  CHECK(text.find("iteration 1: 12.0 ms (n/ax the median)") != std::string::npos);
+  CHECK(text.find("iteration 2: n/a (n/ax the median)") != std::string::npos);
+  CHECK(text.find("inf") == std::string::npos);
+  CHECK(text.find("nan") == std::string::npos);
+}
 
 TEST_CASE("a loop with injected slow iterations: the report names what made each one slow") {
   using laptime_test::Fresh;

@@ -109,6 +109,10 @@ inline std::string format_duration(double ns) {
   const double a = std::fabs(ns);
   int u = a >= 1e9 ? 3 : a >= 1e6 ? 2 : a >= 1e3 ? 1 : 0;
   std::string out;
+  if (a >= 1e13) {  // 10,000 s and more: three significant digits, not every digit ("1.7e+299 s")
+    append_general(out, ns / 1e9, 3);
+    return out + " s";
+  }
   // Three significant digits of the figure as printed: where rounding reaches 100, 10 or the
   // next unit (999.5 ns), the decimals and the unit follow the rounded figure ("1.00 µs").
   for (int decimals = 2;;) {

@@ -62,7 +62,12 @@ inline void append_tail_text(std::string& out, const SlowTail& t) {
     out += "    iteration ";
     append_int(out, s.iteration);
     out += ": " + format_duration(s.ns) + " (";
-    append_fixed(out, t.median_ns > 0 ? s.ns / t.median_ns : 0.0, 1);
+    const double ratio = t.median_ns > 0 ? s.ns / t.median_ns : 0.0;
+    if (finite_bits(ratio)) {
+      append_fixed(out, ratio, 1);
+    } else {
+      out += "n/a";  // Results made in code may hold anything
+    }
     out += "x the median)";
     const std::size_t shown = causes_shown(s, t.median_ns);
     if (shown == 0) out += ": no name over its median explains it";
