@@ -38,10 +38,11 @@ LAPTIME_IMPL void nvtx_counters_enable(double sample_hz) {
   c.cpus.store(resources::online_cpus(), std::memory_order_relaxed);
   const bool tool = nvtx_counters_domain(c) != nullptr;
   // A rate below one a day samples once a day: 1e9 / rate would not fit a period in ns.
-  constexpr double kMaxPeriodNs = 86400e9;
+  constexpr std::int64_t kMaxPeriodNs = 86400 * std::int64_t{1000000000};
   const double period_f = sample_hz > 0 ? 1e9 / sample_hz : 0;
-  const std::int64_t period =
-      static_cast<std::int64_t>(period_f >= kMaxPeriodNs ? kMaxPeriodNs : std::llround(period_f));
+  const std::int64_t period = period_f >= static_cast<double>(kMaxPeriodNs)
+                                  ? kMaxPeriodNs
+                                  : static_cast<std::int64_t>(std::llround(period_f));
   if (tool && period > 0 && c.sampler_set == nullptr) {
     c.sampler_set = nvtx_counters_register(c, "");
   }
