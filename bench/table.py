@@ -77,6 +77,10 @@ ROWS = [
     # Informative: no goal of their own.
     ("report, recording on, 65536 intervals", "BM_Report_Recorded/65536", None, "time", None),
     ("report, recording on, 1048576 intervals", "BM_Report_Recorded/1048576", None, "time", None),
+    ("Stopwatch pair, a name past the name limit (warn)", "BM_StopwatchPair_PastNameLimit/1", None,
+     "time", None),
+    ("Stopwatch pair, 1000 names past the limit in turn", "BM_StopwatchPair_PastNameLimit/1000",
+     None, "time", None),
     ("end_meas of another thread's interval (end only)",
      "BM_StopwatchEnd_OtherThread/manual_time", "BM_StopwatchPair_Enabled/threads:1", "info",
      None),
