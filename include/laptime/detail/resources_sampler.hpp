@@ -38,6 +38,7 @@
 #include <string_view>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/descriptors.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/procfs.hpp"
 #include "laptime/detail/report.hpp"
@@ -164,7 +165,8 @@ class SelfSampler {
     std::atomic<int>& fd = fds_[slot];
     int f = fd.load(std::memory_order_acquire);
     if (f >= 0) return f;
-    const int opened = ::open(slot == 0 ? "/proc/stat" : "/proc/self/io", O_RDONLY | O_CLOEXEC);
+    const int opened = laptime::detail::above_std_streams(
+        ::open(slot == 0 ? "/proc/stat" : "/proc/self/io", O_RDONLY | O_CLOEXEC));
     if (opened < 0) return -errno;
     int none = -1;
     if (fd.compare_exchange_strong(none, opened, std::memory_order_acq_rel)) return opened;
@@ -194,7 +196,8 @@ class SelfSampler {
   int proc_dir() noexcept {
     int f = proc_fd_.load(std::memory_order_acquire);
     if (f >= 0) return f;
-    const int opened = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int opened =
+        laptime::detail::above_std_streams(::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (opened < 0) return -errno;
     int none = -1;
     if (proc_fd_.compare_exchange_strong(none, opened, std::memory_order_acq_rel)) return opened;

@@ -32,6 +32,7 @@
 #include <string_view>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/descriptors.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/impl/own_output.hpp"  // SigpipeBlocked
 
@@ -229,7 +230,7 @@ inline WriteFailure write_all(int fd, std::string_view bytes) noexcept {
 inline WriteFailure write_in_place(const std::string& path, std::string_view bytes) {
   // A pipe whose reader has gone fails the write with EPIPE, never ends the process.
   const SigpipeBlocked no_sigpipe;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  const int fd = above_std_streams(::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
   if (fd < 0) return {errno, "opening"};
   WriteFailure f = write_all(fd, bytes);
   if (::close(fd) != 0 && !f && errno != EINTR) f = {errno, "closing"};
@@ -320,7 +321,7 @@ inline WriteFailure write_file_atomically(const std::string& path, std::string_v
     temp = temporary_path_for(target, static_cast<long>(::getpid()), random_suffix());
     listed.release();
     if (!listed.list(temp)) return {ECANCELED, "the process is ending"};
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    fd = above_std_streams(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
     if (fd < 0 && errno != EEXIST) break;
   }
   const int open_errno = errno;

@@ -36,6 +36,7 @@
 #include <thread>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/descriptors.hpp"
 #include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/impl/atomic_file.hpp"
@@ -373,7 +374,20 @@ inline void exit_writer_loop(ExitSignals& g, int fd) {
 inline bool start_exit_writer(ExitSignals& g) {
   if (g.writer_started) return true;
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
+  bool piped = ::pipe2(fds, O_CLOEXEC) == 0;
+  if (piped) {
+    fds[0] = above_std_streams(fds[0]);
+    fds[1] = above_std_streams(fds[1]);
+    piped = fds[0] >= 0 && fds[1] >= 0;
+    if (!piped) {
+      const int saved = errno;
+      for (int fd : fds) {
+        if (fd >= 0) ::close(fd);
+      }
+      errno = saved;
+    }
+  }
+  if (!piped) {
     warn_once("signal-writer",
               std::string("cannot save results on signals: pipe: ") + std::strerror(errno));
     return false;

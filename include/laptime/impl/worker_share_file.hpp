@@ -30,6 +30,7 @@
 #include <string_view>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/descriptors.hpp"
 #include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/histogram.hpp"
 #include "laptime/detail/names.hpp"
@@ -136,8 +137,8 @@ void worker_share_warn(std::string_view key, std::string_view message) noexcept;
 /// memfd, no seals: the report then shows no worker figures). `*fd` gets the descriptor.
 inline ShareHeader* create_share_file(const IterationGate& current, int* fd_out) {
   constexpr unsigned kCloexec = 1u, kAllowSealing = 2u;  // MFD_CLOEXEC, MFD_ALLOW_SEALING
-  const int fd =
-      static_cast<int>(::syscall(SYS_memfd_create, "laptime-workers", kCloexec | kAllowSealing));
+  const int fd = above_std_streams(
+      static_cast<int>(::syscall(SYS_memfd_create, "laptime-workers", kCloexec | kAllowSealing)));
   if (fd < 0) return nullptr;
   const std::size_t bytes = share_total_bytes();
   void* p = MAP_FAILED;
@@ -214,7 +215,7 @@ inline ShareHeader* attach_share_file(std::string_view value) {
       why = std::string(path) + ": " + std::strerror(errno);
     } else if (!S_ISREG(st.st_mode)) {
       why = std::string(path) + " is not a regular file";
-    } else if ((mine = ::open(path, O_RDWR | O_CLOEXEC)) < 0) {
+    } else if ((mine = above_std_streams(::open(path, O_RDWR | O_CLOEXEC))) < 0) {
       why = std::string(path) + ": " + std::strerror(errno);
     } else {
       why = share_file_mismatch(mine, pid, nonce);
