@@ -29,4 +29,5 @@ LAPTIME_BUILD_DEBS=(g++ cmake ninja-build pkg-config doctest-dev libbenchmark-de
 # The test command also needs Python (venv) and clang (libFuzzer, ThreadSanitizer).
 # chromium: python/tests/test_reports.py opens `laptime html`'s page headless (about 510 MiB and
 # 25 s to install on Debian 12; the test skips without it).
-LAPTIME_TEST_DEBS=(python3 python3-venv python3-dev clang libclang-rt-14-dev chromium)
+# locales: locale-test generates de_DE and tr_TR from its definitions where the machine lacks them.
+LAPTIME_TEST_DEBS=(python3 python3-venv python3-dev clang libclang-rt-14-dev chromium locales)

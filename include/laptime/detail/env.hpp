@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -56,6 +57,39 @@ inline std::optional<int> parse_int(std::string_view text) {
     v = -v;
   }
   return static_cast<int>(v);
+}
+
+/// A plain decimal number, digits with at most one '.' (spaces around it allowed; no sign,
+/// exponent, "inf" or "nan"); nullopt for anything else. Read here rather than by strtod, which
+/// follows the program's LC_NUMERIC: under de_DE it stops at the '.' of "2.5". The first 19
+/// significant digits count (a fraction's further digits are dropped), rounded once or twice.
+inline std::optional<double> parse_plain_decimal(std::string_view text) {
+  text = trim_spaces(text);
+  std::uint64_t mantissa = 0;
+  int significant = 0, exponent = 0;
+  bool digit = false, point = false;
+  for (const char c : text) {
+    if (c == '.' && !point) {
+      point = true;
+      continue;
+    }
+    if (c < '0' || c > '9') return std::nullopt;
+    digit = true;
+    if (significant < 19 && (mantissa != 0 || c != '0')) {
+      mantissa = mantissa * 10 + static_cast<std::uint64_t>(c - '0');
+      ++significant;
+      if (point) --exponent;
+    } else if (significant == 0) {
+      if (point) --exponent;  // a leading zero of the fraction
+    } else if (!point) {
+      ++exponent;  // an integer digit past the 19th
+    }
+  }
+  if (!digit) return std::nullopt;
+  double scale = 1;
+  for (int i = 0; i < (exponent < 0 ? -exponent : exponent); ++i) scale *= 10;
+  const auto m = static_cast<double>(mantissa);
+  return exponent < 0 ? m / scale : m * scale;
 }
 
 /// The one warning of a malformed variable: "NAME='value' <why>; ignored", the value escaped (a

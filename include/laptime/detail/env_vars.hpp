@@ -321,33 +321,12 @@ inline EnvInt read_int(const EnvVar& v, std::optional<std::string_view> text) {
   return r;
 }
 
-/// Whether `text` is a plain decimal number: digits with at most one '.', at least one digit,
-/// spaces around it allowed (as for an int); no sign, base prefix, exponent, "inf" or "nan".
-inline bool plain_decimal(std::string_view text) {
-  text = trim_spaces(text);
-  bool digit = false, point = false;
-  for (const char c : text) {
-    if (c == '.' && !point) {
-      point = true;
-    } else if (c >= '0' && c <= '9') {
-      digit = true;
-    } else {
-      return false;
-    }
-  }
-  return digit;
-}
-
 inline EnvReading<double> read_rate(const EnvVar& v, std::optional<std::string_view> text) {
   EnvReading<double> r;
   if (!text) return r;
-  const std::string copy(*text);
-  char* end = nullptr;
-  const double x = plain_decimal(copy) ? std::strtod(copy.c_str(), &end) : -1.0;
-  while (end != nullptr && *end == ' ') ++end;  // the spaces after it
-  if (end != nullptr && *end == '\0' && x >= static_cast<double>(v.lowest) &&
-      x <= static_cast<double>(v.highest)) {
-    r.value = x;
+  const std::optional<double> x = parse_plain_decimal(*text);
+  if (x && *x >= static_cast<double>(v.lowest) && *x <= static_cast<double>(v.highest)) {
+    r.value = *x;
   } else {
     r.warning = env_malformed(v, *text);
   }

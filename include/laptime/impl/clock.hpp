@@ -17,6 +17,7 @@
 #include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/report.hpp"
+#include "laptime/impl/format.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
 namespace detail {
@@ -94,15 +95,18 @@ inline std::string describe_clock(const ClockInfo& info) {
 #endif
   if (info.counter) {
     s += counter_name;
-    char buf[48];
+    // append_fixed, not printf: the program's LC_NUMERIC must not make "2,45 GHz".
     if (info.hz >= 1e9) {
-      std::snprintf(buf, sizeof buf, " %.2f GHz", info.hz / 1e9);
+      s += ' ';
+      append_fixed(s, info.hz / 1e9, 2);
+      s += " GHz";
     } else if (info.hz > 0) {
-      std::snprintf(buf, sizeof buf, " %.2f MHz", info.hz / 1e6);
+      s += ' ';
+      append_fixed(s, info.hz / 1e6, 2);
+      s += " MHz";
     } else {
-      std::snprintf(buf, sizeof buf, " (calibrating: steady_clock until then)");
+      s += " (calibrating: steady_clock until then)";
     }
-    s += buf;
     if (!info.reason.empty()) s += " (" + info.reason + ")";
   } else {
     s += "steady";
@@ -241,10 +245,9 @@ LAPTIME_COLD inline void clock_check_drift() noexcept {
     const double off = static_cast<double>(scale_cycles(now.cycles, m, c.scale.offset) - now.ns);
     const double drift = std::fabs(off) / static_cast<double>(since);
     if (drift <= ClockState::kMaxDrift) return;
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "the cycle counter drifted %.3f %% from steady_clock; fell back",
-                  drift * 100.0);
-    c.reason = buf;
+    std::string reason = "the cycle counter drifted ";
+    append_fixed(reason, drift * 100.0, 3);
+    c.reason = reason + " % from steady_clock; fell back";
     c.scale.mult.store(0, std::memory_order_release);
     c.phase.store(ClockState::kSteady, std::memory_order_release);
     c.scale.steady.store(true, std::memory_order_relaxed);

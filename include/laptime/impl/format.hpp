@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/env.hpp"    // parse_plain_decimal
 #include "laptime/detail/names.hpp"  // append_escaped, escaped
 
 LAPTIME_BEGIN_NAMESPACE
@@ -121,7 +122,8 @@ inline std::string format_duration(double ns) {
     decimals = std::min(decimals, (av >= 100 || av <= 0.0) ? 0 : av >= 10 ? 1 : 2);
     out.clear();
     append_fixed(out, v, decimals);
-    const double shown = std::fabs(std::strtod(out.c_str(), nullptr));
+    const double shown =
+        parse_plain_decimal(std::string_view(out).substr(out[0] == '-' ? 1 : 0)).value_or(0);
     if (shown >= 1000 && u < 3) {
       ++u;
       decimals = 2;

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -40,7 +39,8 @@ inline constexpr std::string_view kDefaultDataNames[] = {
 inline std::string normalized_name(std::string_view name) {
   std::string out;
   for (const char ch : name) {
-    char c = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    // ASCII only: std::tolower follows the locale, and under tr_TR 'I' is not 'i'.
+    char c = (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch - 'A' + 'a') : ch;
     if (c == '_' || c == '-' || c == '.' || c == '/' || c == ':' || c == '\t') c = ' ';
     if (c == ' ' && (out.empty() || out.back() == ' ')) continue;
     out += c;
