@@ -2,6 +2,7 @@
 // with RTLD_LOCAL. Only these extern "C" entry points are visible.
 #include <string>
 
+#include "laptime/error.hpp"
 #include "laptime/impl/stopwatch_state.hpp"  // the internals this test looks at
 #include "laptime/nvtx.hpp"
 #include "laptime/stopwatch.hpp"
@@ -42,4 +43,10 @@ PLUGIN_API void PLUGIN_FN(nvtx_enable)() {
 PLUGIN_API void PLUGIN_FN(scoped_range)(void (*inside)()) {
   LAPTIME_RANGE("plugin range");
   if (inside != nullptr) inside();
+}
+
+// Only the error policy: a copy's first use of the warning table joins the fork plan (and may be
+// the process's one pthread_atfork registration).
+PLUGIN_API void PLUGIN_FN(warn_policy)() {
+  laptime::set_error_policy(laptime::ErrorPolicy::Warn);
 }

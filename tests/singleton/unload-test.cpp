@@ -14,12 +14,25 @@
 #include <string>
 #include <thread>
 
+#include "laptime/detail/process_singleton.hpp"  // loader_r_debug
 #include "laptime/nvtx.hpp"
 #include "laptime/results.hpp"
 #include "laptime/stopwatch.hpp"
 #include "test_support.hpp"
 
 namespace {
+
+// Whether the plugin's code is mapped in this process.
+bool plugin_mapped() {
+  std::FILE* maps = std::fopen("/proc/self/maps", "r");
+  char line[4096];
+  bool mapped = false;
+  while (maps != nullptr && std::fgets(line, sizeof line, maps) != nullptr) {
+    mapped = mapped || std::strstr(line, "laptime_singleton_d") != nullptr;
+  }
+  if (maps != nullptr) std::fclose(maps);
+  return mapped;
+}
 
 // The plugin (built so that dlclose would unmap it: no STB_GNU_UNIQUE symbols) enables the
 // Stopwatch and the NVTX wrapper with order tracking, measures and pushes a range, on a thread
@@ -44,14 +57,40 @@ bool use_plugin_then_close() {
     end("plugin work");
   }).join();
   ::dlclose(h);
-  std::FILE* maps = std::fopen("/proc/self/maps", "r");
-  char line[4096];
-  bool mapped = false;
-  while (maps != nullptr && std::fgets(line, sizeof line, maps) != nullptr) {
-    mapped = mapped || std::strstr(line, "laptime_singleton_d") != nullptr;
+  return plugin_mapped();
+}
+
+// The same plugin, whose only call sets the error policy (the warning table's first use joins the
+// fork plan, and registers the process's one pthread_atfork: glibc ties it to the plugin), then
+// dlclose'd. Returns whether its code is still mapped.
+bool set_policy_in_plugin_then_close() {
+  void* h = ::dlopen(PLUGIN_UNLOADABLE, RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return false;
+  reinterpret_cast<void (*)()>(::dlsym(h, "plugin_d_warn_policy"))();
+  ::dlclose(h);
+  return plugin_mapped();
+}
+
+// A forked worker's intervals reach this process's results (the fork plan works): 0 if so.
+int worker_merged() {
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  sw.finish_iter();
+  const pid_t worker = ::fork();
+  if (worker == 0) {
+    for (int i = 0; i < 100; ++i) {
+      sw.start_meas("worker work");
+      sw.end_meas("worker work");
+    }
+    ::_exit(0);
   }
-  if (maps != nullptr) std::fclose(maps);
-  return mapped;
+  int status = 0;
+  ::waitpid(worker, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 2;
+  for (const auto& m : sw.results().measurements) {
+    if (m.name == "worker work") return m.count == 100 ? 0 : 3;
+  }
+  return 4;
 }
 
 // Runs `body` in a child process; its exit status (-1: killed by a signal or hung).
@@ -68,6 +107,16 @@ int in_child(int (*body)()) {
 }
 
 }  // namespace
+
+#ifdef UNLOAD_TEST_COPIED_R_DEBUG
+// This build compiles the implementation into the program without -fPIC: its _r_debug is a copy
+// (R_X86_64_COPY) that the loader never updates, frozen at RT_ADD. The cases below must hold all
+// the same (before, no copy of laptime was ever kept loaded in such a program).
+TEST_CASE("this program's _r_debug is a copy of the loader's" * LAPTIME_NEEDS_ENABLED) {
+  REQUIRE(&_r_debug != laptime::detail::loader_r_debug());
+  CHECK(laptime::detail::loader_r_debug()->r_state == r_debug::RT_CONSISTENT);
+}
+#endif
 
 TEST_CASE("a shared object that used laptime stays loaded after dlclose" * LAPTIME_NEEDS_ENABLED) {
   CHECK(in_child([] { return use_plugin_then_close() ? 0 : 1; }) == 0);
@@ -90,23 +139,18 @@ TEST_CASE(
     LAPTIME_NEEDS_ENABLED) {
   CHECK(in_child([] {
           (void)use_plugin_then_close();
-          auto& sw = laptime::Stopwatch::instance();
-          sw.finish_iter();
-          const pid_t worker = ::fork();
-          if (worker == 0) {
-            for (int i = 0; i < 100; ++i) {
-              sw.start_meas("worker work");
-              sw.end_meas("worker work");
-            }
-            ::_exit(0);
-          }
-          int status = 0;
-          ::waitpid(worker, &status, 0);
-          if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 2;
-          for (const auto& m : sw.results().measurements) {
-            if (m.name == "worker work") return m.count == 100 ? 0 : 3;
-          }
-          return 4;
+          return worker_merged();
+        }) == 0);
+}
+
+TEST_CASE(
+    "a shared object whose only call set the error policy stays loaded after dlclose, and forked "
+    "workers are still merged" *
+    LAPTIME_NEEDS_ENABLED) {
+  CHECK(in_child([] { return set_policy_in_plugin_then_close() ? 0 : 1; }) == 0);
+  CHECK(in_child([] {
+          (void)set_policy_in_plugin_then_close();
+          return worker_merged();
         }) == 0);
 }
 

@@ -29,6 +29,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
@@ -263,33 +264,56 @@ inline std::uintptr_t anchor_find(ProcessAnchor* a, const char* key) noexcept {
 /// given to `discard` if another copy of the code made one meanwhile). Not a template, so the
 /// anchor code is compiled once per file however many singletons it uses; cold: called once per
 /// copy of the code and singleton.
-/// Keeps the shared object holding this copy of laptime mapped until the process exits: a
-/// dlclose of it then leaves it loaded. The process-wide objects keep pointers into the code of
+/// The dynamic loader's own r_debug, the one its DT_DEBUG entry points at (what debuggers read).
+/// `_r_debug` may be the main program's copy of it instead (a copy relocation, where the program
+/// compiled laptime without -fPIC: header-only, or the Makefile recipe's laptime.o), which the
+/// loader never updates.
+inline const r_debug* loader_r_debug() noexcept {
+  const auto* ph = reinterpret_cast<const ElfW(Phdr)*>(::getauxval(AT_PHDR));
+  const unsigned long count = ::getauxval(AT_PHNUM);
+  if (ph == nullptr) return &_r_debug;
+  std::uintptr_t bias = 0;
+  const ElfW(Phdr)* dynamic = nullptr;
+  for (unsigned long i = 0; i < count; ++i) {
+    if (ph[i].p_type == PT_PHDR) bias = reinterpret_cast<std::uintptr_t>(ph) - ph[i].p_vaddr;
+    if (ph[i].p_type == PT_DYNAMIC) dynamic = &ph[i];
+  }
+  if (dynamic == nullptr) return &_r_debug;  // a static program: no loader
+  for (auto* d = reinterpret_cast<const ElfW(Dyn)*>(bias + dynamic->p_vaddr); d->d_tag != DT_NULL;
+       ++d) {
+    if (d->d_tag == DT_DEBUG && d->d_un.d_ptr != 0) {
+      return reinterpret_cast<const r_debug*>(d->d_un.d_ptr);
+    }
+  }
+  return &_r_debug;
+}
+
+/// Keeps the shared object that holds `code` (an address in it) mapped until the process exits:
+/// a dlclose of it then leaves it loaded. The process-wide objects keep pointers into the code of
 /// each copy that uses them (fork handlers, the at-exit output and its signal handlers, NVTX's
 /// table of functions, background threads); unmapped, they would point at nothing
-/// (docs/design.md). Called once per copy, by the first use of the Stopwatch or the NVTX wrapper
-/// through it, before any of laptime's locks is taken: dladdr and dlopen take the dynamic
-/// loader's lock, which a thread in dlopen holds while a plugin's constructor runs. While the
-/// loader is changing its list (another thread's dlopen, or a child forked during one, where
-/// dlopen would assert), it is left for the next first use.
-LAPTIME_NOINLINE LAPTIME_COLD inline void keep_caller_loaded() noexcept {
-  static std::atomic<bool> done{false};
-  if (done.exchange(true, std::memory_order_acq_rel)) return;
-  if (_r_debug.r_state != r_debug::RT_CONSISTENT) {
-    done.store(false, std::memory_order_release);
-    return;
-  }
+/// (docs/design.md). Call before any of laptime's locks is taken: dladdr and dlopen take the
+/// dynamic loader's lock, which a thread in dlopen holds while a plugin's constructor runs. While
+/// the loader is changing its list (another thread's dlopen, or a child forked during one, where
+/// dlopen would assert), it does nothing.
+LAPTIME_COLD inline void keep_loaded(const void* code) noexcept {
+  if (loader_r_debug()->r_state != r_debug::RT_CONSISTENT) return;
   Dl_info info;
-  void* const caller = __builtin_extract_return_addr(__builtin_return_address(0));
   // A name without a slash is the main program's (argv[0] from PATH): never unloaded, and
   // dlopen would search the library path for it.
-  if (::dladdr(caller, &info) == 0 || info.dli_fname == nullptr ||
+  if (::dladdr(code, &info) == 0 || info.dli_fname == nullptr ||
       std::strchr(info.dli_fname, '/') == nullptr) {
     return;
   }
   // RTLD_NOLOAD: only an object already loaded (the main program's path finds none: it is never
   // unloaded anyway). The reference is never dropped; RTLD_NODELETE makes that moot.
   (void)::dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+/// keep_loaded for the object of the code that calls this: by each copy's first use of the
+/// Stopwatch or the NVTX wrapper, and by the fork plan for the copy that registers it.
+LAPTIME_NOINLINE LAPTIME_COLD inline void keep_caller_loaded() noexcept {
+  keep_loaded(__builtin_extract_return_addr(__builtin_return_address(0)));
 }
 
 /// Another copy of laptime in this process keeps the Stopwatch or the NVTX wrapper under another
@@ -379,118 +403,6 @@ LAPTIME_ALWAYS_INLINE Type& process_singleton(const char* key,
   Type* const p = cached.load(std::memory_order_acquire);
   if (LAPTIME_LIKELY(p != nullptr)) return *p;
   return process_singleton_slow<Type>(key, cached, on_first_use);
-}
-
-// ---- fork(): one pthread_atfork registration for the whole library ----------------------------
-//
-// fork() (a DataLoader worker) may come while another thread holds one of laptime's locks; the
-// child would inherit it held by a thread that does not exist there. So every lock that a thread
-// may hold for more than a few instructions is taken before fork and released after it, in both
-// processes. ONE handler does it for the library, registered once per process (the first copy of
-// the code registers it; every copy's objects join it through fork_participate). The lock order,
-// here and nowhere else — prepare takes them from the top, parent and child release from the
-// bottom; code that holds one of these locks may take only those below it:
-//
-//   kForkStopwatch  StopwatchState: config_mutex, names_mutex, gpu_mutex, one_time_mutex
-//                   (enable() warns and reads NVTX state while holding config_mutex)
-//   kForkNvtx       NVTX: the wrapper's config mutex, then each session's name-table mutex
-//                   (enable() warns while holding the config mutex)
-//   kForkErrors     the warning table's lock (warn_once, first_time): taken last, since every
-//                   holder above may warn
-//
-// Thread registries and per-thread locks (a record's label, a record's mutex) are not held
-// across fork: each participant re-arms them in the child, where the threads that may have held
-// them do not exist.
-enum ForkRank : int { kForkStopwatch = 10, kForkNvtx = 20, kForkErrors = 90 };
-
-struct ForkPlan {
-  struct Participant {
-    int rank = 0;
-    void (*prepare)() = nullptr;
-    void (*parent)() = nullptr;
-    void (*child)() = nullptr;
-  };
-  static constexpr int kMax = 8;
-  std::atomic<long> lock{0};  // held from prepare to parent/child, and to add a participant
-  std::atomic<bool> registered{false};
-  std::atomic<int> count{0};       // published after its entry is written
-  Participant participants[kMax];  // in the order they joined; never changed once published
-  int order[kMax] = {};            // by rank, computed under the lock in prepare
-};
-
-inline ForkPlan& fork_plan() {
-  return process_singleton<ForkPlan>("fork");
-}
-
-inline void fork_plan_lock(ForkPlan& f) noexcept {
-  long expected = 0;
-  while (!f.lock.compare_exchange_weak(expected, 1, std::memory_order_acquire)) {
-    expected = 0;
-    ::sched_yield();
-  }
-}
-
-inline void fork_prepare() noexcept {
-  ForkPlan& f = fork_plan();
-  fork_plan_lock(f);
-  const int n = f.count.load(std::memory_order_acquire);
-  for (int i = 0; i < n; ++i) {  // ranks ascending (a handful of entries: an insertion sort)
-    int at = i;
-    for (; at > 0 && f.participants[f.order[at - 1]].rank > f.participants[i].rank; --at) {
-      f.order[at] = f.order[at - 1];
-    }
-    f.order[at] = i;
-  }
-  for (int i = 0; i < n; ++i) f.participants[f.order[i]].prepare();
-}
-
-inline void fork_parent() noexcept {
-  ForkPlan& f = fork_plan();
-  for (int i = f.count.load(std::memory_order_relaxed) - 1; i >= 0; --i) {
-    f.participants[f.order[i]].parent();
-  }
-  f.lock.store(0, std::memory_order_release);
-}
-
-inline void fork_child() noexcept {
-  ForkPlan& f = fork_plan();
-  for (int i = f.count.load(std::memory_order_relaxed) - 1; i >= 0; --i) {
-    f.participants[f.order[i]].child();
-  }
-  f.lock.store(0, std::memory_order_release);
-}
-
-/// Joins the fork plan above with the handlers of the object of `rank`, once per process (a rank
-/// already in the plan returns at once, without the plan's lock). Cold: call where the object's
-/// locks first matter, and while holding none of the plan's locks (a fork in progress holds the
-/// plan's lock until it has every participant's). False where the plan could not be made (no
-/// memory): call again later.
-LAPTIME_NOINLINE inline bool fork_participate(ForkRank rank, void (*prepare)(), void (*parent)(),
-                                              void (*child)()) noexcept {
-  ForkPlan* plan = nullptr;
-  try {
-    plan = &fork_plan();
-  } catch (...) {  // std::bad_alloc
-    return false;
-  }
-  ForkPlan& f = *plan;
-  auto present = [&f, rank] {
-    const int n = f.count.load(std::memory_order_acquire);
-    for (int i = 0; i < n; ++i) {
-      if (f.participants[i].rank == rank) return true;
-    }
-    return false;
-  };
-  if (present()) return true;
-  fork_plan_lock(f);
-  const int n = f.count.load(std::memory_order_relaxed);
-  if (!present() && n < ForkPlan::kMax) {
-    f.participants[n] = ForkPlan::Participant{rank, prepare, parent, child};
-    f.count.store(n + 1, std::memory_order_release);
-  }
-  f.lock.store(0, std::memory_order_release);
-  if (!f.registered.exchange(true)) ::pthread_atfork(fork_prepare, fork_parent, fork_child);
-  return true;
 }
 
 }  // namespace detail

@@ -24,6 +24,7 @@
 #include "laptime/detail/env.hpp"
 #include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/error_policy.hpp"
+#include "laptime/detail/fork_plan.hpp"
 #include "laptime/detail/names.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/thread.hpp"
@@ -62,9 +63,9 @@ using ErrorState = BasicErrorState<>;
 /// The process-wide warning table and policy; joins the fork plan (kForkErrors) at first use.
 template <int = 0>
 ErrorState& error_state() {
-  return process_singleton<ErrorState>("errors", [](ErrorState&) {
+  return process_singleton<ErrorState>("errors", [](ErrorState& state) {
     fork_participate(
-        kForkErrors, [] { error_state().warned_mutex.lock(); },
+        kForkErrors, &state, [] { error_state().warned_mutex.lock(); },
         [] { error_state().warned_mutex.unlock(); }, [] { error_state().warned_mutex.unlock(); });
   });
 }

@@ -27,6 +27,7 @@
 
 #include "laptime/config.hpp"
 #include "laptime/counters.hpp"
+#include "laptime/detail/fork_plan.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/report.hpp"
 #include "laptime/detail/thread.hpp"
@@ -89,7 +90,7 @@ LAPTIME_ALWAYS_INLINE NvtxCountersState& nvtx_counters_state() {
 inline void nvtx_counters_join_fork_plan() {
   nvtx_join_fork_plan();
   fork_participate(
-      kForkNvtxCounters, [] { nvtx_counters_state().mutex.lock(); },
+      kForkNvtxCounters, &nvtx_counters_state(), [] { nvtx_counters_state().mutex.lock(); },
       [] { nvtx_counters_state().mutex.unlock(); },
       [] {
         NvtxCountersState& c = nvtx_counters_state();

@@ -20,6 +20,7 @@
 
 #include "laptime/config.hpp"
 #include "laptime/detail/cuda_sync.hpp"
+#include "laptime/detail/fork_plan.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/report.hpp"
 #include "laptime/detail/thread.hpp"
@@ -234,7 +235,7 @@ void nvtx_join_fork_plan() noexcept {
   // The warning table first: enable() warns while holding the config mutex, and the table's first
   // use joins the plan too, which must not happen with one of the plan's locks held.
   (void)error_state();
-  fork_participate(kForkNvtx, nvtx_before_fork, nvtx_after_fork_in_parent,
+  fork_participate(kForkNvtx, &nvtx_state(), nvtx_before_fork, nvtx_after_fork_in_parent,
                    nvtx_after_fork_in_child);
 }
 

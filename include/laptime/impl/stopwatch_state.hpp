@@ -19,6 +19,7 @@
 #include <new>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/fork_plan.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/report.hpp"
 #include "laptime/impl/stopwatch_nvtx_ranges.hpp"
@@ -137,7 +138,7 @@ LAPTIME_IMPL StopwatchCore& stopwatch_core_slow() {
     // no memory for the plan, the next call tries again.
     (void)error_state();
     if (fork_participate(
-            kForkStopwatch, [] { stopwatch_state().before_fork(); },
+            kForkStopwatch, &s, [] { stopwatch_state().before_fork(); },
             [] { stopwatch_state().after_fork_in_parent(); },
             [] { stopwatch_state().after_fork_in_child(); })) {
       s.fork_handlers.store(true, std::memory_order_release);
