@@ -71,12 +71,26 @@ inline void enable_stopwatch(int num_warmup_iters, std::optional<int> print_ever
 }
 
 /// Stopwatch::set_print_function for a function that writes this process's stdout (a binding's
-/// sys.stdout): the progress line may then rewrite itself in place on a terminal, as on stdout.
-inline void set_stdout_print_function(PrintFunction fn, void* user_data) noexcept {
+/// sys.stdout), unless the program set a print function of its own (a C++ extension's logger):
+/// the progress line may then rewrite itself in place on a terminal, as on stdout.
+inline void install_stdout_print_function(PrintFunction fn) noexcept {
 #if LAPTIME_ENABLED
-  detail::stopwatch_state().stdout_print_fn.store(fn);
+  detail::StopwatchState& s = detail::stopwatch_state();
+  s.stdout_print_fn.store(fn);
+  (void)s.replace_print_target(nullptr, fn, nullptr);
+#else
+  (void)fn;
 #endif
-  Stopwatch::instance().set_print_function(fn, user_data);
+}
+
+/// Removes `fn` where it is still the print function (reports then go to the C stdout); a print
+/// function the program set since stays.
+inline void uninstall_stdout_print_function(PrintFunction fn) noexcept {
+#if LAPTIME_ENABLED
+  (void)detail::stopwatch_state().replace_print_target(fn, nullptr, nullptr);
+#else
+  (void)fn;
+#endif
 }
 
 /// Whether a progress line rewritten in place ends stdout now (a report written there then starts

@@ -260,6 +260,7 @@ PyTypeObject* add_type(PyObject* module, PyType_Spec* spec, const char* name) {
 // module is built with hidden visibility.
 extern "C" __attribute__((visibility("default"))) PyObject* PyInit__laptime() {
   using namespace pyext;
+  forget_scope_cache();  // an earlier interpreter's (Py_FinalizeEx, then Py_Initialize)
   PyObject* module = PyModule_Create(&g_module_def);
   if (module == nullptr) return nullptr;
   g_usage_error = PyErr_NewExceptionWithDoc(

@@ -217,6 +217,7 @@ PyObject* measure_scope(PyObject* self, PyObject* name);
 PyObject* range_scope(PyObject* self, PyObject* name);
 /// Empties the scope cache (tests: _testing_reset).
 void clear_scope_cache();
+void forget_scope_cache();
 
 /// Before enable(), set_rank() and configure_from_env(): in a worker process, a call made from
 /// no module's import makes it a program of its own (worker_role.cpp).

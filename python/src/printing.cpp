@@ -2,6 +2,13 @@
 // import and removed at exit (docs/python.md, Printing).
 #include "extension.hpp"
 
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
 #include "closed_stdout.hpp"
 
 namespace pyext {
@@ -29,9 +36,68 @@ bool in_main_interpreter() {
 
 }  // namespace
 
+namespace {
+
+/// Writes `s` to sys.stdout; the GIL held.
+void write_to_sys_stdout(std::string_view s) {
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);     // keep an exception the caller may have set
+  PyObject* out = PySys_GetObject("stdout");  // borrowed
+  if (out != nullptr && out != Py_None && !write_to(out, s)) after_failed_sys_stdout_write(out, s);
+  PyErr_Restore(type, value, traceback);
+}
+
+/// A report handed from a thread Python never ran on to a thread that waits for the GIL: written
+/// by exactly one of them (under `mutex`).
+struct HandedReport {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool written = false;  // by the helper, to sys.stdout
+  bool dropped = false;  // by the caller, to the C stdout: the helper must not write it
+  std::string text;
+};
+
+/// How long a thread Python never ran on waits for the GIL to print (docs/python.md, Printing).
+constexpr std::chrono::milliseconds kGilWait{500};
+
+/// A report from a thread Python never ran on (a C++ thread of an extension or of an embedding
+/// program): whoever holds the GIL may be waiting for this very thread (a pybind11 op that joins
+/// its C++ thread without releasing the GIL, an embedding program's main thread), so taking the
+/// GIL here could wait forever, with laptime's report lock held. A helper thread takes the GIL and
+/// writes to sys.stdout; past kGilWait this thread writes to the C stdout instead.
+void print_from_foreign_thread(std::string_view s) {
+  auto handed = std::make_shared<HandedReport>();
+  try {
+    handed->text = std::string(s);
+    std::thread([handed] {
+      const PyGILState_STATE gil = PyGILState_Ensure();
+      {
+        const std::lock_guard<std::mutex> lock(handed->mutex);
+        if (!handed->dropped) {
+          write_to_sys_stdout(handed->text);
+          handed->written = true;
+        }
+      }
+      PyGILState_Release(gil);
+      handed->cv.notify_all();
+    }).detach();
+  } catch (...) {  // no memory, no thread
+    laptime::binding::write_own_output(stdout, s, kReportNotPrinted);
+    return;
+  }
+  std::unique_lock<std::mutex> lock(handed->mutex);
+  if (handed->cv.wait_for(lock, kGilWait, [&] { return handed->written; })) return;
+  handed->dropped = true;
+  lock.unlock();
+  laptime::binding::write_own_output(stdout, s, kReportNotPrinted);
+}
+
+}  // namespace
+
 /// laptime::PrintFunction: writes to sys.stdout (notebooks and loggers capture it) with the GIL
-/// held, from any thread (PyGILState_Ensure gives a C++ thread a thread state). A closed or full
-/// sys.stdout drops the text (told once), whatever the program's SIGPIPE disposition.
+/// held, from any thread: a Python thread takes the GIL, a thread Python never ran on hands the
+/// text to one that does (print_from_foreign_thread). A closed or full sys.stdout drops the text
+/// (told once), whatever the program's SIGPIPE disposition.
 void print_to_sys_stdout(const char* text, std::size_t size, void* /*user_data*/) {
   const std::string_view s(text, size);
   const laptime::binding::SigpipeBlocked blocked;
@@ -39,12 +105,12 @@ void print_to_sys_stdout(const char* text, std::size_t size, void* /*user_data*/
     laptime::binding::write_own_output(stdout, s, kReportNotPrinted);
     return;
   }
+  if (PyGILState_GetThisThreadState() == nullptr) {
+    print_from_foreign_thread(s);
+    return;
+  }
   const PyGILState_STATE gil = PyGILState_Ensure();
-  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
-  PyErr_Fetch(&type, &value, &traceback);     // keep an exception the caller may have set
-  PyObject* out = PySys_GetObject("stdout");  // borrowed
-  if (out != nullptr && out != Py_None && !write_to(out, s)) after_failed_sys_stdout_write(out, s);
-  PyErr_Restore(type, value, traceback);
+  write_to_sys_stdout(s);
   PyGILState_Release(gil);
 }
 
@@ -54,17 +120,18 @@ PyObject* mod_install_print_function(PyObject*, PyObject*) {
   if (!in_main_interpreter()) Py_RETURN_NONE;
   // It writes the program's stdout: a progress line may rewrite itself there on a terminal.
   PyThreadState* saved = PyEval_SaveThread();
-  laptime::binding::set_stdout_print_function(print_to_sys_stdout, nullptr);
+  laptime::binding::install_stdout_print_function(print_to_sys_stdout);
   PyEval_RestoreThread(saved);
   Py_RETURN_NONE;
 }
 
 // The package registers this with atexit: afterwards reports go to the C stdout, so that a C++
-// thread or laptime's own at-exit report never calls into a finalised interpreter.
+// thread or laptime's own at-exit report never calls into a finalised interpreter. A print
+// function a C++ extension set stays.
 PyObject* mod_uninstall_print_function(PyObject*, PyObject*) {
   if (!in_main_interpreter()) Py_RETURN_NONE;
   PyThreadState* saved = PyEval_SaveThread();
-  stopwatch().set_print_function(nullptr, nullptr);
+  laptime::binding::uninstall_stdout_print_function(print_to_sys_stdout);
   PyEval_RestoreThread(saved);
   Py_RETURN_NONE;
 }

@@ -90,4 +90,13 @@ void clear_scope_cache() {
   }
 }
 
+/// Forgets the scope cache without touching its scopes: at the module's initialisation, where
+/// they may belong to an interpreter that was finalised since (an embedding program's
+/// Py_FinalizeEx then Py_Initialize). Its statically allocated names and its thread states may
+/// sit at the same addresses in the new one, which would then get the dead one's scopes. A live
+/// interpreter's scopes (a subinterpreter's import) are only left to it, never freed.
+void forget_scope_cache() {
+  for (ScopeCacheEntry& e : g_scope_cache) e = ScopeCacheEntry{nullptr, nullptr};
+}
+
 }  // namespace pyext

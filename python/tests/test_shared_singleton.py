@@ -2,7 +2,11 @@
 C++ extension compiled from laptime's headers (its own copy of the code, loaded RTLD_LOCAL with
 hidden visibility, as every extension is)."""
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -67,6 +71,47 @@ def test_nvtx_stack_is_shared(cpp_ext, nvtx):
     with pytest.raises(laptime.UsageError, match="innermost open range is 'pushed in C\\+\\+'"):
         nvtx.range_pop("something else")
     nvtx.range_pop("pushed in C++")
+
+
+def test_a_cpp_thread_prints_while_the_gil_is_held_by_whoever_waits_for_it(cpp_ext):
+    """A pybind11 op that joins its C++ thread without releasing the GIL: the report that thread
+    prints goes to the C stdout after a short wait for the GIL, instead of waiting forever."""
+    program = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import laptime, laptime_cpp_ext\n"
+        "sw = laptime.Stopwatch()\n"
+        "sw.enable(0, 1)\n"
+        "for _ in range(2): laptime_cpp_ext.finish_on_cpp_thread_holding_gil()\n"
+        "print('done', flush=True)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", program, str(Path(cpp_ext.__file__).parent)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("measured iteration") == 2 and r.stdout.endswith("done\n"), r.stdout
+
+
+@pytest.mark.parametrize("order", ["logger, then import", "import, then logger"])
+def test_a_print_function_a_cpp_extension_set_keeps_every_report(cpp_ext, tmp_path, order):
+    """import laptime neither replaces a print function set in C++ nor removes it at exit."""
+    log = tmp_path / "reports.log"
+    setup = ["laptime_cpp_ext.log_reports_to(sys.argv[2])", "import laptime"]
+    if order == "import, then logger":
+        setup.reverse()
+    program = "\n".join([
+        "import sys; sys.path.insert(0, sys.argv[1])",
+        "import laptime_cpp_ext",
+        *setup,
+        "sw = laptime.Stopwatch()",
+        "sw.enable(0, 1)",
+        "sw.finish_iter()",
+    ])
+    r = subprocess.run([sys.executable, "-c", program, str(Path(cpp_ext.__file__).parent), str(log)],
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, LAPTIME_PRINT_AT_EXIT="1"))
+    assert r.returncode == 0, r.stderr
+    assert "laptime stopwatch" not in r.stdout
+    # The periodic report and the at-exit one.
+    assert log.read_text().count("laptime stopwatch: 1 measured iteration") == 2
 
 
 def test_periodic_report_from_a_cpp_thread_reaches_sys_stdout(cpp_ext, stopwatch, capsys):

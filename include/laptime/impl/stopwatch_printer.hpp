@@ -100,6 +100,16 @@ struct Printer {
     print_fn = fn;
   }
 
+  /// set_print_target only where the print function is `expected` now (nullptr: none): a
+  /// binding's own printer neither replaces one the program set nor removes it.
+  bool replace_print_target(PrintFn expected, PrintFn fn, void* user_data) {
+    std::lock_guard<std::recursive_mutex> lock(report_mutex);
+    if (print_fn != expected) return false;
+    print_user = user_data;
+    print_fn = fn;
+    return true;
+  }
+
   // A forked child: the thread that may have held the lock does not exist there.
   void rearm_printer_in_child() { new (&report_mutex) std::recursive_mutex(); }
 };

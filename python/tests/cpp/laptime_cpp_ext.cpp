@@ -7,6 +7,7 @@
 
 #include <laptime/laptime.hpp>
 
+#include <cstdio>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -61,6 +62,29 @@ PyObject* report(PyObject*, PyObject*) {
   return PyUnicode_FromStringAndSize(r.data(), static_cast<Py_ssize_t>(r.size()));
 }
 
+// The same with the GIL held while the thread runs, as a pybind11 op that does not release it:
+// a report that thread prints must not wait for the GIL.
+PyObject* finish_on_cpp_thread_holding_gil(PyObject*, PyObject*) {
+  std::thread([] { laptime::Stopwatch::instance().finish_iter(); }).join();
+  Py_RETURN_NONE;
+}
+
+// The program's own print function, as a C++ extension's logger sets it: appends every report
+// to the file `path`.
+PyObject* log_reports_to(PyObject*, PyObject* path) {
+  static std::string file;
+  file = std::string(text(path));
+  laptime::Stopwatch::instance().set_print_function(
+      [](const char* report, std::size_t size, void*) {
+        if (std::FILE* f = std::fopen(file.c_str(), "a")) {
+          std::fwrite(report, 1, size, f);
+          std::fclose(f);
+        }
+      },
+      nullptr);
+  Py_RETURN_NONE;
+}
+
 // A C++ thread (never ran Python) times `name` and finishes an iteration; the GIL is released
 // while we wait, so a periodic report printed from that thread can reach sys.stdout.
 PyObject* measure_and_finish_on_cpp_thread(PyObject*, PyObject* name) {
@@ -97,6 +121,8 @@ PyMethodDef methods[] = {
     {"range_push", range_push, METH_O, nullptr},
     {"report", report, METH_NOARGS, nullptr},
     {"measure_and_finish_on_cpp_thread", measure_and_finish_on_cpp_thread, METH_O, nullptr},
+    {"finish_on_cpp_thread_holding_gil", finish_on_cpp_thread_holding_gil, METH_NOARGS, nullptr},
+    {"log_reports_to", log_reports_to, METH_O, nullptr},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
