@@ -62,8 +62,11 @@ static_assert(NVTX_COLOR_ARGB == kNvtxColorArgb && NVTX_MESSAGE_TYPE_ASCII == kN
 // program has it: either copy then reaches the profiler (docs/build.md; ctest
 // consumer-mixed-nvtx-headers). A copy compiled with the headers calls NVTX directly.
 struct NvtxCalls {
-  void (*push)(void* domain, const NvtxEventAttributes* a) noexcept;
-  void (*pop)(void* domain) noexcept;
+  // Push and pop are not noexcept (NVTX's C calls throw nothing), so that a caller's last call to
+  // them can be a tail call: a noexcept function around another call keeps a frame for
+  // std::terminate.
+  void (*push)(void* domain, const NvtxEventAttributes* a);
+  void (*pop)(void* domain);
   std::uint64_t (*range_start)(void* domain, const NvtxEventAttributes* a) noexcept;
   void (*range_end)(void* domain, std::uint64_t id) noexcept;
   void (*mark)(void* domain, const NvtxEventAttributes* a) noexcept;
@@ -82,10 +85,10 @@ namespace nvtx_native {
 inline const nvtxEventAttributes_t* native(const NvtxEventAttributes* a) noexcept {
   return reinterpret_cast<const nvtxEventAttributes_t*>(a);
 }
-inline void push(void* domain, const NvtxEventAttributes* a) noexcept {
+inline void push(void* domain, const NvtxEventAttributes* a) {
   nvtxDomainRangePushEx(static_cast<nvtxDomainHandle_t>(domain), native(a));
 }
-inline void pop(void* domain) noexcept {
+inline void pop(void* domain) {
   nvtxDomainRangePop(static_cast<nvtxDomainHandle_t>(domain));
 }
 // Start/end ranges: not bound to a thread's stack (Stopwatch intervals that end on another thread).
@@ -144,10 +147,10 @@ inline const NvtxCalls* native() noexcept {
 inline bool available() noexcept {
   return native() != nullptr;
 }
-inline void push(void* domain, const NvtxEventAttributes* a) noexcept {
+inline void push(void* domain, const NvtxEventAttributes* a) {
   if (available()) native()->push(domain, a);
 }
-inline void pop(void* domain) noexcept {
+inline void pop(void* domain) {
   if (available()) native()->pop(domain);
 }
 inline std::uint64_t range_start(void* domain, const NvtxEventAttributes* a) noexcept {
