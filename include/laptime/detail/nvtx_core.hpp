@@ -20,6 +20,7 @@ namespace detail {
 struct NvtxName;     // impl/nvtx_state.hpp
 struct NvtxOps;      // impl/nvtx_state.hpp
 struct NvtxSession;  // impl/nvtx_state.hpp
+struct NvtxCalls;    // impl/nvtx_api.hpp
 
 /// The part of the process-wide wrapper state (NvtxState, impl/nvtx_state.hpp, derives from it)
 /// that the inline API reads: whether the wrapper is enabled. One per process, found through
@@ -49,6 +50,10 @@ struct NvtxCore {
   std::atomic<void*> domain{nullptr};
   std::atomic<NvtxSession*> session{nullptr};
   std::atomic<const NvtxOps*> ops{nullptr};  // set before the first kEnabled, never cleared
+  // The NVTX calls of the first copy compiled with the NVTX headers that reached this state, for
+  // a copy compiled without them that cannot see that copy's symbols (a plugin or an extension
+  // built with hidden visibility: impl/nvtx_api.hpp). Never cleared.
+  std::atomic<const NvtxCalls*> calls{nullptr};
 };
 
 // This copy of the code's pointer to the process-wide state, set at its first use. Constant-

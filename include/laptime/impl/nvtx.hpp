@@ -21,6 +21,11 @@ namespace detail {
 LAPTIME_IMPL NvtxCore& nvtx_core_slow() {
   keep_caller_loaded();  // this copy's code may become the wrapper's (its table of functions)
   NvtxState& s = process_singleton<NvtxState>("nvtx");
+#if LAPTIME_HAVE_NVTX
+  // For copies compiled without the NVTX headers in other shared objects (nvtx_api.hpp).
+  const NvtxCalls* none = nullptr;
+  s.calls.compare_exchange_strong(none, &nvtx_native_calls, std::memory_order_acq_rel);
+#endif
   nvtx_core_pointer().store(&s, std::memory_order_release);
   return s;
 }

@@ -141,8 +141,12 @@ inline bool available() noexcept {
 }  // namespace nvtx_api
 #else
 namespace nvtx_api {
+/// The calls of a copy compiled with the headers: this program's or shared object's (the weak
+/// table), else the one a copy of another shared object published in the process-wide state.
 inline const NvtxCalls* native() noexcept {
-  return &nvtx_native_calls;
+  if (&nvtx_native_calls != nullptr) return &nvtx_native_calls;
+  NvtxCore* core = nvtx_core_pointer().load(std::memory_order_acquire);
+  return core != nullptr ? core->calls.load(std::memory_order_acquire) : nullptr;
 }
 inline bool available() noexcept {
   return native() != nullptr;

@@ -1,5 +1,6 @@
-# Files that disagree on the NVTX headers, linked both ways: the profiler receives every range and
-# counter in both programs, as in a program whose files agree, with no warning. A program where no
+# Files that disagree on the NVTX headers, linked both ways, or the one without them in a shared
+# object with hidden visibility: the profiler receives every range and counter in each program, as
+# in a program whose files agree, with no warning. A program where no
 # file sees nvtx3/ sends nothing and says so.
 # cmake -DCXX=... -DINCLUDE=<laptime include> -DCUDA_INCLUDE=<toolkit include> -DTESTS=<tests/>
 #       -DRECORDER=<nvtx_recorder library> -DWORK=<dir> -DSOURCE=<this dir> -P run.cmake
@@ -17,10 +18,19 @@ run(${CXX} ${WORK}/main.o ${WORK}/data.o -o ${WORK}/main_first -pthread -ldl)
 run(${CXX} ${WORK}/data.o ${WORK}/main.o -o ${WORK}/data_first -pthread -ldl)
 run(${CXX} ${WORK}/main.o ${WORK}/ranges.o -o ${WORK}/agree -pthread -ldl)
 run(${CXX} ${WORK}/main_without.o ${WORK}/data.o -o ${WORK}/none -pthread -ldl)
+# The copy without the headers in a shared object of its own; both copies with hidden visibility,
+# so that the shared object cannot see the program's table of NVTX calls (as no extension sees
+# the Python interpreter's, or another extension's).
+run(${CXX} ${flags} -DLAPTIME_HAVE_NVTX=0 -fPIC -shared -fvisibility=hidden
+    -fvisibility-inlines-hidden ${SOURCE}/plugin.cpp -o ${WORK}/libdata.so -pthread -ldl)
+run(${CXX} ${flags} -isystem ${CUDA_INCLUDE} -fvisibility=hidden -c ${SOURCE}/main.cpp
+    -o ${WORK}/main_hidden.o)
+run(${CXX} ${WORK}/main_hidden.o ${WORK}/libdata.so -Wl,-rpath,${WORK} -o ${WORK}/shared -pthread
+    -ldl)
 set(all "profiler saw: 3 'step' pushes, 3 'load batch' pushes, some counter samples")
 set(nothing "profiler saw: 0 'step' pushes, 0 'load batch' pushes, no counter samples")
 set(unavailable "compiled without the NVTX headers")
-foreach(program main_first data_first agree none)
+foreach(program main_first data_first agree shared none)
   execute_process(COMMAND ${WORK}/${program} RESULT_VARIABLE rc OUTPUT_VARIABLE out
                   ERROR_VARIABLE err)
   if(program STREQUAL "none")
