@@ -15,9 +15,10 @@ status 1 stays free for ``compare --fail-above``'s verdict, "slower".
 
 import argparse
 import importlib
+import os
 import sys
 
-from laptime.results import ResultsError
+from laptime.results import ResultsError, printable
 
 
 class UsageError(ValueError):
@@ -50,12 +51,35 @@ def _parser():
     return parser
 
 
+def _never_raise_on_encoding():
+    """A file name that is not UTF-8 (Python holds its bytes as lone surrogates) or a character
+    the locale's encoding lacks ("—" in ISO-8859-9) is written escaped, never a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def check_outputs(outputs, inputs):
+    """A UsageError where an output path names one of the input files: writing it would destroy
+    the input, and the command would still say it succeeded."""
+    for out in outputs:
+        for path in inputs:
+            try:
+                same = os.path.samefile(out, path)
+            except OSError:  # the output does not exist yet, or an input is unreadable
+                same = False
+            if same:
+                raise UsageError(f"the output {printable(out)} is the input {printable(path)}; "
+                                 "give another path")
+
+
 def main(argv=None):
+    _never_raise_on_encoding()
     args = _parser().parse_args(argv)
     try:
         return importlib.import_module("laptime." + args._module).run(args)
     except (ResultsError, UsageError) as e:
-        print(f"laptime {args.command}: {e}", file=sys.stderr)
+        print(f"laptime {args.command}: {printable(e)}", file=sys.stderr)
         return 2
     except ImportError as e:  # an optional dependency (matplotlib: the `reports` extra)
         if not (e.name or "").startswith("matplotlib"):
@@ -64,8 +88,8 @@ def main(argv=None):
               "pip install '<laptime checkout>[reports]')", file=sys.stderr)
         return 2
     except OSError as e:  # an output that cannot be written (a missing folder, a full disk)
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"laptime {args.command}: {where}{e.strerror or e}", file=sys.stderr)
+        where = f"{printable(e.filename)}: " if e.filename else ""
+        print(f"laptime {args.command}: {where}{printable(e.strerror or e)}", file=sys.stderr)
         return 2
 
 

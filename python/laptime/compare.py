@@ -27,6 +27,7 @@ above the threshold, else 0 (``laptime.gate``; docs/reports.md, "Gating CI on a 
 
 import math
 import os
+import re
 import statistics
 
 from laptime import gate
@@ -90,7 +91,8 @@ def rows(files, name=None, labels=None, reader=None):
         m = _loop(reader(path), name, path)
         per_iter = m.get("mean_per_iter_s")
         cpu = (m.get("cpu") or {}).get("process_percent")
-        label = labels[i] if labels else os.path.splitext(os.path.basename(path))[0]
+        label = _results.printable(labels[i] if labels else
+                                   os.path.splitext(os.path.basename(path))[0])
         out.append((label, None if per_iter is None else per_iter * 1e3, cpu))
     return out
 
@@ -144,7 +146,8 @@ def groups(sides, name=None, labels=None, reader=None):
     out = []
     for i, files in enumerate(sides):
         r = rows(files, name, reader=reader)
-        label = labels[i] if labels else _common_label([lab for lab, _, _ in r])
+        label = (_results.printable(labels[i]) if labels else
+                 _common_label([lab for lab, _, _ in r]))
         out.append((label, [ms for _, ms, _ in r if ms is not None],
                      [cpu for _, _, cpu in r if cpu is not None]))
     return out
@@ -206,7 +209,8 @@ def _md_escape(text):
     """For Markdown (a job summary renders HTML): one line, and no markup of its own."""
     import html
 
-    return html.escape(_results.printable(text), quote=False).replace("|", "\\|").replace("`", "\\`")
+    text = html.escape(_results.printable(text), quote=False)
+    return re.sub(r"([\\`*_\[\]()!#~|])", r"\\\1", text)
 
 
 def markdown(groups_, unit="batch"):
@@ -340,7 +344,9 @@ def _gate_report(groups_, verdicts, threshold, confidence, args):
     ref_label = groups_[0][0]
     lines = []
     for (label, _, _), (vs, skipped, _) in zip(groups_[1:], verdicts):
-        lines.append(f"{'**Gate**' if args.markdown else 'Gate'} ({label} vs {ref_label}): fail "
+        shown, ref_shown = ((_md_escape(label), _md_escape(ref_label)) if args.markdown else
+                            (_results.printable(label), _results.printable(ref_label)))
+        lines.append(f"{'**Gate**' if args.markdown else 'Gate'} ({shown} vs {ref_shown}): fail "
                      f"above {_signed(threshold)} slower at {confidence * 100:g} % confidence"
                      f"{_joint(len(vs))}; bootstrap over {over}, {gate.RESAMPLES} resamples, "
                      f"seed {args.seed}")

@@ -180,10 +180,11 @@ def _plots(results, title):
             f'<img alt="laptime plot of {_esc(title)}" src="data:image/png;base64,{data}">')
 
 
-def _comparison(paths, labels, name, unit):
+def _comparison(paths, runs, labels, name, unit):
     from laptime import compare
 
-    g = compare.groups([[p] for p in paths], name, labels)
+    loaded = dict(zip(paths, runs))  # each file read once: a pipe has no second read
+    g = compare.groups([[p] for p in paths], name, labels, reader=loaded.__getitem__)
     ratios = compare._ratios(g)
     rows = []
     for i, (label, ms, cpu) in enumerate(g):
@@ -197,9 +198,9 @@ def _comparison(paths, labels, name, unit):
 
 def _side_by_side(runs, labels):
     """Each name's time per iteration in every run (one column each), relative to the first."""
-    names = []
+    names = {}  # first-seen order, a lookup per name (100k names: not a scan of a list each)
     for results in runs:
-        names += [m["name"] for m in results.get("measurements", []) if m["name"] not in names]
+        names.update((m["name"], None) for m in results.get("measurements", []))
     per_iter = [{m["name"]: m.get("mean_per_iter_s") for m in r.get("measurements", [])}
                 for r in runs]
     rows = []
@@ -222,7 +223,7 @@ def page(paths, name=None, unit="batch"):
     body = ["<h1>laptime report</h1>"]
     if len(paths) > 1:
         try:
-            body.append(_comparison(paths, labels, name, unit))
+            body.append(_comparison(paths, runs, labels, name, unit))
         except ResultsError as e:  # no loop measurement to compare
             body.append(f'<p class="meta">No comparison: {_esc(e)}</p>')
         body.append(_side_by_side(runs, labels))
@@ -238,8 +239,12 @@ def page(paths, name=None, unit="batch"):
 
 
 def run(args):
+    from laptime.cli import check_outputs
+
+    check_outputs([args.output], args.files)
     text = page(args.files, args.name, args.unit)
-    with open(args.output, "w", encoding="utf-8") as f:
+    # A name that is not UTF-8 (a lone surrogate in the file) is written escaped.
+    with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as f:
         f.write(text)
     print(f"laptime html: {args.output}")
     return 0

@@ -405,6 +405,10 @@ def add_arguments(parser):
 
 
 def run(args):
+    from laptime.cli import check_outputs
+
+    if args.json:
+        check_outputs([args.json], args.files)
     merged = merge(load(args.files))
     if args.json:  # first: a path it cannot write is one line on stderr, not a report, then that
         write_json(merged, args.json)

@@ -6,6 +6,8 @@ shaded; right, the histogram of each name's interval lengths (after warm-up). Ne
 drawn with the Agg backend, so no display is needed.
 """
 
+from laptime.results import printable
+
 
 def add_arguments(parser):
     parser.add_argument("file", metavar="RUN.json", help="laptime JSON results with samples")
@@ -59,7 +61,7 @@ def figure(results, names=None):
         _draw_per_iteration(axes[row][0], name, series[name], warmup, ended)
         _draw_histogram(axes[row][1], name, lengths[name])
     axes[-1][0].set_xlabel("iteration", **LITERAL)
-    fig.suptitle(f"laptime: {results.get('host', '')} pid {results.get('pid', '')} "
+    fig.suptitle(f"laptime: {printable(results.get('host', ''))} pid {results.get('pid', '')} "
                  f"rank {results.get('rank', 0)}", fontsize=11, **LITERAL)
     fig.tight_layout()
     return fig
@@ -92,7 +94,8 @@ def _draw_per_iteration(ax, name, per, warmup, ended):
         label = "warm-up" if peak <= top else f"warm-up (up to {peak * scale:.3g} {unit}: clipped)"
         ax.axvspan(its[0] - 0.5, warmup - 0.5, color="0.85", label=label)
         ax.legend(loc="upper right", fontsize=8)
-    ax.set_title(f"{name}: per iteration", fontsize=10, loc="left", **LITERAL)
+    # printable: a control character would make the SVG's XML invalid.
+    ax.set_title(f"{printable(name)}: per iteration", fontsize=10, loc="left", **LITERAL)
     ax.set_ylabel(unit, **LITERAL)
     ax.grid(alpha=0.3)
 
@@ -106,7 +109,7 @@ def _draw_histogram(ax, name, values):
         ax.set_xlabel(f"interval [{unit}]", **LITERAL)
     else:
         ax.text(0.5, 0.5, "warm-up only", ha="center", va="center", transform=ax.transAxes)
-    ax.set_title(f"{name}: {len(values)} intervals", fontsize=10, loc="left", **LITERAL)
+    ax.set_title(f"{printable(name)}: {len(values)} intervals", fontsize=10, loc="left", **LITERAL)
     ax.grid(alpha=0.3)
 
 
@@ -140,13 +143,14 @@ def _output(path):
 
 
 def run(args):
-    from laptime.cli import UsageError
+    from laptime.cli import UsageError, check_outputs
     from laptime.results import read
 
     if not 1 <= args.dpi <= 2400:
         raise UsageError(f"--dpi {args.dpi}: must be 1 to 2400")
     output = _output(args.output)
+    check_outputs([output], [args.file])
     names = args.names.split(",") if args.names else None
     figure(read(args.file, samples=True), names).savefig(output, dpi=args.dpi)
-    print(f"laptime plot: {output}")
+    print(f"laptime plot: {printable(output)}")
     return 0

@@ -14,6 +14,7 @@ schema may grow, docs/reports.md).
 
 import json
 import math
+import re
 
 SCHEMA = 1
 
@@ -60,10 +61,27 @@ def read(path, samples=False):
         raise ResultsError(f"{path}: {_lower_first(e.strerror or str(e))}") from None
     if len(data) > MAX_BYTES:  # /dev/zero, a log: nothing laptime writes is that large
         raise ResultsError(f"{path}: larger than {MAX_BYTES >> 30} GiB, not laptime's results")
-    results = check(_parse(data, path), path)
+    results = _parse(data, path)
+    if re.search(rb"\\u[dD][89a-fA-F]", data):  # a surrogate's escape: rare, so looked at then only
+        results = _without_lone_surrogates(results)
+    results = check(results, path)
     if samples and not results.get("samples"):
         raise ResultsError(f"{path}: {NO_SAMPLES}")
     return results
+
+
+def _without_lone_surrogates(value):
+    """``value`` with each string that holds a lone surrogate (JSON's "\\ud800", which no
+    encoding can write: matplotlib and UTF-8 files refuse it) in its escaped form."""
+    if isinstance(value, str):
+        if any("\ud800" <= c <= "\udfff" for c in value):
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, list):
+        return [_without_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _without_lone_surrogates(v) for k, v in value.items()}
+    return value
 
 
 def check(results, source="results"):

@@ -9,6 +9,8 @@ event, so that the viewer's time axis starts at 0.
 """
 
 import json
+import os
+import sys
 
 
 def add_arguments(parser):
@@ -53,12 +55,24 @@ def trace(results):
             "otherData": {"source": "laptime", "clock": "steady_clock"}}
 
 
-def run(args):
-    from laptime.results import read
+def _is_stdout(path):
+    try:
+        a, b = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # sys.stdout replaced (a test's capture)
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
+
+def run(args):
+    from laptime.cli import check_outputs
+    from laptime.results import printable, read
+
+    check_outputs([args.output], [args.file])
     doc = trace(read(args.file, samples=True))
-    with open(args.output, "w") as f:
+    with open(args.output, "w", encoding="utf-8") as f:
         json.dump(doc, f)
     n = sum(1 for e in doc["traceEvents"] if e["ph"] == "X")
-    print(f"laptime trace: {n} intervals -> {args.output} (open in ui.perfetto.dev)")
+    # On stderr where the trace itself went to stdout (-o /dev/stdout | jq): it stays JSON.
+    print(f"laptime trace: {n} intervals -> {printable(args.output)} (open in ui.perfetto.dev)",
+          file=sys.stderr if _is_stdout(args.output) else sys.stdout)
     return 0

@@ -105,7 +105,8 @@ def test_a_print_function_a_cpp_extension_set_keeps_every_report(cpp_ext, tmp_pa
         "sw.enable(0, 1)",
         "sw.finish_iter()",
     ])
-    r = subprocess.run([sys.executable, "-c", program, str(Path(cpp_ext.__file__).parent), str(log)],
+    here = str(Path(cpp_ext.__file__).parent)
+    r = subprocess.run([sys.executable, "-c", program, here, str(log)],
                        capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, LAPTIME_PRINT_AT_EXIT="1"))
     assert r.returncode == 0, r.stderr

@@ -1,0 +1,112 @@
+"""The `laptime` command on files from other machines and hostile names: a file name that is not
+UTF-8, a string no encoding can write, names and file names that carry terminal escapes or
+Markdown, an output path that is one of the inputs, inputs that are pipes. Never a traceback, never
+a forged line or markup, never a destroyed input."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import xml.dom.minidom
+
+import pytest
+
+from test_cli_errors import GOOD
+
+
+def write(path, change=None):
+    results = copy.deepcopy(GOOD)
+    if change:
+        change(results)
+    path.write_text(json.dumps(results))
+    return path
+
+
+def laptime(*args, cwd=None, env=None):
+    """`python -m laptime ARGS` (bytes allowed: file names that are not UTF-8)."""
+    return subprocess.run([sys.executable, "-m", "laptime", *args], capture_output=True,
+                          cwd=cwd, env=dict(os.environ, **(env or {})), timeout=120)
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_escaped_never_a_traceback(tmp_path):
+    base = write(tmp_path / "base.json")
+    odd = os.fsencode(tmp_path) + b"/lat\xff1.json"
+    with open(odd, "wb") as f:
+        f.write(base.read_bytes())
+    r = laptime("compare", "--fail-above", "50%", str(base), str(base), odd,
+                env={"LC_ALL": "C.UTF-8"})
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert b"Traceback" not in r.stderr and b"lat\\udcff1" in r.stdout
+    pytest.importorskip("matplotlib")
+    r = laptime("html", str(base), odd, "-o", str(tmp_path / "page.html"))
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert (tmp_path / "page.html").stat().st_size > 1000
+
+
+def test_a_lone_surrogate_in_a_file_is_drawn_and_written_escaped(tmp_path):
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(GOOD).replace('"node1"', '"\\ud800"'))
+    for args in (["plot", str(run), "-o", str(tmp_path / "p.png")],
+                 ["html", str(run), "-o", str(tmp_path / "p.html")]):
+        r = laptime(*args)
+        assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr.decode()
+    assert "\\ud800" in (tmp_path / "p.html").read_text()
+
+
+def test_file_names_and_names_drive_no_terminal_and_forge_no_markup(tmp_path):
+    base = write(tmp_path / "base.json")
+    evil = write(tmp_path / "e\x1b]0;PWNED\x07vil\nSpeedup × 9.99.json")
+    r = laptime("compare", str(base), str(evil))
+    assert r.returncode == 0, r.stderr.decode()
+    assert b"\x1b" not in r.stdout and b"\x07" not in r.stdout
+    assert b"\nSpeedup \xc3\x97 9.99" not in r.stdout  # no forged line
+    # Markdown: a name and a file name that are markup stay text in the gate's lines.
+    markup = "![pixel](https://attacker.example/p.png)"
+    runs = []
+    for i in range(2):
+        runs.append(write(tmp_path / f"<img src=x>{i}.json",
+                          lambda r: r["measurements"][0].update(name=markup)))
+    r = laptime("compare", "--markdown", "--fail-above", "50%", "--ref", str(runs[0]),
+                str(runs[0]), "--test", str(runs[1]), str(runs[1]))
+    out = r.stdout.decode()
+    assert "<img" not in out and "](https" not in out, out
+
+
+@pytest.mark.parametrize("command", ["html", "trace", "merge"])
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(command, tmp_path):
+    run = write(tmp_path / "run.json")
+    before = run.read_bytes()
+    args = {"html": ["html", str(run), "-o", str(run)],
+            "trace": ["trace", str(run), "-o", str(run)],
+            "merge": ["merge", str(run), "--json", str(run)]}[command]
+    r = laptime(*args)
+    assert r.returncode == 2 and b"is the input" in r.stderr, r.stderr.decode()
+    assert run.read_bytes() == before
+
+
+def test_html_reads_each_input_once_so_pipes_compare(tmp_path):
+    pytest.importorskip("matplotlib")
+    run = write(tmp_path / "run.json")
+    page = tmp_path / "page.html"
+    cmd = f'"{sys.executable}" -m laptime html <(cat "{run}") <(cat "{run}") -o "{page}"'
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "<h2>Comparison</h2>" in page.read_text() and "No comparison" not in page.read_text()
+
+
+def test_a_trace_written_to_stdout_stays_json(tmp_path):
+    run = write(tmp_path / "run.json")
+    r = laptime("trace", str(run), "-o", "/dev/stdout")
+    assert r.returncode == 0
+    assert json.loads(r.stdout)["traceEvents"]
+
+
+def test_an_svg_plot_of_a_name_with_a_control_character_is_well_formed(tmp_path):
+    pytest.importorskip("matplotlib")
+    run = write(tmp_path / "run.json", lambda r: r["samples"].update(names=["lo\x01op"]))
+    svg = tmp_path / "p.svg"
+    r = laptime("plot", str(run), "-o", str(svg))
+    assert r.returncode == 0, r.stderr.decode()
+    xml.dom.minidom.parse(str(svg))
