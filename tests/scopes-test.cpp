@@ -6,6 +6,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "laptime/nvtx.hpp"
 #include "laptime/stopwatch.hpp"
 #include "stopwatch_support.hpp"
 
@@ -25,6 +26,18 @@ static_assert(std::is_constructible<Scoped, const std::string&>::value, "a const
 static_assert(std::is_constructible<Scoped, std::string_view>::value, "a view");
 static_assert(!std::is_constructible<Scoped, std::string&&>::value, "a temporary std::string");
 static_assert(!std::is_constructible<Scoped, std::string>::value, "a std::string by value");
+
+// Each macro takes one __COUNTER__ value, compiled in or out (this file is built both ways): nvcc
+// compiles laptime out in its device pass, and a kernel or a doctest case named with __COUNTER__
+// after one of them must get the same name in both passes (a user's trial: the doctest cases of a
+// .cu file did not compile, and a kernel launch found no kernel).
+constexpr int kCounterBefore = __COUNTER__;
+[[maybe_unused]] void every_macro_once(const char* name) {
+  LAPTIME_MEAS(name);
+  LAPTIME_RANGE("range");
+  LAPTIME_FUNC_RANGE();
+}
+static_assert(__COUNTER__ - kCounterBefore == 4, "one value per macro, and this one");
 
 }  // namespace
 

@@ -281,8 +281,12 @@ class ScopedMeasurement {
   }
 #else
 // The name is named, never evaluated: a parameter or variable passed only here stays "used", and
-// any expression compiles (a lambda's call too, which sizeof would refuse).
-#define LAPTIME_MEAS(name) static_cast<void>(false && (static_cast<void>(name), true))
+// any expression compiles (a lambda's call too, which sizeof would refuse). It takes one
+// __COUNTER__ value, as the macro compiled in does: nvcc compiles a file twice, laptime out in the
+// device pass, and a kernel or a doctest case named with __COUNTER__ after it must get the same
+// name in both passes.
+#define LAPTIME_MEAS(name) \
+  static_cast<void>(false && (static_cast<void>(name), static_cast<void>(__COUNTER__), true))
 #endif
 
 // ---- the hot path ------------------------------------------------------------------------------
