@@ -402,3 +402,31 @@ TEST_CASE("the compiled-out Stopwatch's JSON and report are those of empty resul
   CHECK(sample_results().to_json() == laptime::detail::kEmptyResultsJson);
 #endif
 }
+
+TEST_CASE("GPU timing on with no interval timed shows no zero that reads as a measurement" *
+          LAPTIME_NEEDS_ENABLED) {
+  // GPU timing on, but every interval was measured on a thread with no current CUDA context: the
+  // name has GPU figures with a count of 0 (a user's trial saw "gpu: 0 ns per iter, ... median
+  // 0 ns, 0 intervals" and a verdict telling to enable the GPU timing that was on).
+  laptime::Results r;
+  r.iterations_measured = 10;
+  r.loop = laptime::LoopFigures{};
+  r.loop->count = 10;
+  r.loop->mean_ns = 4e6;
+  r.data_name = "data";
+  for (const char* name : {"data", "step"}) {
+    laptime::MeasurementResult m;
+    m.name = name;
+    m.count = 10;
+    m.mean_per_iter_ns = m.mean_per_interval_ns = m.median_ns = name[0] == 'd' ? 1e6 : 3e6;
+    m.total_ns = 10 * m.mean_per_iter_ns;
+    if (name[0] == 's') m.gpu = laptime::GpuFigures{};
+    r.measurements.push_back(m);
+  }
+  const std::string text = r.to_text();
+  CHECK(text.find("gpu: no interval timed") != std::string::npos);
+  CHECK(text.find("0 ns per iter") == std::string::npos);
+  const laptime::Verdict v = laptime::detail::verdict(laptime::detail::verdict_figures(r));
+  CHECK(v.text.find("no interval got GPU time") != std::string::npos);
+  CHECK(v.text.find("enable_gpu_timing tells") == std::string::npos);
+}

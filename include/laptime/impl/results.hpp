@@ -146,10 +146,14 @@ inline void text_details(std::string& out, const MeasurementResult& m, std::size
     out += "  ";
     out.append(width, ' ');
     out += " gpu: ";
-    out += figures_sentence(kGpuFigures, g);
-    out += ", ";
-    append_int(out, g.count);
-    out += " intervals";
+    if (g.count == 0) {
+      out += "no interval timed";  // no zero that reads as a measurement
+    } else {
+      out += figures_sentence(kGpuFigures, g);
+      out += ", ";
+      append_int(out, g.count);
+      out += " intervals";
+    }
     if (g.pending) {
       out += " (";
       append_int(out, g.pending);

@@ -89,6 +89,9 @@ struct VerdictFigures {
   std::optional<double> child_processes;
   /// GPU timing was asked for and cannot run (Results::gpu_timing_off): why, in short.
   std::string gpu_timing_off;
+  /// GPU timing is on for some name, but no interval got GPU time (no current CUDA context on the
+  /// measuring thread, a capturing stream: the warnings say which).
+  bool gpu_untimed = false;
 };
 
 /// The worker processes the workers' CPU is shared by: those measuring with laptime, else the
@@ -223,9 +226,11 @@ inline Verdict verdict(const VerdictFigures& f) {
       v.text += "; the GPU is busy " + percent(std::min(*f.gpu_ns / loop, 1.0)) + " (" +
                 detail::quoted(f.gpu_name) + ")";
     } else {
-      v.text += f.gpu_timing_off.empty()
-                    ? "; GPU time not measured (enable_gpu_timing tells GPU-bound apart)"
-                    : "; GPU time not measured (GPU timing is off: " + f.gpu_timing_off + ")";
+      v.text += !f.gpu_timing_off.empty()
+                    ? "; GPU time not measured (GPU timing is off: " + f.gpu_timing_off + ")"
+                : f.gpu_untimed
+                    ? "; GPU time not measured (no interval got GPU time: see the warnings)"
+                    : "; GPU time not measured (enable_gpu_timing tells GPU-bound apart)";
     }
   }
   v.text += workers;
@@ -262,11 +267,13 @@ inline VerdictFigures verdict_figures(const Results& r) {
       f.child_processes = m.resources->child_processes;
       f.cpu_name = m.name;
     }
+    if (m.gpu && m.gpu->count == 0 && !f.gpu_ns) f.gpu_untimed = true;
     if (m.name == f.data_name || !m.gpu || m.gpu->count == 0) continue;
     if (f.loop_ns && m.mean_per_iter_ns > step_limit) continue;  // encloses the data wait
     if (!f.gpu_ns || m.gpu->mean_per_iter_ns > *f.gpu_ns) {
       f.gpu_ns = m.gpu->mean_per_iter_ns;
       f.gpu_name = m.name;
+      f.gpu_untimed = false;
     }
   }
   return f;
