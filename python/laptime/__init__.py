@@ -109,8 +109,10 @@ def _at_exit():
         _laptime._run_exit_output()
         return
     # After an unhandled KeyboardInterrupt Python runs its exit handlers and then ends the process
-    # by SIGINT, so C atexit handlers never run: they run here.
-    if isinstance(last, KeyboardInterrupt):
+    # by SIGINT, so C atexit handlers never run: they run here. Only the python command does that
+    # (Py_RunMain): a program that embeds Python (its argv unknown to Python: sys.orig_argv empty)
+    # goes on after Py_FinalizeEx, and its at-exit output comes at its own exit.
+    if isinstance(last, KeyboardInterrupt) and getattr(_sys, "orig_argv", [None]):
         _laptime._run_exit_output()
     _laptime._uninstall_print_function()
 
