@@ -244,7 +244,10 @@ def run(args):
     check_outputs([args.output], args.files)
     text = page(args.files, args.name, args.unit)
     # A name that is not UTF-8 (a lone surrogate in the file) is written escaped.
-    with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as f:
-        f.write(text)
+    try:
+        with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(text)
+    except OSError as e:  # a full disk fails the write or the close: name the file
+        raise OSError(e.errno, e.strerror, args.output) from None
     print(f"laptime html: {args.output}")
     return 0

@@ -69,8 +69,11 @@ def run(args):
 
     check_outputs([args.output], [args.file])
     doc = trace(read(args.file, samples=True))
-    with open(args.output, "w", encoding="utf-8") as f:
-        json.dump(doc, f)
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            json.dump(doc, f)
+    except OSError as e:  # a full disk fails the write or the close: name the file
+        raise OSError(e.errno, e.strerror, args.output) from None
     n = sum(1 for e in doc["traceEvents"] if e["ph"] == "X")
     # On stderr where the trace itself went to stdout (-o /dev/stdout | jq): it stays JSON.
     print(f"laptime trace: {n} intervals -> {printable(args.output)} (open in ui.perfetto.dev)",

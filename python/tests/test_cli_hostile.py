@@ -110,3 +110,12 @@ def test_an_svg_plot_of_a_name_with_a_control_character_is_well_formed(tmp_path)
     r = laptime("plot", str(run), "-o", str(svg))
     assert r.returncode == 0, r.stderr.decode()
     xml.dom.minidom.parse(str(svg))
+
+
+@pytest.mark.parametrize("command", ["html", "trace"])
+def test_an_output_that_cannot_be_written_is_named(command, tmp_path):
+    if command == "html":
+        pytest.importorskip("matplotlib")
+    run = write(tmp_path / "run.json")
+    r = laptime(command, str(run), "-o", "/dev/full")
+    assert r.returncode == 2 and b"/dev/full: No space left on device" in r.stderr, r.stderr
