@@ -2,6 +2,7 @@
 // import and removed at exit (docs/python.md, Printing).
 #include "extension.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -47,15 +48,21 @@ void write_to_sys_stdout(std::string_view s) {
   PyErr_Restore(type, value, traceback);
 }
 
-/// A report handed from a thread Python never ran on to a thread that waits for the GIL: written
-/// by exactly one of them (under `mutex`).
+/// A report handed from a thread Python never ran on to a thread that waits for the GIL: claimed
+/// under `mutex` by exactly one of them, and written by it outside the lock (a write to sys.stdout
+/// may release the GIL, and whoever takes it then may wait for the caller).
 struct HandedReport {
   std::mutex mutex;
   std::condition_variable cv;
-  bool written = false;  // by the helper, to sys.stdout
-  bool dropped = false;  // by the caller, to the C stdout: the helper must not write it
+  bool taken = false;    // by the helper, which writes it to sys.stdout
+  bool dropped = false;  // by the caller, which writes it to the C stdout
+  bool written = false;  // the helper's write is done
   std::string text;
 };
+
+/// Helpers waiting for the GIL: at most one, so that a GIL held for long costs one wait of
+/// kGilWait and leaves one thread behind, not one per report.
+std::atomic<int> g_helpers_waiting{0};
 
 /// How long a thread Python never ran on waits for the GIL to print (docs/python.md, Printing).
 constexpr std::chrono::milliseconds kGilWait{500};
@@ -66,27 +73,42 @@ constexpr std::chrono::milliseconds kGilWait{500};
 /// GIL here could wait forever, with laptime's report lock held. A helper thread takes the GIL and
 /// writes to sys.stdout; past kGilWait this thread writes to the C stdout instead.
 void print_from_foreign_thread(std::string_view s) {
-  auto handed = std::make_shared<HandedReport>();
+  std::shared_ptr<HandedReport> handed;
+  if (g_helpers_waiting.fetch_add(1) != 0) {  // one still waits for the GIL: not another
+    g_helpers_waiting.fetch_sub(1);
+    laptime::binding::write_own_output(stdout, s, kReportNotPrinted);
+    return;
+  }
   try {
+    handed = std::make_shared<HandedReport>();
     handed->text = std::string(s);
     std::thread([handed] {
       const PyGILState_STATE gil = PyGILState_Ensure();
+      g_helpers_waiting.fetch_sub(1);
+      bool mine = false;
       {
         const std::lock_guard<std::mutex> lock(handed->mutex);
-        if (!handed->dropped) {
-          write_to_sys_stdout(handed->text);
-          handed->written = true;
-        }
+        mine = !handed->dropped;
+        handed->taken = mine;
       }
+      if (mine) write_to_sys_stdout(handed->text);
       PyGILState_Release(gil);
+      {
+        const std::lock_guard<std::mutex> lock(handed->mutex);
+        handed->written = true;
+      }
       handed->cv.notify_all();
     }).detach();
   } catch (...) {  // no memory, no thread
+    g_helpers_waiting.fetch_sub(1);
     laptime::binding::write_own_output(stdout, s, kReportNotPrinted);
     return;
   }
   std::unique_lock<std::mutex> lock(handed->mutex);
-  if (handed->cv.wait_for(lock, kGilWait, [&] { return handed->written; })) return;
+  // Taken and not written within the wait: the helper writes it when it can (the write may wait
+  // for the GIL again, whose holder may keep it until this thread goes on).
+  handed->cv.wait_for(lock, kGilWait, [&] { return handed->written; });
+  if (handed->taken) return;
   handed->dropped = true;
   lock.unlock();
   laptime::binding::write_own_output(stdout, s, kReportNotPrinted);

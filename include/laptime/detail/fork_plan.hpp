@@ -45,7 +45,8 @@ struct ForkPlan {
     void (*parent)() = nullptr;
     void (*child)() = nullptr;
   };
-  static constexpr int kMax = 8;
+  // Four states per layout of the code (Stopwatch, NVTX, NVTX counters, warnings): room for four.
+  static constexpr int kMax = 16;
   std::atomic<long> lock{0};  // held from prepare to parent/child, and to add a participant
   std::atomic<bool> registered{false};
   std::atomic<int> count{0};       // published after its entry is written
@@ -122,9 +123,7 @@ LAPTIME_NOINLINE inline bool fork_participate(ForkRank rank, const void* object,
   // The plan will call these handlers' code, and pthread_atfork ties the registration to the
   // object of the code that calls it: a dlclose of either must not unmap them (a dlclose'd
   // registrar takes the process's fork handling with it).
-  keep_loaded(reinterpret_cast<const void*>(prepare));
-  keep_loaded(reinterpret_cast<const void*>(parent));
-  keep_loaded(reinterpret_cast<const void*>(child));
+  keep_loaded(reinterpret_cast<const void*>(prepare));  // the three are one object's code
   keep_caller_loaded();
   fork_plan_lock(f);
   const int n = f.count.load(std::memory_order_relaxed);

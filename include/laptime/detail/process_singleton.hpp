@@ -46,6 +46,7 @@
 #include <new>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/descriptors.hpp"
 #include "laptime/detail/env_vars.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
@@ -92,12 +93,16 @@ inline bool read_guarded(std::uintptr_t addr, void* out, std::size_t size) noexc
   // Where process_vm_readv is refused (seccomp, old kernels), a pipe write also fails with
   // EFAULT instead of faulting.
   int fds[2];
-  if (::pipe(fds) != 0) return false;
+  if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+  fds[0] = above_std_streams(fds[0]);  // another thread's stdout must not reach the pipe
+  fds[1] = above_std_streams(fds[1]);
   const bool ok =
+      fds[0] >= 0 && fds[1] >= 0 &&
       ::write(fds[1], reinterpret_cast<void*>(addr), size) == static_cast<ssize_t>(size) &&
       ::read(fds[0], out, size) == static_cast<ssize_t>(size);
-  ::close(fds[0]);
-  ::close(fds[1]);
+  for (const int fd : fds) {
+    if (fd >= 0) ::close(fd);
+  }
   return ok;
 }
 
@@ -272,13 +277,15 @@ inline const r_debug* loader_r_debug() noexcept {
   const auto* ph = reinterpret_cast<const ElfW(Phdr)*>(::getauxval(AT_PHDR));
   const unsigned long count = ::getauxval(AT_PHNUM);
   if (ph == nullptr) return &_r_debug;
-  std::uintptr_t bias = 0;
   const ElfW(Phdr)* dynamic = nullptr;
+  const ElfW(Phdr)* self = nullptr;
   for (unsigned long i = 0; i < count; ++i) {
-    if (ph[i].p_type == PT_PHDR) bias = reinterpret_cast<std::uintptr_t>(ph) - ph[i].p_vaddr;
+    if (ph[i].p_type == PT_PHDR) self = &ph[i];
     if (ph[i].p_type == PT_DYNAMIC) dynamic = &ph[i];
   }
-  if (dynamic == nullptr) return &_r_debug;  // a static program: no loader
+  // No PT_PHDR (a static-pie program, which has no loader either): no load bias to be had here.
+  if (dynamic == nullptr || self == nullptr) return &_r_debug;
+  const std::uintptr_t bias = reinterpret_cast<std::uintptr_t>(ph) - self->p_vaddr;
   for (auto* d = reinterpret_cast<const ElfW(Dyn)*>(bias + dynamic->p_vaddr); d->d_tag != DT_NULL;
        ++d) {
     if (d->d_tag == DT_DEBUG && d->d_un.d_ptr != 0) {
@@ -297,7 +304,11 @@ inline const r_debug* loader_r_debug() noexcept {
 /// the loader is changing its list (another thread's dlopen, or a child forked during one, where
 /// dlopen would assert), it does nothing.
 LAPTIME_COLD inline void keep_loaded(const void* code) noexcept {
-  if (loader_r_debug()->r_state != r_debug::RT_CONSISTENT) return;
+  // Another thread's dlopen ends soon: wait for it a little (20 ms), as a first use that left
+  // its copy unpinned never comes again. A child forked during one waits for nothing.
+  const volatile r_debug* loader = loader_r_debug();  // the loader writes it meanwhile
+  for (int i = 0; i < 20 && loader->r_state != r_debug::RT_CONSISTENT; ++i) ::usleep(1000);
+  if (loader->r_state != r_debug::RT_CONSISTENT) return;
   Dl_info info;
   // A name without a slash is the main program's (argv[0] from PATH): never unloaded, and
   // dlopen would search the library path for it.

@@ -267,7 +267,7 @@ inline VerdictFigures verdict_figures(const Results& r) {
       f.child_processes = m.resources->child_processes;
       f.cpu_name = m.name;
     }
-    if (m.gpu && m.gpu->count == 0 && !f.gpu_ns) f.gpu_untimed = true;
+    if (m.gpu && m.gpu->count == 0 && m.gpu->pending == 0 && !f.gpu_ns) f.gpu_untimed = true;
     if (m.name == f.data_name || !m.gpu || m.gpu->count == 0) continue;
     if (f.loop_ns && m.mean_per_iter_ns > step_limit) continue;  // encloses the data wait
     if (!f.gpu_ns || m.gpu->mean_per_iter_ns > *f.gpu_ns) {
