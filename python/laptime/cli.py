@@ -73,6 +73,17 @@ def check_outputs(outputs, inputs):
                                  "give another path")
 
 
+def is_stdout(path):
+    """Whether ``path`` names this process's standard output (``/dev/stdout``, its ``/proc`` link,
+    the terminal or pipe itself): a command that writes its data there says the rest on stderr,
+    so that ``-o /dev/stdout | jq`` reads only the data."""
+    try:
+        a, b = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # sys.stdout replaced (a test's capture)
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 def main(argv=None):
     _never_raise_on_encoding()
     args = _parser().parse_args(argv)

@@ -405,12 +405,14 @@ def add_arguments(parser):
 
 
 def run(args):
-    from laptime.cli import check_outputs
+    from laptime.cli import check_outputs, is_stdout
 
     if args.json:
         check_outputs([args.json], args.files)
     merged = merge(load(args.files))
     if args.json:  # first: a path it cannot write is one line on stderr, not a report, then that
         write_json(merged, args.json)
-    sys.stdout.write(format_report(merged))
+    # On stderr where the JSON itself went to stdout (--json /dev/stdout | jq): it stays JSON.
+    report = sys.stderr if args.json and is_stdout(args.json) else sys.stdout
+    report.write(format_report(merged))
     return 0

@@ -9,7 +9,6 @@ event, so that the viewer's time axis starts at 0.
 """
 
 import json
-import os
 import sys
 
 
@@ -55,16 +54,8 @@ def trace(results):
             "otherData": {"source": "laptime", "clock": "steady_clock"}}
 
 
-def _is_stdout(path):
-    try:
-        a, b = os.stat(path), os.fstat(sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # sys.stdout replaced (a test's capture)
-        return False
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
 def run(args):
-    from laptime.cli import check_outputs
+    from laptime.cli import check_outputs, is_stdout
     from laptime.results import printable, read
 
     check_outputs([args.output], [args.file])
@@ -77,5 +68,5 @@ def run(args):
     n = sum(1 for e in doc["traceEvents"] if e["ph"] == "X")
     # On stderr where the trace itself went to stdout (-o /dev/stdout | jq): it stays JSON.
     print(f"laptime trace: {n} intervals -> {printable(args.output)} (open in ui.perfetto.dev)",
-          file=sys.stderr if _is_stdout(args.output) else sys.stdout)
+          file=sys.stderr if is_stdout(args.output) else sys.stdout)
     return 0
