@@ -164,7 +164,7 @@ install_laptime() {  # VENV [BUILD_DIR]: a Python of its own keeps a build folde
   pip_install "$venv" --no-deps --force-reinstall --config-settings=build-dir="$ROOT/$build" .
 }
 
-PY_REQS=(pytest psutil matplotlib tensorboard mypy ipykernel)
+PY_REQS=(pytest psutil matplotlib tensorboard mypy ipykernel cmarkgfm)
 PY_STAMP=$(python3 --version 2>&1; echo "${PY_REQS[*]}")
 STUDY_VENV=build/venv-study
 STUDY_REQS=()

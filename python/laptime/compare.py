@@ -206,11 +206,14 @@ def group_table(groups_, unit="batch"):
 
 
 def _md_escape(text):
-    """For Markdown (a job summary renders HTML): one line, and no markup of its own."""
+    """For Markdown (a job summary renders HTML): one line, and no markup of its own, links
+    included: GitHub turns a bare "https://..." or "www...." into one, which the ':' and '.' as
+    character references do not trigger."""
     import html
 
     text = html.escape(_results.printable(text), quote=False)
-    return re.sub(r"([\\`*_\[\]()!#~|])", r"\\\1", text)
+    text = re.sub(r"([\\`*_\[\]()!#~|])", r"\\\1", text)
+    return re.sub(r"(?i)(www)\.", r"\1&#46;", text).replace(":", "&#58;")
 
 
 def markdown(groups_, unit="batch"):

@@ -74,6 +74,20 @@ def test_file_names_and_names_drive_no_terminal_and_forge_no_markup(tmp_path):
     assert "<img" not in out and "](https" not in out, out
 
 
+def test_a_markdown_table_renders_names_and_labels_as_text_on_github(tmp_path):
+    """Rendered by cmark-gfm, GitHub's renderer: a bare URL in a label or a name is no link."""
+    cmarkgfm = pytest.importorskip("cmarkgfm", reason="the test command installs it (PY_REQS)")
+    runs = [write(tmp_path / f"www.attacker.example{i}.json",
+                  lambda r: r["measurements"][0].update(name="https://attacker.example/x"))
+            for i in range(2)]
+    r = laptime("compare", "--markdown", "--fail-above", "50%", "--ref", str(runs[0]),
+                "--test", str(runs[1]))
+    assert r.returncode == 0, r.stderr.decode()
+    page = cmarkgfm.github_flavored_markdown_to_html(r.stdout.decode())
+    assert "www.attacker.example0" in page  # the label is there, as text
+    assert "<a " not in page, page
+
+
 @pytest.mark.parametrize("command", ["html", "trace", "merge"])
 def test_an_output_that_is_an_input_is_refused_and_the_input_kept(command, tmp_path):
     run = write(tmp_path / "run.json")
