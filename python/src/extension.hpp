@@ -117,14 +117,35 @@ LAPTIME_ALWAYS_INLINE PyObject* call_none(F&& f) {
   Py_RETURN_NONE;
 }
 
+/// Releases the GIL for its lifetime, as Py_BEGIN/END_ALLOW_THREADS do, around a laptime call that
+/// may wait for the report lock or print, and marks the thread meanwhile: its report takes the GIL
+/// back itself, where a thread whose GIL another extension released hands the report over
+/// (printing.cpp).
+class WithoutGil {
+ public:
+  WithoutGil();
+  ~WithoutGil();
+  WithoutGil(const WithoutGil&) = delete;
+  WithoutGil& operator=(const WithoutGil&) = delete;
+
+ private:
+  PyThreadState* saved_;
+  bool was_marked_;
+};
+
 /// Same for a call that may block: runs it without the GIL.
 template <class F>
 PyObject* call_none_without_gil(F&& f) {
   std::exception_ptr error;
-  Py_BEGIN_ALLOW_THREADS try { f(); } catch (...) {
-    error = std::current_exception();
+  {
+    const WithoutGil released;
+    try {
+      f();
+    } catch (...) {
+      error = std::current_exception();
+    }
   }
-  Py_END_ALLOW_THREADS if (error) {
+  if (error) {
     try {
       std::rethrow_exception(error);
     } catch (...) {

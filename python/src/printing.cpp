@@ -67,11 +67,15 @@ std::atomic<int> g_helpers_waiting{0};
 /// How long a thread Python never ran on waits for the GIL to print (docs/python.md, Printing).
 constexpr std::chrono::milliseconds kGilWait{500};
 
+/// Set on a thread while laptime's binding has released its GIL (WithoutGil).
+thread_local bool t_released_by_laptime = false;
+
 /// A report from a thread Python never ran on (a C++ thread of an extension or of an embedding
-/// program): whoever holds the GIL may be waiting for this very thread (a pybind11 op that joins
-/// its C++ thread without releasing the GIL, an embedding program's main thread), so taking the
-/// GIL here could wait forever, with laptime's report lock held. A helper thread takes the GIL and
-/// writes to sys.stdout; past kGilWait this thread writes to the C stdout instead.
+/// program), or from a Python thread whose GIL another extension released: whoever holds the GIL
+/// may be waiting for this very thread (a pybind11 op that joins its C++ thread without releasing
+/// the GIL, an embedding program's main thread), so taking the GIL here could wait forever, with
+/// laptime's report lock held. A helper thread takes the GIL and writes to sys.stdout; past
+/// kGilWait this thread writes to the C stdout instead.
 void print_from_foreign_thread(std::string_view s) {
   std::shared_ptr<HandedReport> handed;
   if (g_helpers_waiting.fetch_add(1) != 0) {  // one still waits for the GIL: not another
@@ -116,10 +120,19 @@ void print_from_foreign_thread(std::string_view s) {
 
 }  // namespace
 
+WithoutGil::WithoutGil() : saved_(PyEval_SaveThread()), was_marked_(t_released_by_laptime) {
+  t_released_by_laptime = true;
+}
+
+WithoutGil::~WithoutGil() {
+  t_released_by_laptime = was_marked_;
+  PyEval_RestoreThread(saved_);
+}
+
 /// laptime::PrintFunction: writes to sys.stdout (notebooks and loggers capture it) with the GIL
-/// held, from any thread: a Python thread takes the GIL, a thread Python never ran on hands the
-/// text to one that does (print_from_foreign_thread). A closed or full sys.stdout drops the text
-/// (told once), whatever the program's SIGPIPE disposition.
+/// held, from any thread. A thread that holds the GIL, or whose GIL laptime released, takes it
+/// (again); any other thread hands the text to one that does (print_from_foreign_thread). A closed
+/// or full sys.stdout drops the text (told once), whatever the program's SIGPIPE disposition.
 void print_to_sys_stdout(const char* text, std::size_t size, void* /*user_data*/) {
   const std::string_view s(text, size);
   const laptime::binding::SigpipeBlocked blocked;
@@ -127,7 +140,8 @@ void print_to_sys_stdout(const char* text, std::size_t size, void* /*user_data*/
     laptime::binding::write_own_output(stdout, s, kReportNotPrinted);
     return;
   }
-  if (PyGILState_GetThisThreadState() == nullptr) {
+  if (PyGILState_GetThisThreadState() == nullptr ||
+      (!t_released_by_laptime && PyGILState_Check() == 0)) {
     print_from_foreign_thread(s);
     return;
   }
@@ -141,9 +155,8 @@ void print_to_sys_stdout(const char* text, std::size_t size, void* /*user_data*/
 PyObject* mod_install_print_function(PyObject*, PyObject*) {
   if (!in_main_interpreter()) Py_RETURN_NONE;
   // It writes the program's stdout: a progress line may rewrite itself there on a terminal.
-  PyThreadState* saved = PyEval_SaveThread();
+  const WithoutGil released;
   laptime::binding::install_stdout_print_function(print_to_sys_stdout);
-  PyEval_RestoreThread(saved);
   Py_RETURN_NONE;
 }
 
@@ -152,9 +165,8 @@ PyObject* mod_install_print_function(PyObject*, PyObject*) {
 // function a C++ extension set stays.
 PyObject* mod_uninstall_print_function(PyObject*, PyObject*) {
   if (!in_main_interpreter()) Py_RETURN_NONE;
-  PyThreadState* saved = PyEval_SaveThread();
+  const WithoutGil released;
   laptime::binding::uninstall_stdout_print_function(print_to_sys_stdout);
-  PyEval_RestoreThread(saved);
   Py_RETURN_NONE;
 }
 
@@ -162,9 +174,10 @@ PyObject* mod_uninstall_print_function(PyObject*, PyObject*) {
 // about to end the process by SIGINT (an unhandled KeyboardInterrupt), which skips C atexit.
 PyObject* mod_run_exit_output(PyObject*, PyObject*) {
   if (!in_main_interpreter()) Py_RETURN_NONE;
-  PyThreadState* saved = PyEval_SaveThread();  // the report's print function takes it again
-  laptime::binding::run_exit_output_now();
-  PyEval_RestoreThread(saved);
+  {
+    const WithoutGil released;  // the report's print function takes it again
+    laptime::binding::run_exit_output_now();
+  }
   Py_RETURN_NONE;
 }
 

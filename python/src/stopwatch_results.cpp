@@ -29,10 +29,15 @@ PyObject* sw_write_json(PyObject*, PyObject* path) {
                       static_cast<std::size_t>(PyBytes_GET_SIZE(encoded)));
   Py_DECREF(encoded);
   std::exception_ptr error;
-  Py_BEGIN_ALLOW_THREADS try { stopwatch().write_json(p); } catch (...) {
-    error = std::current_exception();
+  {
+    const WithoutGil released;
+    try {
+      stopwatch().write_json(p);
+    } catch (...) {
+      error = std::current_exception();
+    }
   }
-  Py_END_ALLOW_THREADS if (!error) Py_RETURN_NONE;
+  if (!error) Py_RETURN_NONE;
   try {
     std::rethrow_exception(error);
   } catch (const std::system_error& e) {
@@ -56,10 +61,8 @@ namespace {
 // Whether a progress line ends stdout now, asked without the GIL: the answer waits for a report
 // in progress on another thread, whose print function may be waiting for the GIL.
 bool take_open_line_without_gil() {
-  PyThreadState* saved = PyEval_SaveThread();
-  const bool open = laptime::binding::take_open_progress_line();
-  PyEval_RestoreThread(saved);
-  return open;
+  const WithoutGil released;
+  return laptime::binding::take_open_progress_line();
 }
 }  // namespace
 

@@ -90,6 +90,26 @@ def test_a_cpp_thread_prints_while_the_gil_is_held_by_whoever_waits_for_it(cpp_e
     assert r.stdout.count("measured iteration") == 2 and r.stdout.endswith("done\n"), r.stdout
 
 
+def test_a_python_thread_whose_gil_an_op_released_prints_while_another_op_holds_it(cpp_ext):
+    """Two ops of one extension: one releases the GIL on a Python thread and finishes an iteration
+    (a report is due), the other holds the GIL until that is done. The report goes to the C stdout
+    after a short wait for the GIL, instead of waiting forever."""
+    program = (
+        "import sys, threading, time; sys.path.insert(0, sys.argv[1])\n"
+        "import laptime, laptime_cpp_ext as ext\n"
+        "laptime.Stopwatch().enable(0, 1)\n"
+        "for _ in range(2):\n"
+        "    t = threading.Thread(target=ext.finish_with_gil_released); t.start()\n"
+        "    while ext.stage() != 1: time.sleep(0.001)\n"
+        "    ext.hold_gil_until_finished(); t.join()\n"
+        "print('done', flush=True)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", program, str(Path(cpp_ext.__file__).parent)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("measured iteration") == 2 and r.stdout.endswith("done\n"), r.stdout
+
+
 @pytest.mark.parametrize("order", ["logger, then import", "import, then logger"])
 def test_a_print_function_a_cpp_extension_set_keeps_every_report(cpp_ext, tmp_path, order):
     """import laptime neither replaces a print function set in C++ nor removes it at exit."""

@@ -7,6 +7,7 @@
 
 #include <laptime/laptime.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -69,6 +70,31 @@ PyObject* finish_on_cpp_thread_holding_gil(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// Two ops of one extension on two Python threads: one releases the GIL and finishes an iteration
+// (which prints), the other holds the GIL until that is done, as an op that waits for a worker of
+// its own without releasing it. g_stage: 1 the first released the GIL, 2 the second holds it,
+// 3 the first finished.
+std::atomic<int> g_stage{0};
+
+PyObject* finish_with_gil_released(PyObject*, PyObject*) {
+  Py_BEGIN_ALLOW_THREADS g_stage.store(1);
+  while (g_stage.load() != 2) std::this_thread::yield();
+  laptime::Stopwatch::instance().finish_iter();
+  g_stage.store(3);
+  Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+PyObject* stage(PyObject*, PyObject*) {
+  return PyLong_FromLong(g_stage.load());
+}
+
+PyObject* hold_gil_until_finished(PyObject*, PyObject*) {
+  g_stage.store(2);
+  while (g_stage.load() != 3) std::this_thread::yield();
+  g_stage.store(0);
+  Py_RETURN_NONE;
+}
+
 // The program's own print function, as a C++ extension's logger sets it: appends every report
 // to the file `path`.
 PyObject* log_reports_to(PyObject*, PyObject* path) {
@@ -123,6 +149,9 @@ PyMethodDef methods[] = {
     {"measure_and_finish_on_cpp_thread", measure_and_finish_on_cpp_thread, METH_O, nullptr},
     {"finish_on_cpp_thread_holding_gil", finish_on_cpp_thread_holding_gil, METH_NOARGS, nullptr},
     {"log_reports_to", log_reports_to, METH_O, nullptr},
+    {"finish_with_gil_released", finish_with_gil_released, METH_NOARGS, nullptr},
+    {"stage", stage, METH_NOARGS, nullptr},
+    {"hold_gil_until_finished", hold_gil_until_finished, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
