@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "laptime/config.hpp"
+#include "laptime/detail/pid_liveness.hpp"
 #include "laptime/detail/process_singleton.hpp"
 #include "laptime/detail/procfs.hpp"
 #include "laptime/detail/report.hpp"
@@ -437,6 +438,17 @@ inline std::optional<Descendants> walk_descendants(int proc_fd) {
   const pid_t self = ::getpid();
   const long hz = ticks_per_second();
   if (hz <= 0) return std::nullopt;
+  // A /proc of another PID namespace (`unshare -p` without `--mount-proc`) shows other
+  // processes under our numbers: the walk would add up the host's.
+  if (!laptime::detail::proc_shows_our_pids(proc_fd) &&
+      ::faccessat(proc_fd, "self", F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+    laptime::detail::warn_once(
+        "resources.pid_namespace",
+        "resources: /proc does not number processes as this PID namespace does (its "
+        "'self' is not our pid: a namespace entered without remounting /proc); the "
+        "process tree's CPU and I/O are reported as unavailable");
+    return std::nullopt;
+  }
   // Without its own directory the children could not be listed, only not found.
   char own[32];
   std::snprintf(own, sizeof own, "%d/stat", static_cast<int>(self));

@@ -333,7 +333,7 @@ class WorkerShare {
     if (header_ == nullptr || parent_ || claim_failed_) return false;
     const long me = static_cast<long>(::getpid());
     std::uint64_t start_time = 0;
-    (void)process_alive(me, &start_time);
+    (void)process_liveness(me, &start_time);  // stays 0 where /proc cannot tell
     for (std::uint32_t i = 0; i < kShareRegions; ++i) {
       ShareRegion* r = region(i);
       std::uint32_t expected = ShareRegion::kFree;
@@ -365,11 +365,19 @@ class WorkerShare {
   }
 
   // Whether the child that owns `r` runs still: its pid alive with the start time it claimed
-  // with (not a later process that got the pid).
+  // with (not a later process that got the pid). Where /proc cannot tell (detail/pid_liveness.hpp)
+  // a process that exists is taken as alive: folding a live worker would lose its measurements.
   static bool owner_alive(const ShareRegion& r) noexcept {
     std::uint64_t start = 0;
-    const long pid = long{r.pid.load(std::memory_order_relaxed)};
-    return process_alive(pid, &start) && start == r.start_time;
+    switch (process_liveness(long{r.pid.load(std::memory_order_relaxed)}, &start)) {
+      case Liveness::Gone:
+        return false;
+      case Liveness::AliveStartUnknown:
+        return true;
+      case Liveness::Alive:
+        return r.start_time == 0 || start == r.start_time;
+    }
+    return false;
   }
 
   // Raises the header's most_live to the regions whose child is alive now (a region of a child

@@ -34,7 +34,7 @@
 #include "laptime/detail/env_vars.hpp"
 #include "laptime/detail/histogram.hpp"
 #include "laptime/detail/names.hpp"
-#include "laptime/detail/procfs.hpp"
+#include "laptime/detail/pid_liveness.hpp"
 #include "laptime/detail/stopwatch_hot.hpp"
 
 LAPTIME_BEGIN_NAMESPACE
@@ -98,22 +98,6 @@ inline constexpr std::size_t share_total_bytes() noexcept {
 inline ShareRegion* share_region_at(void* header, std::uint32_t i) noexcept {
   return reinterpret_cast<ShareRegion*>(static_cast<unsigned char*>(header) + share_header_bytes() +
                                         std::size_t{i} * kShareRegionBytes);
-}
-
-/// /proc/<pid>/stat's state and start time; false when the process is gone or a zombie.
-inline bool process_alive(long pid, std::uint64_t* start_time) noexcept {
-  char path[48];
-  std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[1024];
-  const ssize_t n = ::read(fd, buf, sizeof buf);
-  ::close(fd);
-  if (n <= 0) return false;
-  const auto st = procfs::parse_process_stat(std::string_view(buf, static_cast<std::size_t>(n)));
-  if (!st || st->state == 'Z' || st->state == 'X' || st->state == 'x') return false;
-  if (start_time != nullptr) *start_time = st->start_time;
-  return true;
 }
 
 inline std::uint64_t share_layout() noexcept {
