@@ -6,9 +6,11 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 
 #include "laptime/config.hpp"
 
@@ -24,6 +26,15 @@ inline int above_std_streams(int fd) noexcept {
   ::close(fd);
   errno = saved;
   return moved;
+}
+
+/// Whether `bytes` written to a regular file would pass the process's file size limit
+/// (`ulimit -f`, RLIMIT_FSIZE: batch systems set it): the write would raise SIGXFSZ, which ends the
+/// process, instead of failing. laptime checks before it writes, and fails with EFBIG instead.
+inline bool over_file_size_limit(std::size_t bytes) noexcept {
+  rlimit limit{};
+  return ::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+         bytes > limit.rlim_cur;
 }
 
 }  // namespace detail

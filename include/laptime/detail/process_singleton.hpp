@@ -179,7 +179,8 @@ inline ProcessAnchor* anchor_create() noexcept {
   void* mem = MAP_FAILED;
   const int fd = static_cast<int>(::syscall(SYS_memfd_create, LAPTIME_ANCHOR_NAME, 1u /*CLOEXEC*/));
   if (fd >= 0) {
-    if (::ftruncate(fd, static_cast<off_t>(size)) == 0) {
+    // Past the file size limit (ulimit -f) ftruncate would raise SIGXFSZ, ending the process.
+    if (!over_file_size_limit(size) && ::ftruncate(fd, static_cast<off_t>(size)) == 0) {
       mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     }
     ::close(fd);

@@ -309,6 +309,9 @@ inline WriteFailure write_file_atomically(const std::string& path, std::string_v
     if (!S_ISREG(st.st_mode)) return write_in_place(target, bytes);
     if (::access(target.c_str(), W_OK) != 0) return {errno, nullptr};
   }
+  if (over_file_size_limit(bytes.size())) {
+    return {EFBIG, "the results are larger than the file size limit (ulimit -f)"};
+  }
   if (!temporary_files().exit_hook.exchange(true)) {
     std::atexit(remove_temporary_files_at_exit);
     std::at_quick_exit(remove_temporary_files_at_exit);

@@ -118,20 +118,36 @@ inline std::uint64_t share_layout() noexcept {
 void worker_share_warn(std::string_view key, std::string_view message) noexcept;
 
 /// The parent's new file, mapped, its header written and published; nullptr when impossible (no
-/// memfd, no seals: the report then shows no worker figures). `*fd` gets the descriptor.
+/// memfd, no seals, no room: one warning says why, and the report has no worker figures). `*fd`
+/// gets the descriptor.
 inline ShareHeader* create_share_file(const IterationGate& current, int* fd_out) {
   constexpr unsigned kCloexec = 1u, kAllowSealing = 2u;  // MFD_CLOEXEC, MFD_ALLOW_SEALING
-  const int fd = above_std_streams(
-      static_cast<int>(::syscall(SYS_memfd_create, "laptime-workers", kCloexec | kAllowSealing)));
-  if (fd < 0) return nullptr;
   const std::size_t bytes = share_total_bytes();
+  const char* step = nullptr;  // the call that failed
+  int fd = -1;
   void* p = MAP_FAILED;
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) == 0 &&
-      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0) {
-    p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  if (over_file_size_limit(bytes)) {  // ftruncate would raise SIGXFSZ, ending the process
+    step = "the file size limit, ulimit -f";
+    errno = EFBIG;
+  } else if ((fd = above_std_streams(static_cast<int>(
+                  ::syscall(SYS_memfd_create, "laptime-workers", kCloexec | kAllowSealing)))) < 0) {
+    step = "memfd_create";
+  } else if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    step = "ftruncate";
+  } else if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    step = "sealing";
+  } else if ((p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd,
+                         0)) == MAP_FAILED) {
+    step = "mmap";
   }
-  if (p == MAP_FAILED) {
-    ::close(fd);
+  if (step != nullptr) {
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    worker_share_warn("workers.share", std::string("workers: cannot make the region forked "
+                                                   "worker processes measure into (") +
+                                           step + ": " + std::strerror(error) + ", " +
+                                           std::to_string(bytes >> 20) +
+                                           " MiB): what a worker measures is not in this report");
     return nullptr;
   }
   auto* h = new (p) ShareHeader();
