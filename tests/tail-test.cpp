@@ -397,6 +397,33 @@ TEST_CASE("a loop with injected slow iterations: the report names what made each
   CHECK(json.find("\"thread\": \"loader-1\", \"threads\": 2") != std::string::npos);
 }
 
+TEST_CASE("an evaluation phase between disable() and enable() is no iteration of the tail") {
+  using laptime_test::Fresh;
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable_recording(4096);
+  sw.enable(0, std::nullopt, false);
+  const auto iterations = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      sw.start_meas("step");
+      sleep_ms(1);
+      sw.end_meas("step");
+      sw.finish_iter();
+    }
+  };
+  iterations(20);
+  sw.disable();
+  sleep_ms(60);  // evaluation: not an iteration
+  sw.enable(0, std::nullopt, false);
+  iterations(20);
+  const laptime::Results r = sw.results();
+  REQUIRE(r.loop.has_value());
+  REQUIRE(r.tail.has_value());
+  CHECK(r.tail->iterations <= r.loop->count);  // no iteration the loop did not time
+  CHECK(r.tail->slowest.front().ns < 30.0 * kMs);
+  CHECK_FALSE(r.tail->tail_bound);
+}
+
 TEST_CASE("without recording the results have no tail, and the verdict does not speak of one") {
   using laptime_test::Fresh;
   Fresh fresh;

@@ -28,6 +28,7 @@ struct IterationLog {
   std::vector<std::pair<std::int64_t, std::int64_t>> iter_ends;
   std::size_t iter_next = 0;
   std::size_t iter_capacity = 0;
+  bool iter_ends_broken = false;  // disable() since the last end: the next one is not kept
   resources::Sample progress_cpu;     // the CPU at the last progress line
   std::int64_t progress_line_ns = 0;  // when the last progress line was printed
 
@@ -38,8 +39,14 @@ struct IterationLog {
   }
 
   /// Iteration `iteration` (from 0) ended at `t`, kept in a ring of `capacity` (recording).
+  /// The first end after disable() is not kept: the iteration it ends spans the time while
+  /// disabled, which is no iteration's (break_loop), so it must not be a whole one.
   void add_iteration_end(std::int64_t iteration, std::int64_t t, std::size_t capacity) {
     std::lock_guard<std::mutex> lock(iter_mutex);
+    if (iter_ends_broken) {
+      iter_ends_broken = false;
+      return;
+    }
     if (iter_capacity != capacity) {  // recording (re)started with another capacity
       iter_ends.clear();
       iter_next = 0;
@@ -94,6 +101,7 @@ struct IterationLog {
   void break_loop() {
     std::lock_guard<std::mutex> lock(iter_mutex);
     loop.last_end_ns = 0;
+    iter_ends_broken = !iter_ends.empty();  // the recorded iterations break there too
   }
 
   /// reset(): the iterations so far are forgotten.
@@ -101,6 +109,7 @@ struct IterationLog {
     std::lock_guard<std::mutex> lock(iter_mutex);
     iter_ends.clear();
     iter_next = 0;
+    iter_ends_broken = false;
     loop.clear();
     progress_line_ns = 0;
   }
