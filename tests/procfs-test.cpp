@@ -228,6 +228,28 @@ TEST_CASE("Usage weights intervals by length and counts a group only where valid
   }
 }
 
+TEST_CASE("Usage::main_cores is the process's own part of the tree's CPU, weighted like it" *
+          LAPTIME_NEEDS_ENABLED) {
+  res::Sample a;
+  res::Sample b;
+  a.tree_cpu_ok = b.tree_cpu_ok = true;
+  a.tree_cpu_s = 1.0;
+  b.tree_cpu_s = 4.0;  // 3 s of CPU in 2 s: 1.5 cores
+  a.self_cpu_s = 0.5;
+  b.self_cpu_s = 1.5;  // 1 s of it the process's own: 0.5 cores
+  res::Usage u;
+  CHECK_FALSE(u.main_cores());
+  u.add(a, b, 2'000'000'000);
+  CHECK(*u.process_cores() == doctest::Approx(1.5));
+  CHECK(*u.main_cores() == doctest::Approx(0.5));
+  res::Usage other;
+  b.self_cpu_s = 0.5;  // an interval whose CPU was all the child processes'
+  other.add(a, b, 2'000'000'000);
+  u.merge(other);
+  CHECK(*u.process_cores() == doctest::Approx(1.5));
+  CHECK(*u.main_cores() == doctest::Approx(0.25));
+}
+
 // ---- the sampler on fixture directories ---------------------------------------------------------
 
 TEST_CASE("sample_at walks children files of every thread, recursively" * LAPTIME_NEEDS_ENABLED) {
