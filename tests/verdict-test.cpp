@@ -126,6 +126,26 @@ TEST_CASE("missing figures give no verdict, with the reason") {
   }
 }
 
+TEST_CASE("a data-wait name that sums more than the loop is not its wait: no verdict, and why") {
+  // A user's OpenMP trainer: 8 threads at once 3 ms each in "data" (24.8 ms summed), then a 20 ms
+  // step; the loop took 23.3 ms. It read "data-bound: 100 % ... (23.3 ms of 23.3 ms)".
+  laptime::Verdict v = laptime::detail::verdict(figures(23.3, 24.8));
+  CHECK(v.kind == "none");
+  CHECK_FALSE(v.data_share);
+  CHECK(contains(v.text,
+                 "no verdict: 'data fetch' sums 24.8 ms per iteration, more than the "
+                 "loop's 23.3 ms, so it is not the loop's wait: it was timed on several "
+                 "threads or processes at once, or outside the timed iterations"));
+  CHECK(contains(v.text, "; time only the loop thread's wait for the batch as 'data fetch'"));
+  CHECK_FALSE(contains(v.text, "100 %"));
+  // Up to 1 % over the loop: the whole iteration, with the figures measured.
+  v = laptime::detail::verdict(figures(20.0, 20.18));
+  CHECK(v.kind == "data-bound");
+  CHECK(v.data_share == 1.0);
+  CHECK(contains(v.text, "100 % of each iteration waits in 'data fetch' (20.2 ms of 20.0 ms"));
+  CHECK(laptime::detail::verdict(figures(20.0, 20.3)).kind == "none");
+}
+
 TEST_CASE(
     "loader workers are the process tree less the main process; saturated when they fill the "
     "cores the main process leaves") {

@@ -138,7 +138,8 @@ struct Verdict {
   std::string kind;
   /// The line after "verdict: ", e.g. "data-bound: 61 % of each iteration waits in 'data' (...)".
   std::string text;
-  std::optional<double> data_share;    ///< data wait / loop time
+  /// Data wait / loop time, at most 1; absent where `kind` is "none".
+  std::optional<double> data_share;
   std::optional<double> gpu_share;     ///< GPU busy / loop time
   std::optional<double> worker_cores;  ///< child processes' CPU during the tracked name
   std::optional<double> main_cores;    ///< the main process's own CPU during it
