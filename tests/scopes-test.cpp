@@ -1,9 +1,11 @@
 // Timing a scope (docs/stopwatch.md): ScopedMeasurement and LAPTIME_MEAS, also when the scope
 // throws, when it re-enters a name that runs, and when one expansion holds two of them.
 #include <chrono>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 
 #include "laptime/nvtx.hpp"
@@ -127,4 +129,28 @@ TEST_CASE("two LAPTIME_MEAS in one macro expansion, and on one line, time both" 
     REQUIRE(find(r, name) != nullptr);
     CHECK(find(r, name)->count == 1);
   }
+}
+
+TEST_CASE("a scope that ends on another thread ends the interval it started, not that thread's" *
+          LAPTIME_NEEDS_ENABLED) {
+  // A coroutine holds a scope across co_await and is resumed on another thread (a thread pool),
+  // where its name runs too: each interval keeps its own duration.
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  alignas(Scoped) unsigned char frame[sizeof(Scoped)];         // where a coroutine keeps its locals
+  std::thread([&] { ::new (frame) Scoped("request"); }).join();  // 60 ms in all
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  sw.start_meas("request");  // this thread's own, 40 ms in all
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::launder(reinterpret_cast<Scoped*>(frame))->~Scoped();  // resumed here: its end
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  sw.end_meas("request");
+  const auto r = sw.results();
+  const auto m = find(r, "request");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == 2);
+  CHECK(m->min_ns >= 35e6);  // 20 ms where the scope ended this thread's interval
+  CHECK(m->max_ns >= 55e6);
+  CHECK(m->max_ns < 75e6);  // 80 ms where this thread's end then ended the scope's
 }

@@ -52,7 +52,10 @@ inline constexpr const char* kEmptyResultsJson =
     "\"measurements\": [], \"one_time\": []}";
 inline constexpr const char* kEmptyResultsText =
     "laptime stopwatch: 0 measured iterations (0 warm-up); rank 0/1, pid 0, host \n";
+struct ThreadRecord;  // detail/stopwatch_hot.hpp: a thread's intervals
 bool start_for_scope(std::string_view name);
+bool start_scope(std::string_view name, ThreadRecord*& owner);
+void end_scope(std::string_view name, ThreadRecord* owner);
 }  // namespace detail
 
 /// Where periodic and at-exit reports are printed: fn(text, size, user_data). The Python module
@@ -239,7 +242,7 @@ class Stopwatch {
 class ScopedMeasurement {
  public:
   explicit ScopedMeasurement(std::string_view name)
-      : name_(name), started_(detail::start_for_scope(name)) {}
+      : name_(name), started_(detail::start_scope(name, owner_)) {}
   /// A temporary std::string ("block " + std::to_string(i)) would be gone when the scope ends,
   /// and its end would read freed memory: a compile error instead. Name a variable that outlives
   /// the scope (docs/stopwatch.md).
@@ -252,7 +255,7 @@ class ScopedMeasurement {
 #if LAPTIME_ENABLED
     if (!started_) return;  // the name ran already (recursion, under the warn policy)
     try {
-      Stopwatch::instance().end_meas(name_);
+      detail::end_scope(name_, owner_);
     } catch (...) {
       detail::scoped_end_failed();
     }
@@ -267,6 +270,9 @@ class ScopedMeasurement {
 
  private:
   std::string_view name_;
+  // The thread whose interval the scope started: a coroutine resumed on another thread ends that
+  // one, not the interval of its name the other thread runs. nullptr: whichever (not enabled).
+  detail::ThreadRecord* owner_ = nullptr;
   bool started_;
 };
 
@@ -321,6 +327,34 @@ LAPTIME_ALWAYS_INLINE bool detail::start_for_scope(std::string_view name) {
   return true;
 }
 
+/// start_for_scope, and the thread whose interval it started into `owner` (ScopedMeasurement).
+LAPTIME_ALWAYS_INLINE bool detail::start_scope(std::string_view name,
+                                               detail::ThreadRecord*& owner) {
+  detail::StopwatchCore& s = detail::stopwatch_core();
+  const std::uint8_t power = s.power.load(std::memory_order_relaxed);
+  if (LAPTIME_UNLIKELY(power == detail::kNeverEnabled)) return true;
+  if (LAPTIME_LIKELY(power == detail::kEnabled)) {
+    if (!s.start(name)) return false;
+    owner = s.threads.find_local();
+    return true;
+  }
+  s.start_while_disabled(name);
+  return true;
+}
+
+/// The end of a scope: on the thread that started it, end_meas; on another (a coroutine resumed
+/// there), the interval of the thread that started it, never the one of that name the ending
+/// thread runs itself.
+LAPTIME_ALWAYS_INLINE void detail::end_scope(std::string_view name, detail::ThreadRecord* owner) {
+  detail::StopwatchCore& s = detail::stopwatch_core();
+  if (LAPTIME_UNLIKELY(owner != nullptr && owner != s.threads.find_local()) &&
+      s.power.load(std::memory_order_relaxed) == detail::kEnabled) {
+    s.end_started_on(name, *owner);
+    return;
+  }
+  Stopwatch::instance().end_meas(name);
+}
+
 LAPTIME_ALWAYS_INLINE void Stopwatch::end_meas(std::string_view name) {
   detail::StopwatchCore& s = detail::stopwatch_core();
   const std::uint8_t power = s.power.load(std::memory_order_relaxed);
@@ -349,6 +383,10 @@ inline void Stopwatch::discard_meas(std::string_view) {}
 inline bool detail::start_for_scope(std::string_view) {
   return true;
 }
+inline bool detail::start_scope(std::string_view, detail::ThreadRecord*&) {
+  return true;
+}
+inline void detail::end_scope(std::string_view, detail::ThreadRecord*) {}
 inline void Stopwatch::finish_iter() {}
 inline void Stopwatch::enable(int, std::optional<int>, bool) {}
 inline void Stopwatch::disable() noexcept {}

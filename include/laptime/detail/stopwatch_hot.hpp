@@ -304,6 +304,9 @@ struct StopwatchCore {
   void drop_interval(Slot& s, std::uint32_t mark = 0) noexcept;
   void end_elsewhere(ThreadRecord& rec, Slot& mine, std::uint32_t id, std::string_view name,
                      std::int64_t t, unsigned feats);
+  /// end_meas of the interval of `name` that `owner` started (a scope that ends on another
+  /// thread): where it does not run there, end_meas's own rule.
+  void end_started_on(std::string_view name, ThreadRecord& owner);
   void sync_before_end(std::string_view name);
   void drop_stale(ThreadRecord& rec, Slot& s, std::uint32_t gen);
   void start_features(Slot& s, std::uint32_t id, unsigned feats, bool measuring);

@@ -148,6 +148,29 @@ LAPTIME_IMPL void StopwatchCore::end_elsewhere(ThreadRecord& rec, Slot& mine, st
                                 " other threads (end it on the thread that started it)");
 }
 
+// A scope's end on another thread than the one it started on (a coroutine resumed elsewhere):
+// the interval `owner` runs of the name is ended, as end_elsewhere ends one, even where the ending
+// thread runs one of that name too (which stays running). Where `owner` runs none, end_meas's rule.
+LAPTIME_IMPL void StopwatchCore::end_started_on(std::string_view name, ThreadRecord& owner) {
+  const unsigned feats = features.load(std::memory_order_relaxed);
+  if (LAPTIME_UNLIKELY(feats & kFeatCudaSync)) sync_before_end(name);
+  const std::int64_t t = now_ns();
+  ThreadRecord& rec = local_record();
+  const NameCacheEntry* e = lookup(rec, name);
+  if (e == nullptr) return;
+  const std::uint32_t id = e->value->id;
+  Slot& mine = *e->value;
+  Slot* chunk = owner.chunks[id / kChunk].load(std::memory_order_acquire);
+  std::uint32_t expected = epoch.load(std::memory_order_relaxed);
+  if (chunk != nullptr &&
+      chunk[id % kChunk].run.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) {
+    if (LAPTIME_UNLIKELY(!mine.prepared)) prepare(mine);
+    add_interval(owner, chunk[id % kChunk], mine, id, t, feats);
+    return;
+  }
+  end(name);
+}
+
 // Stopwatch::discard_meas: the calling thread's interval of `name` in this epoch ends uncounted
 // (its NVTX range closed, its GPU events and CPU sample dropped, as an interval of an older epoch
 // is); one of an older period ends silently, as at its end_meas. Only while enabled.
