@@ -1,6 +1,7 @@
 // laptime: the Stopwatch (docs/stopwatch.md), named intervals per iteration with warm-up,
 // percentiles, CPU and I/O of tracked names and GPU time. One process-wide instance, shared by
-// every shared object and by the Python module; every call is safe from any thread.
+// every shared object and by the Python module; every call is safe from any thread, none from a
+// signal handler (docs/stopwatch.md).
 //
 //   auto& sw = laptime::Stopwatch::instance();
 //   sw.enable(/*num_warmup_iters=*/50, /*print_every_n_iters=*/100, /*do_cuda_sync=*/false);
