@@ -39,7 +39,11 @@ def add_arguments(parser):
 
 
 def _esc(x):
-    return _html.escape(str(x), quote=True)
+    """Text for the page: control characters (NUL, ESC, DEL in a name) shown escaped, as in the
+    terminal's reports (a NUL is a parse error in HTML), then the markup characters."""
+    from laptime.results import printable
+
+    return _html.escape(printable(x), quote=True)
 
 
 def duration(seconds):

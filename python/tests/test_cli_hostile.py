@@ -100,6 +100,18 @@ def test_an_output_that_is_an_input_is_refused_and_the_input_kept(command, tmp_p
     assert run.read_bytes() == before
 
 
+def test_an_html_page_holds_no_control_character_of_a_name(tmp_path):
+    pytest.importorskip("matplotlib")
+    run = write(tmp_path / "run.json",
+                lambda r: r["measurements"][0].update(name="lo\x00o\x1b[31mp\x7f"))
+    page = tmp_path / "page.html"
+    r = laptime("html", str(run), "-o", str(page))
+    assert r.returncode == 0, r.stderr.decode()
+    data = page.read_bytes()
+    assert not any(b in data for b in (b"\x00", b"\x1b", b"\x7f")), "a raw control byte"
+    assert b"lo\\x00o\\x1b[31mp\\x7f" in data  # the name, escaped as in the terminal's report
+
+
 def test_html_reads_each_input_once_so_pipes_compare(tmp_path):
     pytest.importorskip("matplotlib")
     run = write(tmp_path / "run.json")
