@@ -93,19 +93,28 @@
 // part share, so it names its own inline namespace: a file built with it and an implementation
 // part built without it (src/laptime.cpp, the CMake target) fail to link, naming
 // laptime::v1_max_names_<N>, instead of corrupting memory at run time (docs/configuration.md).
-#if LAPTIME_ENABLED && LAPTIME_MAX_NAMES != 4096
-#undef LAPTIME_ABI_NAMESPACE
-#define LAPTIME_ABI_NAMESPACE LAPTIME_CONCAT(v1_max_names_, LAPTIME_MAX_NAMES)
-#endif
-// So does libstdc++'s debug mode (_GLIBCXX_DEBUG: other standard containers in the objects both
-// share): a file built with it links only against an implementation part built with it.
-#if LAPTIME_ENABLED && defined(_GLIBCXX_DEBUG)
-#undef LAPTIME_ABI_NAMESPACE
+// So do libstdc++'s debug mode (_GLIBCXX_DEBUG: other standard containers in the objects both
+// share) and its old std::string (_GLIBCXX_USE_CXX11_ABI=0, as a PyTorch extension built against
+// a pre-cxx11-ABI wheel gets: results() returns strings inside a struct, which gives its symbol no
+// ABI tag of its own): a file built with either links only against an implementation part built
+// with it. <cstddef> brings libstdc++'s defaults (a toolchain whose default is the old string).
+#include <cstddef>
+#if LAPTIME_ENABLED
 #if LAPTIME_MAX_NAMES != 4096
-#define LAPTIME_ABI_NAMESPACE \
-  LAPTIME_CONCAT(LAPTIME_CONCAT(v1_max_names_, LAPTIME_MAX_NAMES), _glibcxx_debug)
+#define LAPTIME_ABI_NAMES_ LAPTIME_CONCAT(v1_max_names_, LAPTIME_MAX_NAMES)
 #else
-#define LAPTIME_ABI_NAMESPACE v1_glibcxx_debug
+#define LAPTIME_ABI_NAMES_ v1
+#endif
+#if defined(_GLIBCXX_DEBUG)
+#define LAPTIME_ABI_DEBUG_ LAPTIME_CONCAT(LAPTIME_ABI_NAMES_, _glibcxx_debug)
+#else
+#define LAPTIME_ABI_DEBUG_ LAPTIME_ABI_NAMES_
+#endif
+#undef LAPTIME_ABI_NAMESPACE
+#if defined(_GLIBCXX_USE_CXX11_ABI) && _GLIBCXX_USE_CXX11_ABI == 0
+#define LAPTIME_ABI_NAMESPACE LAPTIME_CONCAT(LAPTIME_ABI_DEBUG_, _old_string)
+#else
+#define LAPTIME_ABI_NAMESPACE LAPTIME_ABI_DEBUG_
 #endif
 #endif
 
