@@ -322,7 +322,13 @@ def _gate_one(ref_files, test_files, name, threshold, confidence, seed, reader=N
         raise UsageError(f"{thin[0]!r} {_THIN}; give at least 2 runs per side to gate it")
     if not names:
         what = f"no measurement {name!r}" if name else "no measurement"
-        raise ResultsError(f"{what} in every run of both sides to gate")
+        files = list(ref_files) + list(test_files)
+        # The runs that have none: a run with no measured iteration (it crashed early, say).
+        lacking = [f for f, run in zip(files, ref + test) if (name not in run if name else not run)]
+        where = "; ".join(_results.printable(f) for f in lacking[:3])
+        where += f" and {len(lacking) - 3} more" if len(lacking) > 3 else ""
+        raise ResultsError(f"{what} in every run of both sides to gate"
+                           + (f" (none in {where})" if lacking else ""))
     each = gate.joint_level(confidence, len(names))
     verdicts = [gate.judge([r[q] for r in ref], [t[q] for t in test], q, threshold, each, seed)
                 for q in names]

@@ -100,6 +100,20 @@ def test_an_output_that_is_an_input_is_refused_and_the_input_kept(command, tmp_p
     assert run.read_bytes() == before
 
 
+def test_a_gate_without_the_name_in_every_run_names_the_run_that_lacks_it(tmp_path):
+    runs = [str(write(tmp_path / f"run{i}.json")) for i in range(3)]
+    def no_iteration(r):  # a test run that crashed before its first measured iteration
+        r.update(iterations_measured=0)
+        r["measurements"][0].update(mean_per_iter_s=None)
+        r.pop("samples", None)
+
+    crashed = write(tmp_path / "crashed.json", no_iteration)
+    r = laptime("compare", "--fail-above", "5%", "--ref", runs[0], runs[1], "--test", runs[2],
+                str(crashed))
+    assert r.returncode == 2
+    assert b"crashed.json" in r.stderr and b"run0" not in r.stderr, r.stderr
+
+
 def test_an_html_page_holds_no_control_character_of_a_name(tmp_path):
     pytest.importorskip("matplotlib")
     run = write(tmp_path / "run.json",
