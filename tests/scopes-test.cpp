@@ -138,7 +138,7 @@ TEST_CASE("a scope that ends on another thread ends the interval it started, not
   Fresh fresh;
   auto& sw = laptime::Stopwatch::instance();
   sw.enable(0, std::nullopt, false);
-  alignas(Scoped) unsigned char frame[sizeof(Scoped)];         // where a coroutine keeps its locals
+  alignas(Scoped) unsigned char frame[sizeof(Scoped)];  // where a coroutine keeps its locals
   std::thread([&] { ::new (frame) Scoped("request"); }).join();  // 60 ms in all
   std::this_thread::sleep_for(std::chrono::milliseconds(40));
   sw.start_meas("request");  // this thread's own, 40 ms in all
@@ -153,4 +153,23 @@ TEST_CASE("a scope that ends on another thread ends the interval it started, not
   CHECK(m->min_ns >= 35e6);  // 20 ms where the scope ended this thread's interval
   CHECK(m->max_ns >= 55e6);
   CHECK(m->max_ns < 75e6);  // 80 ms where this thread's end then ended the scope's
+}
+
+TEST_CASE("a scope held across reset() and ended on another thread ends nothing of that thread's" *
+          LAPTIME_NEEDS_ENABLED) {
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  alignas(Scoped) unsigned char frame[sizeof(Scoped)];
+  std::thread([&] { ::new (frame) Scoped("request"); }).join();
+  sw.reset();  // the scope's interval belongs to the run before: it ends nothing
+  sw.start_meas("request");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::launder(reinterpret_cast<Scoped*>(frame))->~Scoped();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  sw.end_meas("request");  // this thread's own still runs
+  const auto m = find(sw.results(), "request");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == 1);
+  CHECK(m->min_ns >= 35e6);
 }

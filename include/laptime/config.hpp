@@ -33,10 +33,10 @@
 #endif
 #if (defined(LAPTIME_DISABLE) && !defined(LAPTIME_DISABLE_IS_ZERO)) || defined(__CUDA_ARCH__)
 #define LAPTIME_ENABLED 0
-#define LAPTIME_ABI_NAMESPACE v1_disabled
+#define LAPTIME_ABI_BASE_ v1_disabled
 #else
 #define LAPTIME_ENABLED 1
-#define LAPTIME_ABI_NAMESPACE v1
+#define LAPTIME_ABI_BASE_ v1
 #endif
 
 // Compiled in, laptime reports misuse with exceptions (a UsageError, under the default policy):
@@ -98,24 +98,23 @@
 // a pre-cxx11-ABI wheel gets: results() returns strings inside a struct, which gives its symbol no
 // ABI tag of its own): a file built with either links only against an implementation part built
 // with it. <cstddef> brings libstdc++'s defaults (a toolchain whose default is the old string).
+// Compiled out too: its results() and to_json() are inline, and two files of one program that
+// differ so would share them.
 #include <cstddef>
-#if LAPTIME_ENABLED
-#if LAPTIME_MAX_NAMES != 4096
+#if LAPTIME_ENABLED && LAPTIME_MAX_NAMES != 4096
 #define LAPTIME_ABI_NAMES_ LAPTIME_CONCAT(v1_max_names_, LAPTIME_MAX_NAMES)
 #else
-#define LAPTIME_ABI_NAMES_ v1
+#define LAPTIME_ABI_NAMES_ LAPTIME_ABI_BASE_
 #endif
 #if defined(_GLIBCXX_DEBUG)
 #define LAPTIME_ABI_DEBUG_ LAPTIME_CONCAT(LAPTIME_ABI_NAMES_, _glibcxx_debug)
 #else
 #define LAPTIME_ABI_DEBUG_ LAPTIME_ABI_NAMES_
 #endif
-#undef LAPTIME_ABI_NAMESPACE
 #if defined(_GLIBCXX_USE_CXX11_ABI) && _GLIBCXX_USE_CXX11_ABI == 0
 #define LAPTIME_ABI_NAMESPACE LAPTIME_CONCAT(LAPTIME_ABI_DEBUG_, _old_string)
 #else
 #define LAPTIME_ABI_NAMESPACE LAPTIME_ABI_DEBUG_
-#endif
 #endif
 
 // LAPTIME_NVTX_MAX_NAMES: the most distinct range names registered with NVTX per process. Names

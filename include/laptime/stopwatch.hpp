@@ -16,13 +16,10 @@
 //   sw.print_eval_times();
 //   sw.write_json("results/run.json");
 //
-// This header is what a file that measures compiles: the API, and inline only the hot path
-// (start_meas, end_meas, the name cache, the clock). Everything else is defined once, out of line,
-// in the implementation part: the CMake target laptime::laptime compiles it into its library; a
-// build without CMake adds laptime/src/laptime.cpp to its sources; a single-file program includes
-// <laptime/laptime.hpp> instead, which carries it. docs/build.md has the recipes.
-//
-// Compiled out (LAPTIME_DISABLE): the same API with empty inline bodies; no library to link.
+// What a file that measures compiles: the API, inline only the hot path. The rest is defined once
+// in the implementation part (the CMake target laptime::laptime, src/laptime.cpp, or the single
+// include <laptime/laptime.hpp>: docs/build.md). Compiled out (LAPTIME_DISABLE): the same API
+// with empty inline bodies; no library to link.
 #pragma once
 
 #include <cstddef>
@@ -54,8 +51,7 @@ inline constexpr const char* kEmptyResultsJson =
 inline constexpr const char* kEmptyResultsText =
     "laptime stopwatch: 0 measured iterations (0 warm-up); rank 0/1, pid 0, host \n";
 struct ThreadRecord;  // detail/stopwatch_hot.hpp: a thread's intervals
-bool start_for_scope(std::string_view name);
-bool start_scope(std::string_view name, ThreadRecord*& owner);
+bool start_for_scope(std::string_view name, ThreadRecord*& owner);
 void end_scope(std::string_view name, ThreadRecord* owner);
 }  // namespace detail
 
@@ -145,28 +141,22 @@ class Stopwatch {
   /// Waits for every pending GPU timing (report time; never inside the loop).
   void wait_for_gpu_timings();
 
-  /// Keeps each thread's last `max_intervals` intervals (name, start, duration, iteration) in a
-  /// ring buffer, for per-iteration plots and traces (`laptime plot`, `laptime trace`); they are
-  /// in results().samples and the JSON's "samples". 0 turns it off. Each thread's ring is
-  /// allocated at its first start_meas after this call (32 bytes per interval); the pair then
-  /// costs a few stores more, no lock, no allocation. LAPTIME_RECORD=N, when set, wins.
+  /// Keeps each thread's last `max_intervals` intervals in a ring (results().samples, the JSON's
+  /// "samples": `laptime plot`, `laptime trace`); 0 turns it off. 32 bytes per interval, allocated
+  /// at the thread's next start_meas; the pair then costs a few stores more. LAPTIME_RECORD wins.
   /// `laptime::Stopwatch::instance().enable_recording(100000);`
   void enable_recording(std::size_t max_intervals);
 
-  /// Makes every interval also an NVTX range of the same name, through the NVTX wrapper (its
-  /// domain, colours, registered strings, range stack and order checks), while the wrapper is
-  /// enabled: no range_push next to start_meas. Nested push/pop on the measuring thread; a name
-  /// once ended on another thread uses start/end ranges (docs/nvtx.md says what the first such
-  /// interval shows). Off (the default) the pair costs exactly what it did; on, one NVTX push and
-  /// pop more. LAPTIME_NVTX_RANGES=0/1 (and LAPTIME_PROFILE=profiling), when set, wins.
+  /// Makes every interval also an NVTX range of its name, through the NVTX wrapper while it is
+  /// enabled (a name once ended on another thread: start/end ranges, docs/nvtx.md). Off (the
+  /// default) the pair costs what it did; on, one NVTX push and pop more. LAPTIME_NVTX_RANGES
+  /// (and LAPTIME_PROFILE=profiling) wins.
   /// `laptime::Stopwatch::instance().set_nvtx_ranges(true);`
   void set_nvtx_ranges(bool on);
 
-  /// Sets this process's rank and world size for reports, the {rank} of output paths and
-  /// rank-0-only printing, for programs that learn their rank from MPI or NCCL rather than from
-  /// the launcher's variables (RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK). A world size
-  /// of 0 keeps the detected one (at least rank + 1). A negative rank or INT_MAX (a world size
-  /// must exceed the rank, as for the launchers' variables) is a usage error.
+  /// This process's rank and world size (reports, {rank} in paths, rank-0-only printing), for
+  /// programs that learn them from MPI or NCCL, not the launcher's variables. A world size of 0
+  /// keeps the detected one (at least rank + 1); a negative rank or INT_MAX is a usage error.
   void set_rank(int rank, int world_size = 0);
   /// Periodic and at-exit reports only on rank 0 (rank from RANK/OMPI/SLURM/PMI variables).
   void set_print_rank0_only(bool on) noexcept;
@@ -186,10 +176,9 @@ class Stopwatch {
   /// The printed report's layout (ReportFormat): print_eval_times, report(), the periodic and
   /// the at-exit report.
   void set_report_format(ReportFormat format) noexcept;
-  /// Whether SIGTERM, SIGINT, SIGHUP and abort() save the LAPTIME_OUTPUT file before the signal
-  /// takes its course (on by default where LAPTIME_OUTPUT is set; LAPTIME_SIGNAL_HANDLERS, when
-  /// set, wins). Takes effect at the first enable(), or at once after it (off restores the
-  /// program's handlers). docs/guarantees.md says what each way of ending keeps.
+  /// Whether SIGTERM, SIGINT, SIGHUP and abort() save the LAPTIME_OUTPUT file first (on where it
+  /// is set; LAPTIME_SIGNAL_HANDLERS wins). At the first enable(), or at once after it (off
+  /// restores the program's handlers). docs/guarantees.md says what each way of ending keeps.
   void set_exit_signal_handlers(bool on);
 
   /// In a worker process (a child of the process that enabled the Stopwatch: fork, spawn,
@@ -223,11 +212,9 @@ class Stopwatch {
   std::string report() const;
   /// The results as JSON (docs/reports.md).
   std::string to_json() const;
-  /// Writes to_json() to `path` atomically: a temporary file in the same folder, flushed to disk,
-  /// then renamed over `path`, so that a reader (or a crash) sees the old file or the new one,
-  /// never a torn one. The path is used as given ("{rank}" is not replaced). Throws
-  /// std::system_error when it cannot: code() is the errno, what() names the path, the step and
-  /// the reason. Compiled out (LAPTIME_DISABLE), it writes nothing.
+  /// Writes to_json() to `path` (as given: "{rank}" is not replaced) atomically: a reader or a
+  /// crash sees the old file or the new one, never a torn one. Throws std::system_error when it
+  /// cannot (code(): the errno; what(): the path, the step, the reason). Compiled out: nothing.
   /// `laptime::Stopwatch::instance().write_json("results/run-3.json");`
   void write_json(const std::string& path) const;
 
@@ -243,7 +230,7 @@ class Stopwatch {
 class ScopedMeasurement {
  public:
   explicit ScopedMeasurement(std::string_view name)
-      : name_(name), started_(detail::start_scope(name, owner_)) {}
+      : name_(name), started_(detail::start_for_scope(name, owner_)) {}
   /// A temporary std::string ("block " + std::to_string(i)) would be gone when the scope ends,
   /// and its end would read freed memory: a compile error instead. Name a variable that outlives
   /// the scope (docs/stopwatch.md).
@@ -271,9 +258,7 @@ class ScopedMeasurement {
 
  private:
   std::string_view name_;
-  // The thread whose interval the scope started: a coroutine resumed on another thread ends that
-  // one, not the interval of its name the other thread runs. nullptr: whichever (not enabled).
-  detail::ThreadRecord* owner_ = nullptr;
+  detail::ThreadRecord* owner_ = nullptr;  // the thread it started on (a coroutine may move)
   bool started_;
 };
 
@@ -316,55 +301,38 @@ LAPTIME_ALWAYS_INLINE void Stopwatch::start_meas(std::string_view name) {
   }
 }
 
-/// start_meas for a scope (ScopedMeasurement, Python's `with measure()`): false where the scope's
-/// end must end nothing, because its start found the name running on this thread and the error
-/// policy let the call return: recursion then measures the outer call whole.
-LAPTIME_ALWAYS_INLINE bool detail::start_for_scope(std::string_view name) {
-  detail::StopwatchCore& s = detail::stopwatch_core();
-  const std::uint8_t power = s.power.load(std::memory_order_relaxed);
-  if (LAPTIME_UNLIKELY(power == detail::kNeverEnabled)) return true;
-  if (LAPTIME_LIKELY(power == detail::kEnabled)) return s.start(name);
-  s.start_while_disabled(name);
-  return true;
-}
-
-/// start_for_scope, and the thread whose interval it started into `owner` (ScopedMeasurement).
-LAPTIME_ALWAYS_INLINE bool detail::start_scope(std::string_view name,
-                                               detail::ThreadRecord*& owner) {
+/// start_meas for a scope (ScopedMeasurement, Python's `with measure()`), the thread it started on
+/// into `owner`: false where the scope's end must end nothing, because its start found the name
+/// running on this thread and the error policy let the call return (recursion then measures the
+/// outer call whole).
+LAPTIME_ALWAYS_INLINE bool detail::start_for_scope(std::string_view name,
+                                                   detail::ThreadRecord*& owner) {
   detail::StopwatchCore& s = detail::stopwatch_core();
   const std::uint8_t power = s.power.load(std::memory_order_relaxed);
   if (LAPTIME_UNLIKELY(power == detail::kNeverEnabled)) return true;
   if (LAPTIME_LIKELY(power == detail::kEnabled)) {
-    if (!s.start(name)) return false;
-    owner = s.threads.find_local();
-    return true;
+    owner = s.start(name);
+    return owner != nullptr;
   }
   s.start_while_disabled(name);
   return true;
 }
 
-/// The end of a scope: on the thread that started it, end_meas; on another (a coroutine resumed
-/// there), the interval of the thread that started it, never the one of that name the ending
-/// thread runs itself.
+/// end_meas; for a scope, `owner` is the thread it started on: ended on another (a coroutine
+/// resumed there), the interval `owner` runs, never the one of that name the ending thread runs.
 LAPTIME_ALWAYS_INLINE void detail::end_scope(std::string_view name, detail::ThreadRecord* owner) {
-  detail::StopwatchCore& s = detail::stopwatch_core();
-  if (LAPTIME_UNLIKELY(owner != nullptr && owner != s.threads.find_local()) &&
-      s.power.load(std::memory_order_relaxed) == detail::kEnabled) {
-    s.end_started_on(name, *owner);
-    return;
-  }
-  Stopwatch::instance().end_meas(name);
-}
-
-LAPTIME_ALWAYS_INLINE void Stopwatch::end_meas(std::string_view name) {
   detail::StopwatchCore& s = detail::stopwatch_core();
   const std::uint8_t power = s.power.load(std::memory_order_relaxed);
   if (LAPTIME_UNLIKELY(power == detail::kNeverEnabled)) return;
   if (LAPTIME_LIKELY(power == detail::kEnabled)) {
-    s.end(name);
+    s.end(name, owner);
   } else {
     s.end_while_disabled(name);
   }
+}
+
+LAPTIME_ALWAYS_INLINE void Stopwatch::end_meas(std::string_view name) {
+  detail::end_scope(name, nullptr);
 }
 
 inline void Stopwatch::finish_iter() {
@@ -381,13 +349,9 @@ inline bool Stopwatch::is_enabled() const noexcept {
 inline void Stopwatch::start_meas(std::string_view) {}
 inline void Stopwatch::end_meas(std::string_view) {}
 inline void Stopwatch::discard_meas(std::string_view) {}
-inline bool detail::start_for_scope(std::string_view) {
+inline bool detail::start_for_scope(std::string_view, detail::ThreadRecord*&) {
   return true;
 }
-inline bool detail::start_scope(std::string_view, detail::ThreadRecord*&) {
-  return true;
-}
-inline void detail::end_scope(std::string_view, detail::ThreadRecord*) {}
 inline void Stopwatch::finish_iter() {}
 inline void Stopwatch::enable(int, std::optional<int>, bool) {}
 inline void Stopwatch::disable() noexcept {}

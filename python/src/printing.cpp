@@ -118,6 +118,16 @@ void print_from_foreign_thread(std::string_view s) {
   laptime::binding::write_own_output(stdout, s, kReportNotPrinted);
 }
 
+/// Whether the calling thread, whose state is `mine`, holds the GIL now. Not PyGILState_Check():
+/// CPython turns that check off once a subinterpreter was made, and it then always answers yes.
+bool holds_gil(PyThreadState* mine) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyThreadState_GetUnchecked() == mine;
+#else
+  return _PyThreadState_UncheckedGet() == mine;
+#endif
+}
+
 }  // namespace
 
 WithoutGil::WithoutGil() : saved_(PyEval_SaveThread()), was_marked_(t_released_by_laptime) {
@@ -140,8 +150,8 @@ void print_to_sys_stdout(const char* text, std::size_t size, void* /*user_data*/
     laptime::binding::write_own_output(stdout, s, kReportNotPrinted);
     return;
   }
-  if (PyGILState_GetThisThreadState() == nullptr ||
-      (!t_released_by_laptime && PyGILState_Check() == 0)) {
+  PyThreadState* mine = PyGILState_GetThisThreadState();
+  if (mine == nullptr || (!t_released_by_laptime && !holds_gil(mine))) {
     print_from_foreign_thread(s);
     return;
   }

@@ -276,10 +276,13 @@ struct StopwatchCore {
   }
 
   // --- the hot path ---
-  /// False where nothing was started that an end may take: the name already runs on this
-  /// thread (the error policy let the call return) or the name table is full.
-  bool start(std::string_view name);
-  void end(std::string_view name);
+  /// The calling thread's record, or nullptr where nothing was started that an end may take: the
+  /// name already runs on this thread (the error policy let the call return) or the name table
+  /// is full.
+  ThreadRecord* start(std::string_view name);
+  /// `owner`: the thread a scope started the interval on (nullptr: the calling thread's, as
+  /// end_meas): on another thread, that thread's interval is ended (end_started_on).
+  void end(std::string_view name, ThreadRecord* owner = nullptr);
   // start_meas and end_meas while disabled after an enable() (kDisabled), out of line
   // (impl/stopwatch_disabled.hpp): what they leave on the calling thread's slot.
   void start_while_disabled(std::string_view name) noexcept;
@@ -306,7 +309,7 @@ struct StopwatchCore {
                      std::int64_t t, unsigned feats);
   /// end_meas of the interval of `name` that `owner` started (a scope that ends on another
   /// thread): where it does not run there, end_meas's own rule.
-  void end_started_on(std::string_view name, ThreadRecord& owner);
+  void end_started_on(std::string_view name, ThreadRecord& owner, std::int64_t t);
   void sync_before_end(std::string_view name);
   void drop_stale(ThreadRecord& rec, Slot& s, std::uint32_t gen);
   void start_features(Slot& s, std::uint32_t id, unsigned feats, bool measuring);
@@ -363,10 +366,10 @@ LAPTIME_ALWAYS_INLINE bool start_idle(const ThreadRecord& rec, const Slot& s, un
   return nvtx_ranges_idle(s, feats);
 }
 
-inline bool StopwatchCore::start(std::string_view name) {
+inline ThreadRecord* StopwatchCore::start(std::string_view name) {
   ThreadRecord& rec = local_record();
   const NameCacheEntry* e = lookup(rec, name);
-  if (LAPTIME_UNLIKELY(e == nullptr)) return false;
+  if (LAPTIME_UNLIKELY(e == nullptr)) return nullptr;
   const std::uint32_t id = e->value->id;
   Slot& s = *e->value;
   if (LAPTIME_UNLIKELY(!s.prepared)) prepare(s);
@@ -374,7 +377,7 @@ inline bool StopwatchCore::start(std::string_view name) {
   if (const std::uint32_t r = s.run.load(std::memory_order_relaxed); LAPTIME_UNLIKELY(r != 0)) {
     if (r == ep) {
       start_running_error(name);
-      return false;
+      return nullptr;
     }
     drop_interval(s);  // started before a disable(), reset() or enable(): never ended
   }
@@ -393,14 +396,18 @@ inline bool StopwatchCore::start(std::string_view name) {
     s.start_ns.store(now_ns(), std::memory_order_relaxed);
   }
   s.run.store(ep, std::memory_order_release);
-  return true;
+  return &rec;
 }
 
-inline void StopwatchCore::end(std::string_view name) {
+inline void StopwatchCore::end(std::string_view name, ThreadRecord* owner) {
   const unsigned feats = features.load(std::memory_order_relaxed);
   if (LAPTIME_UNLIKELY(feats & kFeatCudaSync)) sync_before_end(name);
   const std::int64_t t = now_ns();
   ThreadRecord& rec = local_record();
+  if (LAPTIME_UNLIKELY(owner != nullptr && owner != &rec)) {
+    end_started_on(name, *owner, t);  // a scope resumed on another thread (a coroutine)
+    return;
+  }
   const NameCacheEntry* e = lookup(rec, name);
   if (LAPTIME_UNLIKELY(e == nullptr)) return;
   Slot& s = *e->value;

@@ -148,27 +148,35 @@ LAPTIME_IMPL void StopwatchCore::end_elsewhere(ThreadRecord& rec, Slot& mine, st
                                 " other threads (end it on the thread that started it)");
 }
 
-// A scope's end on another thread than the one it started on (a coroutine resumed elsewhere):
-// the interval `owner` runs of the name is ended, as end_elsewhere ends one, even where the ending
-// thread runs one of that name too (which stays running). Where `owner` runs none, end_meas's rule.
-LAPTIME_IMPL void StopwatchCore::end_started_on(std::string_view name, ThreadRecord& owner) {
+// A scope's end on another thread than the one it started on (a coroutine resumed elsewhere),
+// at `t`: the interval `owner` runs of the name is ended, as end_elsewhere ends one, even where the
+// ending thread runs one of that name too (which stays running). One `owner` started before a
+// disable(), reset() or enable() ends nothing, silently, as on its own thread (marked dropped: its
+// owner drops it at its next start). Never the ending thread's own interval.
+LAPTIME_IMPL void StopwatchCore::end_started_on(std::string_view name, ThreadRecord& owner,
+                                                std::int64_t t) {
   const unsigned feats = features.load(std::memory_order_relaxed);
-  if (LAPTIME_UNLIKELY(feats & kFeatCudaSync)) sync_before_end(name);
-  const std::int64_t t = now_ns();
   ThreadRecord& rec = local_record();
   const NameCacheEntry* e = lookup(rec, name);
   if (e == nullptr) return;
   const std::uint32_t id = e->value->id;
   Slot& mine = *e->value;
   Slot* chunk = owner.chunks[id / kChunk].load(std::memory_order_acquire);
-  std::uint32_t expected = epoch.load(std::memory_order_relaxed);
-  if (chunk != nullptr &&
-      chunk[id % kChunk].run.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) {
-    if (LAPTIME_UNLIKELY(!mine.prepared)) prepare(mine);
-    add_interval(owner, chunk[id % kChunk], mine, id, t, feats);
+  std::uint32_t r = chunk != nullptr ? chunk[id % kChunk].run.load(std::memory_order_acquire) : 0;
+  if (r == epoch.load(std::memory_order_relaxed)) {
+    if (chunk[id % kChunk].run.compare_exchange_strong(r, 0, std::memory_order_acq_rel)) {
+      if (LAPTIME_UNLIKELY(!mine.prepared)) prepare(mine);
+      add_interval(owner, chunk[id % kChunk], mine, id, t, feats);
+      return;
+    }  // else `r` is what ended or dropped it meanwhile
+  }
+  if (r == kDroppedRun || (r != 0 && chunk[id % kChunk].run.compare_exchange_strong(
+                                         r, kDroppedRun, std::memory_order_acq_rel))) {
     return;
   }
-  end(name);
+  usage_error("end_meas(" + detail::quoted(name) + ")",
+              detail::quoted(name) + " is not running on the thread that started the scope (it " +
+                  "was ended there by hand)");
 }
 
 // Stopwatch::discard_meas: the calling thread's interval of `name` in this epoch ends uncounted
