@@ -92,6 +92,9 @@ def _scope_from(kind, name):
 
 
 _laptime._scope_from = _scope_from
+# Each interpreter that imports laptime sets its own helpers on its own copy of the extension
+# module, and the extension calls the calling interpreter's; json.loads too, kept for results().
+_laptime._prepare_interpreter()
 
 # Periodic reports go to sys.stdout while the interpreter runs; at exit laptime goes back to the
 # C stdout, so that nothing calls into a finalised interpreter.

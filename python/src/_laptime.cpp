@@ -220,11 +220,19 @@ PyMethodDef g_module_methods[] = {
      "LAPTIME_NVTX_COUNTERS_HZ)."},
     {"disable_nvtx_counters", mod_disable_nvtx_counters, METH_NOARGS,
      "disable_nvtx_counters()\n--\n\nStops publishing NVTX counters."},
+    {"_prepare_interpreter", mod_prepare_interpreter, METH_NOARGS, nullptr},
     {"_install_print_function", mod_install_print_function, METH_NOARGS, nullptr},
     {"_uninstall_print_function", mod_uninstall_print_function, METH_NOARGS, nullptr},
     {"_run_exit_output", mod_run_exit_output, METH_NOARGS, nullptr},
     {"_testing_reset", mod_testing_reset, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr}};
+
+/// The one instance of a facade type (its tp_new returns it from then on).
+PyObject* make_instance(PyTypeObject* type) {
+  return type != nullptr ? PyType_GenericAlloc(type, 0) : nullptr;
+}
+
+}  // namespace
 
 PyModuleDef g_module_def = {PyModuleDef_HEAD_INIT,
                             "laptime._laptime",
@@ -235,13 +243,6 @@ PyModuleDef g_module_def = {PyModuleDef_HEAD_INIT,
                             nullptr,
                             nullptr,
                             nullptr};
-
-/// The one instance of a facade type (its tp_new returns it from then on).
-PyObject* make_instance(PyTypeObject* type) {
-  return type != nullptr ? PyType_GenericAlloc(type, 0) : nullptr;
-}
-
-}  // namespace
 
 PyTypeObject* add_type(PyObject* module, PyType_Spec* spec, const char* name) {
   PyObject* type = PyType_FromSpec(spec);
@@ -270,24 +271,17 @@ extern "C" __attribute__((visibility("default"))) PyObject* PyInit__laptime() {
       PyExc_AssertionError, nullptr);
   PyTypeObject* stopwatch_type = add_type(module, &g_stopwatch_spec, "Stopwatch");
   PyTypeObject* nvtx_type = add_type(module, &g_nvtx_spec, "NVTXRangeWrapper");
-  const bool scopes = add_scope_types(module);
-  g_name_cache = PyDict_New();
-  if (PyObject* json = PyImport_ImportModule("json")) {
-    g_json_loads = PyObject_GetAttrString(json, "loads");
-    Py_DECREF(json);
-  }
+  const bool scopes = add_scope_types(module) && make_interpreter_keys();
   g_stopwatch = make_instance(stopwatch_type);
   g_nvtx = make_instance(nvtx_type);
   Py_XDECREF(stopwatch_type);
   Py_XDECREF(nvtx_type);
-  if (g_usage_error == nullptr || !scopes || g_stopwatch == nullptr || g_name_cache == nullptr ||
-      g_nvtx == nullptr || g_json_loads == nullptr ||
+  if (g_usage_error == nullptr || !scopes || g_stopwatch == nullptr || g_nvtx == nullptr ||
       PyModule_AddObject(module, "UsageError", Py_NewRef(g_usage_error)) < 0 ||
       PyModule_AddStringConstant(module, "__version__", LAPTIME_VERSION_STRING) < 0 ||
       PyModule_AddIntConstant(module, "HAVE_NVTX", LAPTIME_HAVE_NVTX) < 0) {
     Py_DECREF(module);
     return nullptr;
   }
-  g_module = module;  // borrowed: the module lives as long as the interpreter
   return module;
 }

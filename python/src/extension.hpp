@@ -18,11 +18,11 @@
 //
 // The files, one concern each: _laptime.cpp (module functions, PyInit), names.cpp (a Python
 // object -> the bytes laptime records), arguments.cpp (argument parsing, errors, conversions),
-// printing.cpp (reports through sys.stdout), scope.cpp (the `with` / decorator type, scope.hpp),
-// scope_cache.cpp (the scope measure() / range() return), stopwatch_type.cpp,
-// stopwatch_settings.cpp, stopwatch_results.cpp, nvtx_type.cpp, worker_role.cpp (a worker or a
-// program of its own). They reach laptime through its
-// public headers and <laptime/binding_hooks.hpp> only.
+// printing.cpp (reports through sys.stdout), interpreters.cpp (what each interpreter has of its
+// own), scope.cpp (the `with` / decorator type, scope.hpp), scope_cache.cpp (the scope measure() /
+// range() return), stopwatch_type.cpp, stopwatch_settings.cpp, stopwatch_results.cpp,
+// nvtx_type.cpp, worker_role.cpp (a worker or a program of its own). They reach laptime through
+// its public headers and <laptime/binding_hooks.hpp> only.
 #pragma once
 
 #define PY_SSIZE_T_CLEAN
@@ -46,16 +46,12 @@ namespace pyext {
 
 // laptime.UsageError: a subclass of AssertionError, as the seed raised AssertionError.
 inline PyObject* g_usage_error = nullptr;
-// This module: _Scope.__call__ finds laptime's Python decorator helper in it.
-inline PyObject* g_module = nullptr;
 // The one instance of each facade type (the state itself is laptime's, process-wide).
 inline PyObject* g_stopwatch = nullptr;
 inline PyObject* g_nvtx = nullptr;
-// Names that are not str (or str without a UTF-8 form): the object -> the bytes laptime records.
-inline PyObject* g_name_cache = nullptr;
-// json.loads, taken at import: results() needs no import later (a __del__ late in interpreter
-// shutdown, where importing fails).
-inline PyObject* g_json_loads = nullptr;
+
+// This module's definition: PyState_FindModule finds the calling interpreter's module by it.
+extern PyModuleDef g_module_def;
 
 // The types' specs, made into types by PyInit__laptime.
 extern PyType_Spec g_stopwatch_spec;
@@ -220,6 +216,30 @@ bool stream_handle(PyObject* obj, void*& out);
 bool write_to(PyObject* file, std::string_view text);
 /// d[key] = value, stealing `value`; false with an exception set.
 bool set_item(PyObject* d, const char* key, PyObject* value);
+
+// ---- each interpreter's own (interpreters.cpp) -----------------------------------------------
+
+/// The interpreter of the calling thread.
+inline PyInterpreterState* current_interpreter() {
+#if PY_VERSION_HEX >= 0x03090000
+  return PyInterpreterState_Get();
+#else
+  return PyThreadState_Get()->interp;  // 3.8: no PyInterpreterState_Get yet
+#endif
+}
+
+/// The keys of what laptime keeps in each interpreter's dict (made by PyInit__laptime); false
+/// with an exception set.
+bool make_interpreter_keys();
+/// The package's `name` (_decorate, _scope_from) that it put on this module as the calling
+/// interpreter has it: a new reference, or nullptr with an exception set.
+PyObject* package_function(const char* name);
+/// json.loads of the calling interpreter (borrowed), or nullptr with an exception set.
+PyObject* json_loads();
+/// The name cache of the calling interpreter (names.cpp; a dict, borrowed), or nullptr with an
+/// exception set.
+PyObject* name_cache();
+PyObject* mod_prepare_interpreter(PyObject*, PyObject*);
 
 // ---- the pieces the types and the module share ----------------------------------------------
 

@@ -27,11 +27,15 @@ constexpr Py_ssize_t kNameCacheSize = LAPTIME_MAX_NAMES;
 
 /// The name of `obj`, which is not a str with a UTF-8 form: the bytes of str(obj), as the seed
 /// displayed its names with str(). Cached by the object itself (hash and ==, as the seed's dict
-/// of names did), so a name used again costs a dict lookup, no str() and no allocation, and its
-/// bytes keep one address (laptime's per-thread name cache hits). A new reference to a bytes
-/// object, or nullptr with TypeError for an unhashable object (the seed's dict refused it too).
+/// of names did) in the calling interpreter's name cache (an == may run that interpreter's Python
+/// code: interpreters.cpp), so a name used again costs a dict lookup, no str() and no allocation,
+/// and its bytes keep one address (laptime's per-thread name cache hits). A new reference to a
+/// bytes object, or nullptr with TypeError for an unhashable object (the seed's dict refused it
+/// too).
 [[gnu::cold]] PyObject* fallback_name(const char* call, PyObject* obj) {
-  if (PyObject* cached = PyDict_GetItemWithError(g_name_cache, obj)) return Py_NewRef(cached);
+  PyObject* cache = name_cache();
+  if (cache == nullptr) return nullptr;
+  if (PyObject* cached = PyDict_GetItemWithError(cache, obj)) return Py_NewRef(cached);
   if (PyErr_Occurred()) {
     if (PyErr_ExceptionMatches(PyExc_TypeError)) {
       PyErr_Clear();
@@ -47,8 +51,8 @@ constexpr Py_ssize_t kNameCacheSize = LAPTIME_MAX_NAMES;
   PyObject* bytes = name_bytes(text);
   Py_DECREF(text);
   if (bytes == nullptr) return nullptr;
-  if (PyDict_GET_SIZE(g_name_cache) >= kNameCacheSize) PyDict_Clear(g_name_cache);
-  if (PyDict_SetItem(g_name_cache, obj, bytes) < 0) {
+  if (PyDict_GET_SIZE(cache) >= kNameCacheSize) PyDict_Clear(cache);
+  if (PyDict_SetItem(cache, obj, bytes) < 0) {
     Py_DECREF(bytes);
     return nullptr;
   }
@@ -84,7 +88,9 @@ LAPTIME_NOINLINE bool utf8_view_other(PyObject* str, std::string_view& out, PyOb
   if (PyUnicode_READY(str) < 0) return false;  // a legacy str made by the deprecated C API
 #endif
   if (PyUnicode_KIND(str) != PyUnicode_1BYTE_KIND) {
-    if (PyObject* bytes = PyDict_GetItemWithError(g_name_cache, str)) {  // kept alive by the cache
+    PyObject* cache = name_cache();
+    if (cache == nullptr) return false;
+    if (PyObject* bytes = PyDict_GetItemWithError(cache, str)) {  // kept alive by the cache
       out = std::string_view(PyBytes_AS_STRING(bytes),
                              static_cast<std::size_t>(PyBytes_GET_SIZE(bytes)));
       if (owner != nullptr) *owner = bytes;

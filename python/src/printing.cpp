@@ -28,11 +28,7 @@ bool interpreter_usable() {
 /// a subinterpreter that imports laptime and ends must not take the main one's sys.stdout away
 /// (the print function enters the main interpreter: PyGILState).
 bool in_main_interpreter() {
-#if PY_VERSION_HEX >= 0x03090000
-  return PyInterpreterState_Get() == PyInterpreterState_Main();
-#else
-  return PyThreadState_Get()->interp == PyInterpreterState_Main();  // 3.8: no _Get yet
-#endif
+  return current_interpreter() == PyInterpreterState_Main();
 }
 
 }  // namespace

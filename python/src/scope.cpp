@@ -364,8 +364,8 @@ const char* self_kind_name(PyObject* self) {
   return reinterpret_cast<Scope*>(self)->kind == ScopeKind::Measure ? "measure" : "range";
 }
 
-// As a decorator: laptime._decorate (Python, functools.wraps) builds the wrapper, which opens
-// its scope per call (measure(name) on the calling thread).
+// As a decorator: laptime._decorate (Python, functools.wraps) of the calling interpreter builds
+// the wrapper, which opens its scope per call (measure(name) on the calling thread).
 PyObject* scope_call(PyObject* self, PyObject* args, PyObject* kwargs) {
   PyObject* func = nullptr;
   if (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) {
@@ -389,7 +389,7 @@ PyObject* scope_call(PyObject* self, PyObject* args, PyObject* kwargs) {
                  func);
     return nullptr;
   }
-  PyObject* decorate = PyObject_GetAttrString(g_module, "_decorate");
+  PyObject* decorate = package_function("_decorate");
   if (decorate == nullptr) return nullptr;
   PyObject* r = PyObject_CallFunctionObjArgs(decorate, self, func, nullptr);
   Py_DECREF(decorate);
@@ -412,9 +412,10 @@ PyObject* scope_get_kind(PyObject* obj, void*) {
 }
 
 // pickle and copy: laptime._scope_from(kind, name), the same measure(name) / range(name) where it
-// is loaded (a spawned DataLoader worker); nothing open travels with it.
+// is loaded (a spawned DataLoader worker); nothing open travels with it. The calling interpreter's
+// _scope_from: pickle checks that it is the one its `laptime` has.
 PyObject* scope_reduce(PyObject* obj, PyObject*) {
-  PyObject* from = PyObject_GetAttrString(g_module, "_scope_from");
+  PyObject* from = package_function("_scope_from");
   if (from == nullptr) return nullptr;
   Scope* self = reinterpret_cast<Scope*>(obj);
   return Py_BuildValue("(N(sO))", from, self_kind_name(obj), self->name);

@@ -48,11 +48,14 @@ PyObject* sw_write_json(PyObject*, PyObject* path) {
   }
 }
 
-// results(): json.loads(to_json()), so the dict mirrors the JSON by construction.
+// results(): json.loads(to_json()), so the dict mirrors the JSON by construction. The calling
+// interpreter's json.loads, which it keeps for a __del__ late in its shutdown (interpreters.cpp).
 PyObject* sw_results(PyObject* self, PyObject*) {
+  PyObject* loads = json_loads();
+  if (loads == nullptr) return nullptr;
   PyObject* json = sw_to_json(self, nullptr);
   if (json == nullptr) return nullptr;
-  PyObject* r = PyObject_CallFunctionObjArgs(g_json_loads, json, nullptr);
+  PyObject* r = PyObject_CallFunctionObjArgs(loads, json, nullptr);
   Py_DECREF(json);
   return r;
 }

@@ -259,29 +259,116 @@ def test_refused_blocks_closed_out_of_order_or_elsewhere_never_take_a_later_exit
         laptime.set_error_policy("throw")
 
 
-# A subinterpreter that imports laptime and ends ran the package's exit handler, which took the
-# main interpreter's sys.stdout printer away: the next periodic report bypassed sys.stdout.
-SUBINTERPRETER = """
-    import contextlib, io
-    import _xxsubinterpreters as interpreters
-    import laptime
-    try:  # Python 3.12: a legacy subinterpreter, the kind that may import a single-phase module
-        interp = interpreters.create(isolated=False)
-    except TypeError:  # 3.11: no other kind
-        interp = interpreters.create()
-    interpreters.run_string(interp, "import laptime")
-    interpreters.destroy(interp)
-    sw = laptime.Stopwatch()
-    sw.enable(0, 1)
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        sw.start_meas("step"); sw.end_meas("step"); sw.finish_iter()
-    print("report through sys.stdout:", "laptime stopwatch" in buf.getvalue())
+# A legacy subinterpreter on each Python: one that shares the main interpreter's GIL, the kind that
+# may import a single-phase extension module such as laptime's. run_in raises where the code raised.
+LEGACY_SUBINTERPRETERS = """
+    try:  # Python 3.13
+        import _interpreters as interpreters
+
+        def new_interpreter():
+            return interpreters.create("legacy")
+
+        def run_in(interp, code):
+            failure = interpreters.exec(interp, code)
+            if failure is not None:
+                raise RuntimeError(getattr(failure, "formatted", failure))
+    except ImportError:
+        import _xxsubinterpreters as interpreters
+
+        def new_interpreter():
+            try:  # Python 3.12
+                return interpreters.create(isolated=False)
+            except TypeError:  # 3.8-3.11: no other kind
+                return interpreters.create()
+
+        run_in = interpreters.run_string
 """
 
 
+def run_with_subinterpreters(code):
+    import importlib.util
+    if not any(importlib.util.find_spec(m) for m in ("_interpreters", "_xxsubinterpreters")):
+        pytest.skip("this Python has no subinterpreters (_interpreters, _xxsubinterpreters)")
+    return run(textwrap.dedent(LEGACY_SUBINTERPRETERS) + textwrap.dedent(code))
+
+
+# A subinterpreter that imports laptime and ends ran the package's exit handler, which took the
+# main interpreter's sys.stdout printer away: the next periodic report bypassed sys.stdout.
 def test_a_subinterpreter_ending_leaves_the_main_interpreters_printer_alone():
-    pytest.importorskip("_xxsubinterpreters")
-    proc = run(SUBINTERPRETER)
+    proc = run_with_subinterpreters("""
+        import contextlib, io
+        import laptime
+        interp = new_interpreter()
+        run_in(interp, "import laptime")
+        interpreters.destroy(interp)
+        sw = laptime.Stopwatch()
+        sw.enable(0, 1)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            sw.start_meas("step"); sw.end_meas("step"); sw.finish_iter()
+        print("report through sys.stdout:", "laptime stopwatch" in buf.getvalue())
+    """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().endswith("report through sys.stdout: True"), proc.stdout
+
+
+# A decorator and a pickled scope in a legacy subinterpreter called the package of the interpreter
+# that had imported laptime first: its Python code ran in the subinterpreter, after whose end the
+# main interpreter's next decorator crashed (3.12, 3.13), and pickle refused the other package's
+# _scope_from.
+def test_a_legacy_subinterpreter_decorates_and_pickles_with_its_own_laptime():
+    proc = run_with_subinterpreters("""
+        import pickle
+        import laptime
+        SUB = '''
+        import pickle, sys
+        import laptime
+        sw = laptime.Stopwatch()
+        @sw.measure("sub step")
+        def step():
+            return 1
+        assert step() == 1
+        assert step.__globals__ is sys.modules["laptime"].__dict__, "another interpreter's laptime"
+        print(pickle.loads(pickle.dumps(sw.measure("sub p"))), flush=True)
+        '''
+        sw = laptime.Stopwatch()
+        sw.enable(0)
+        interp = new_interpreter()
+        run_in(interp, SUB)
+        interpreters.destroy(interp)
+        @sw.measure("main step")
+        def step():
+            return 2
+        assert step() == 2 and step.__globals__ is laptime.__dict__
+        print(pickle.loads(pickle.dumps(sw.measure("main p"))))
+        print(sorted(m["name"] for m in sw.results()["measurements"]))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "<laptime measure 'sub p'>", "<laptime measure 'main p'>", "['main step', 'sub step']"]
+
+
+# The cache of names that are not str (names.cpp) was one for all interpreters: a lookup compared
+# the name with the names other interpreters had used, by their ==, which is their Python code.
+# Once a subinterpreter that had used a pathlib path as a name ended, the main interpreter's
+# equal path raised NameError ("name 'isinstance' is not defined").
+def test_a_name_an_ended_subinterpreter_used_is_never_compared_in_another():
+    proc = run_with_subinterpreters("""
+        import pathlib
+        import laptime
+        SUB = '''
+        import pathlib
+        import laptime
+        sw = laptime.Stopwatch()
+        sw.start_meas(pathlib.PurePosixPath("data")); sw.end_meas(pathlib.PurePosixPath("data"))
+        '''
+        sw = laptime.Stopwatch()
+        sw.enable(0)
+        interp = new_interpreter()
+        run_in(interp, SUB)
+        interpreters.destroy(interp)
+        sw.start_meas(pathlib.PurePosixPath("data")); sw.end_meas(pathlib.PurePosixPath("data"))
+        print([(m["name"], m["count"]) for m in sw.results()["measurements"]])
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[('data', 2)]"
