@@ -232,6 +232,55 @@ PyObject* make_instance(PyTypeObject* type) {
   return type != nullptr ? PyType_GenericAlloc(type, 0) : nullptr;
 }
 
+// Whether the shared objects (extension.hpp) are this Python's: made since it started, and not
+// finalised since (Py_FinalizeEx, after which a program that embeds Python may start it again and
+// import laptime anew: test_embedding.py). Where Py_AtExit cannot tell (its 32 places taken), each
+// PyInit__laptime makes them anew.
+bool g_shared_made = false;
+
+// The shared objects by their names in the module, which each PyInit__laptime adds to its module.
+PyObject* g_shared_objects = nullptr;
+
+// A list of the objects of each module PyInit__laptime made (a copy of its dict, which the end of
+// its interpreter does not clear), kept for the process's life. Every interpreter that imports
+// laptime later gets a copy of that dict, whose functions refer to the module, and would free them
+// once it ends, perhaps after the interpreter that made them: CPython 3.12.1 then crashes (such
+// an object still links into the ended interpreter's garbage-collector lists).
+PyObject* g_kept_module_objects = nullptr;
+
+void forget_shared_objects() {
+  g_shared_made = false;
+}
+
+/// Makes the objects every interpreter's module shares; false with an exception set.
+bool make_shared_objects() {
+  forget_scope_cache();  // an earlier Python's (Py_FinalizeEx, then Py_Initialize)
+  g_shared_objects = PyDict_New();
+  g_kept_module_objects = PyList_New(0);
+  if (g_shared_objects == nullptr || g_kept_module_objects == nullptr) return false;
+  g_usage_error = PyErr_NewExceptionWithDoc(
+      "laptime.UsageError",
+      "Misuse of the laptime API (a measurement ended that never started, a range popped out of "
+      "order, ...). A subclass of AssertionError, as the seed raised AssertionError.",
+      PyExc_AssertionError, nullptr);
+  if (g_usage_error == nullptr ||
+      PyDict_SetItemString(g_shared_objects, "UsageError", g_usage_error) < 0) {
+    return false;
+  }
+  PyTypeObject* type = add_type(g_shared_objects, &g_stopwatch_spec, "Stopwatch");
+  g_stopwatch = make_instance(type);  // which holds its type
+  Py_XDECREF(type);
+  if (g_stopwatch == nullptr) return false;
+  type = add_type(g_shared_objects, &g_nvtx_spec, "NVTXRangeWrapper");
+  g_nvtx = make_instance(type);
+  Py_XDECREF(type);
+  if (g_nvtx == nullptr || !add_scope_types(g_shared_objects) || !make_interpreter_keys()) {
+    return false;
+  }
+  g_shared_made = Py_AtExit(forget_shared_objects) == 0;
+  return true;
+}
+
 }  // namespace
 
 PyModuleDef g_module_def = {PyModuleDef_HEAD_INIT,
@@ -244,11 +293,11 @@ PyModuleDef g_module_def = {PyModuleDef_HEAD_INIT,
                             nullptr,
                             nullptr};
 
-PyTypeObject* add_type(PyObject* module, PyType_Spec* spec, const char* name) {
+PyTypeObject* add_type(PyObject* objects, PyType_Spec* spec, const char* name) {
   PyObject* type = PyType_FromSpec(spec);
   if (type == nullptr) return nullptr;
   // Their __module__ is "laptime" (from the spec's name): where users find them.
-  if (PyModule_AddObject(module, name, Py_NewRef(type)) < 0) {
+  if (PyDict_SetItemString(objects, name, type) < 0) {
     Py_DECREF(type);
     return nullptr;
   }
@@ -261,27 +310,22 @@ PyTypeObject* add_type(PyObject* module, PyType_Spec* spec, const char* name) {
 // module is built with hidden visibility.
 extern "C" __attribute__((visibility("default"))) PyObject* PyInit__laptime() {
   using namespace pyext;
-  forget_scope_cache();  // an earlier interpreter's (Py_FinalizeEx, then Py_Initialize)
+  if (!loads_single_phase_modules()) return nullptr;
+  if (!g_shared_made && !make_shared_objects()) return nullptr;
   PyObject* module = PyModule_Create(&g_module_def);
   if (module == nullptr) return nullptr;
-  g_usage_error = PyErr_NewExceptionWithDoc(
-      "laptime.UsageError",
-      "Misuse of the laptime API (a measurement ended that never started, a range popped out of "
-      "order, ...). A subclass of AssertionError, as the seed raised AssertionError.",
-      PyExc_AssertionError, nullptr);
-  PyTypeObject* stopwatch_type = add_type(module, &g_stopwatch_spec, "Stopwatch");
-  PyTypeObject* nvtx_type = add_type(module, &g_nvtx_spec, "NVTXRangeWrapper");
-  const bool scopes = add_scope_types(module) && make_interpreter_keys();
-  g_stopwatch = make_instance(stopwatch_type);
-  g_nvtx = make_instance(nvtx_type);
-  Py_XDECREF(stopwatch_type);
-  Py_XDECREF(nvtx_type);
-  if (g_usage_error == nullptr || !scopes || g_stopwatch == nullptr || g_nvtx == nullptr ||
-      PyModule_AddObject(module, "UsageError", Py_NewRef(g_usage_error)) < 0 ||
+  if (PyDict_Update(PyModule_GetDict(module), g_shared_objects) < 0 ||
       PyModule_AddStringConstant(module, "__version__", LAPTIME_VERSION_STRING) < 0 ||
       PyModule_AddIntConstant(module, "HAVE_NVTX", LAPTIME_HAVE_NVTX) < 0) {
     Py_DECREF(module);
     return nullptr;
   }
+  PyObject* objects = PyDict_Copy(PyModule_GetDict(module));
+  if (objects == nullptr || PyList_Append(g_kept_module_objects, objects) < 0) {
+    Py_XDECREF(objects);
+    Py_DECREF(module);
+    return nullptr;
+  }
+  Py_DECREF(objects);
   return module;
 }

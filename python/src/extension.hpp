@@ -31,6 +31,7 @@
 #include <laptime/binding_hooks.hpp>
 #include <laptime/laptime.hpp>
 
+#include <cstdint>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -43,6 +44,16 @@ static inline PyObject* Py_NewRef(PyObject* obj) {
 #endif
 
 namespace pyext {
+
+// The objects PyInit__laptime makes (these, the facade types and the _Scope types of scope.cpp)
+// are made by its first run since Python started and shared by every interpreter that imports
+// laptime (interpreters.cpp). CPython 3.8-3.12 run it again in the next interpreter that imports
+// laptime once the interpreter that ran it has ended; that run adds these same objects to its
+// module, so that `except laptime.UsageError`, and a scope made before, hold in every interpreter.
+// They are safe to use from any of those interpreters for the process's life: the interpreters
+// share one GIL, these objects and their methods are C code that runs no interpreter's Python
+// code, and laptime never drops its references to them, so that none is freed after the
+// interpreter that made it ended (_laptime.cpp says why that matters).
 
 // laptime.UsageError: a subclass of AssertionError, as the seed raised AssertionError.
 inline PyObject* g_usage_error = nullptr;
@@ -228,7 +239,16 @@ inline PyInterpreterState* current_interpreter() {
 #endif
 }
 
-/// The keys of what laptime keeps in each interpreter's dict (made by PyInit__laptime); false
+/// The ID of the calling thread's interpreter, unique in the process (a later interpreter may sit
+/// at the address of one that ended).
+inline std::int64_t interpreter_id() {
+  return PyInterpreterState_GetID(current_interpreter());
+}
+
+/// Whether the calling interpreter may load this single-phase module; false with ImportError set
+/// where it refuses it (interpreters.cpp).
+bool loads_single_phase_modules();
+/// The keys of what laptime keeps in each interpreter's dict (with the shared objects); false
 /// with an exception set.
 bool make_interpreter_keys();
 /// The package's `name` (_decorate, _scope_from) that it put on this module as the calling
@@ -249,8 +269,9 @@ PyObject* mod_install_print_function(PyObject*, PyObject*);
 PyObject* mod_uninstall_print_function(PyObject*, PyObject*);
 PyObject* mod_run_exit_output(PyObject*, PyObject*);
 
-/// The _Scope types, made and added to `module`; false with an exception set (scope.cpp).
-bool add_scope_types(PyObject* module);
+/// The _Scope types, made and added to `objects` (the shared objects, by name); false with an
+/// exception set (scope.cpp).
+bool add_scope_types(PyObject* objects);
 /// `stopwatch.measure(name)` / `nvtx.range(name)` (the METH_O methods themselves, so that the call
 /// reaches the scope cache without another call): the calling thread's scope for `name`
 /// (scope_cache.cpp).
@@ -264,8 +285,8 @@ void forget_scope_cache();
 /// no module's import makes it a program of its own (worker_role.cpp).
 void note_program_call();
 
-/// Creates the type, adds it to the module as `name`; a new reference (nullptr: error).
-PyTypeObject* add_type(PyObject* module, PyType_Spec* spec, const char* name);
+/// Creates the type, adds it to `objects` (a dict) as `name`; a new reference (nullptr: error).
+PyTypeObject* add_type(PyObject* objects, PyType_Spec* spec, const char* name);
 
 /// tp_new of a facade type: the singleton `instance`, or one instance per Python subclass.
 PyObject* facade_new(PyTypeObject* type, PyObject* instance);

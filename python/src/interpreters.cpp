@@ -5,9 +5,8 @@
 // imports it (in it; from 3.13 in the main interpreter, on its behalf), and each other one gets a
 // copy of that module's dict. Only the main interpreter and legacy subinterpreters load such a
 // module (an isolated one, with a GIL of its own, refuses it), so all of them share one GIL. The
-// objects PyInit__laptime makes (the types, UsageError, the facade instances) are C code, which
-// runs no interpreter's Python code. What is not C code is each interpreter's own, looked up in
-// the calling one:
+// objects PyInit__laptime makes are shared (extension.hpp says why that is safe). What is not C
+// code is each interpreter's own, looked up in the calling one:
 //   - the Python functions laptime calls: the package's _decorate and _scope_from (on the module
 //     as this interpreter has it) and json.loads. Another interpreter's would run its code with
 //     its globals here, and once it ended, with its globals cleared (a crash);
@@ -21,7 +20,7 @@
 namespace pyext {
 namespace {
 
-// The keys in each interpreter's dict: strs used as keys only, made by PyInit__laptime.
+// The keys in each interpreter's dict: strs used as keys only, made with the shared objects.
 PyObject* g_json_loads_key = nullptr;
 PyObject* g_name_cache_key = nullptr;
 
@@ -54,6 +53,39 @@ PyObject* import_json_loads() {
 }
 
 }  // namespace
+
+// CPython refuses a single-phase module in an interpreter with a GIL of its own (3.12+), but only
+// once PyInit__laptime has run there. Asked first, the same way (CPython's own check, which it runs
+// for a module that declares it does not support several interpreters), so that such an
+// interpreter neither makes nor touches the objects the others share.
+bool loads_single_phase_modules() {
+#if PY_VERSION_HEX >= 0x030C0000
+  if (current_interpreter() == PyInterpreterState_Main()) return true;
+  static PyModuleDef_Slot slots[] = {
+      {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED}, {0, nullptr}};
+  static PyModuleDef probe_def = {PyModuleDef_HEAD_INIT,
+                                  "laptime._laptime",
+                                  nullptr,
+                                  0,
+                                  nullptr,
+                                  slots,
+                                  nullptr,
+                                  nullptr,
+                                  nullptr};
+  PyObject* spec = PyModule_New("laptime._laptime");  // anything with a `name`
+  if (spec == nullptr) return false;
+  PyObject* name = PyUnicode_FromString("laptime._laptime");
+  PyObject* probe = nullptr;
+  if (name != nullptr && PyObject_SetAttrString(spec, "name", name) == 0) {
+    probe = PyModule_FromDefAndSpec(&probe_def, spec);
+  }
+  Py_XDECREF(name);
+  Py_DECREF(spec);
+  if (probe == nullptr) return false;
+  Py_DECREF(probe);
+#endif
+  return true;
+}
 
 bool make_interpreter_keys() {
   g_json_loads_key = PyUnicode_FromString("laptime._laptime.json_loads");

@@ -64,10 +64,15 @@ constexpr Py_ssize_t kNameCacheSize = LAPTIME_MAX_NAMES;
 /// again costs no UTF-8 conversion, no str() and no hash. An entry holds a reference to its name
 /// object: while cached, the object is alive, and no other object can be at its address. The
 /// bytes are the str's own UTF-8 buffer, or a bytes object (fallback_name) held by the entry.
+/// Shared by all interpreters: an entry is found by address alone, which runs no Python code, and
+/// only by an interpreter that holds its very object. Replacing an entry of another interpreter
+/// leaves its objects alive: that interpreter may have ended, and freeing its objects then crashes
+/// CPython 3.12.1 (_laptime.cpp).
 struct IdentityName {
   PyObject* key;    // strong
   PyObject* owner;  // strong: the object whose buffer `text` is (the str itself, or bytes)
   std::string_view text;
+  std::int64_t interpreter;  // the ID of the interpreter that made the entry
 };
 constexpr std::size_t kIdentityNameBits = 8;
 IdentityName g_identity_names[std::size_t{1} << kIdentityNameBits];
@@ -156,10 +161,13 @@ LAPTIME_NOINLINE PyObject* other_name(const char* call, PyObject* arg, std::stri
     name = std::string_view(PyBytes_AS_STRING(owner),
                             static_cast<std::size_t>(PyBytes_GET_SIZE(owner)));
   }
+  const std::int64_t here = interpreter_id();
   const IdentityName old = e;
-  e = IdentityName{Py_NewRef(arg), Py_NewRef(owner), name};
-  Py_XDECREF(old.key);  // last: a __del__ may run, and call laptime again
-  Py_XDECREF(old.owner);
+  e = IdentityName{Py_NewRef(arg), Py_NewRef(owner), name, here};
+  if (old.interpreter == here) {
+    Py_XDECREF(old.key);  // last: a __del__ may run, and call laptime again
+    Py_XDECREF(old.owner);
+  }
   return owner;
 }
 

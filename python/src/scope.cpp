@@ -475,16 +475,16 @@ int scope_clear(PyObject* obj) {
   return 0;
 }
 
-/// Makes _Scope, _ScopeEnter and the descriptor types, adds them to `module` and puts the
-/// descriptors into _Scope; false with an exception set.
-bool add_scope_types(PyObject* module) {
-  g_scope_type = add_type(module, &g_scope_spec, "_Scope");
+/// Makes _Scope, _ScopeEnter and the descriptor types, adds them to `objects` (the shared objects)
+/// and puts the descriptors into _Scope; false with an exception set.
+bool add_scope_types(PyObject* objects) {
+  g_scope_type = add_type(objects, &g_scope_spec, "_Scope");
 #if PY_VERSION_HEX >= 0x03090000
-  g_scope_enter_type = add_type(module, &g_scope_enter_spec, "_ScopeEnter");
+  g_scope_enter_type = add_type(objects, &g_scope_enter_spec, "_ScopeEnter");
   if (g_scope_enter_type == nullptr) return false;
 #endif
-  g_scope_descr_type[kEnter] = add_type(module, &g_scope_descr_specs[kEnter], "_ScopeEnterDescr");
-  g_scope_descr_type[kExit] = add_type(module, &g_scope_descr_specs[kExit], "_ScopeExitDescr");
+  g_scope_descr_type[kEnter] = add_type(objects, &g_scope_descr_specs[kEnter], "_ScopeEnterDescr");
+  g_scope_descr_type[kExit] = add_type(objects, &g_scope_descr_specs[kExit], "_ScopeExitDescr");
   if (g_scope_type == nullptr || g_scope_descr_type[kEnter] == nullptr ||
       g_scope_descr_type[kExit] == nullptr) {
     return false;

@@ -14,10 +14,16 @@ namespace {
 // which holds its name: a name in the table is alive, so no other object can have its address.
 // A thread state's address can be reused by a thread started after one ended, which then gets
 // the ended thread's scopes: their open counts are 0 (a thread leaves its blocks before it ends).
-// Everything here runs with the GIL held.
+// Everything here runs with the GIL held, which all interpreters that load laptime share. The cache
+// is theirs together: a thread state is its interpreter's own, so a thread finds the scopes of
+// another interpreter only where an ended one's thread state sat at the same address and the name
+// is the same object, which both interpreters hold (an interned str); a scope is C code and runs no
+// interpreter's Python code. Replacing an entry of another interpreter leaves its scope alive: that
+// interpreter may have ended, and freeing its objects then crashes CPython 3.12.1 (_laptime.cpp).
 struct ScopeCacheEntry {
   PyThreadState* thread;
   Scope* scope;
+  std::int64_t interpreter;  // the ID of the thread's interpreter
 };
 constexpr std::size_t kScopeCacheBits = 10;
 ScopeCacheEntry g_scope_cache[std::size_t{1} << kScopeCacheBits];
@@ -43,14 +49,19 @@ void release_scope(Scope* scope) {
   Py_DECREF(obj);
 }
 
+/// Drops the entry's scope, where it is the interpreter's `here` (see ScopeCacheEntry).
+void release_entry(const ScopeCacheEntry& e, std::int64_t here) {
+  if (e.scope != nullptr && e.interpreter == here) release_scope(e.scope);
+}
+
 LAPTIME_NOINLINE PyObject* scope_cache_miss(ScopeCacheEntry& e, PyObject* name,
                                             PyThreadState* thread, ScopeKind kind) {
   PyObject* scope = scope_new(name, kind);
   if (scope == nullptr) return nullptr;
-  Scope* old = e.scope;
-  e.thread = thread;
-  e.scope = reinterpret_cast<Scope*>(Py_NewRef(scope));
-  if (old != nullptr) release_scope(old);  // last: its name's __del__ may call measure()
+  const std::int64_t here = interpreter_id();
+  const ScopeCacheEntry old = e;
+  e = ScopeCacheEntry{thread, reinterpret_cast<Scope*>(Py_NewRef(scope)), here};
+  release_entry(old, here);  // last: its name's __del__ may call measure()
   return scope;
 }
 
@@ -83,20 +94,21 @@ PyObject* range_scope(PyObject*, PyObject* name) {
 
 /// Empties the scope cache (tests: _testing_reset).
 void clear_scope_cache() {
+  const std::int64_t here = interpreter_id();
   for (ScopeCacheEntry& e : g_scope_cache) {
-    Scope* old = e.scope;
-    e = ScopeCacheEntry{nullptr, nullptr};
-    if (old != nullptr) release_scope(old);
+    const ScopeCacheEntry old = e;
+    e = ScopeCacheEntry{nullptr, nullptr, 0};
+    release_entry(old, here);
   }
 }
 
-/// Forgets the scope cache without touching its scopes: at the module's initialisation, where
-/// they may belong to an interpreter that was finalised since (an embedding program's
-/// Py_FinalizeEx then Py_Initialize). Its statically allocated names and its thread states may
-/// sit at the same addresses in the new one, which would then get the dead one's scopes. A live
-/// interpreter's scopes (a subinterpreter's import) are only left to it, never freed.
+/// Forgets the scope cache without touching its scopes: at the module's first initialisation since
+/// Python started, where they may belong to a Python that was finalised since (an embedding
+/// program's Py_FinalizeEx then Py_Initialize). Its statically allocated names and its thread
+/// states may sit at the same addresses in the new one, which would then get the dead one's
+/// scopes.
 void forget_scope_cache() {
-  for (ScopeCacheEntry& e : g_scope_cache) e = ScopeCacheEntry{nullptr, nullptr};
+  for (ScopeCacheEntry& e : g_scope_cache) e = ScopeCacheEntry{nullptr, nullptr, 0};
 }
 
 }  // namespace pyext

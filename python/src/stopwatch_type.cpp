@@ -254,6 +254,8 @@ PyType_Slot g_stopwatch_slots[] = {
 /// Every instance talks to the same process-wide state.
 PyObject* facade_new(PyTypeObject* type, PyObject* instance) {
   if (LAPTIME_LIKELY(type == Py_TYPE(instance))) return Py_NewRef(instance);
+  // Made by the first interpreter that gets here and used by all as a dict key and an attribute
+  // name only (no Python code runs): a str this reference keeps for the process's life.
   static PyObject* const key = PyUnicode_InternFromString("_laptime_instance");
   if (key == nullptr) return nullptr;
   PyObject* own = type->tp_dict;

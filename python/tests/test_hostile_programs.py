@@ -372,3 +372,45 @@ def test_a_name_an_ended_subinterpreter_used_is_never_compared_in_another():
     """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[('data', 2)]"
+
+
+# The legacy subinterpreter that imported laptime first ended before the others. On 3.8-3.12 the
+# next import ran the extension's initialisation again: an interpreter that had imported laptime
+# before no longer caught laptime.UsageError, and got the new interpreter's decorator. On 3.13 the
+# others' decorators and pickled scopes looked for the package in the ended one (AttributeError).
+def test_the_interpreter_that_imported_laptime_first_may_end_before_the_others():
+    proc = run_with_subinterpreters("""
+        import sys
+        CHECK = '''
+        import pickle, sys
+        import laptime
+        sw = laptime.Stopwatch()
+        try:
+            sw.end_meas("never started")
+        except laptime.UsageError:
+            pass
+        @sw.measure("step")
+        def step():
+            pass
+        step()
+        assert step.__globals__ is sys.modules["laptime"].__dict__, "another interpreter's laptime"
+        pickle.loads(pickle.dumps(sw.measure("p")))
+        '''
+        first, second = new_interpreter(), new_interpreter()
+        run_in(first, "import laptime; laptime.Stopwatch().enable(0)")
+        run_in(second, "import laptime")
+        interpreters.destroy(first)
+        exec(CHECK)
+        run_in(second, CHECK)
+        interpreters.destroy(second)
+        exec(CHECK)
+        class Late:  # the main interpreter's results() from a __del__ late in its shutdown
+            def __del__(self):
+                names = [m["name"] for m in sw.results()["measurements"]]
+                sys.stderr.write("late results: %s\\n" % names)
+        sys.modules["__late__"] = Late()
+        print("checked")
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "checked\n"
+    assert "late results: ['step']" in proc.stderr and "Error" not in proc.stderr, proc.stderr
