@@ -30,7 +30,13 @@ import sys as _sys
 
 try:
     from . import _laptime
-except ImportError as _error:  # a source tree on sys.path, or a build for another Python
+except ImportError as _error:
+    if "does not support loading in subinterpreters" in str(_error):  # Python 3.12+
+        raise ImportError(
+            "laptime's C++ extension laptime._laptime loads only in the main interpreter or in a "
+            "legacy subinterpreter, which shares its GIL, not in an isolated subinterpreter "
+            f"(docs/python.md, Subinterpreters) [{_error}]") from _error
+    # A source tree on sys.path, or a build for another Python.
     raise ImportError(
         f"laptime's C++ extension laptime._laptime is not built for this Python "
         f"({_sys.version.split()[0]} at {_sys.executable}): install laptime with "

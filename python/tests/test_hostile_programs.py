@@ -414,3 +414,28 @@ def test_the_interpreter_that_imported_laptime_first_may_end_before_the_others()
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "checked\n"
     assert "late results: ['step']" in proc.stderr and "Error" not in proc.stderr, proc.stderr
+
+
+# An isolated subinterpreter (a GIL of its own) refuses any single-phase extension module; the
+# package then said that laptime's extension was not built for this Python.
+def test_an_isolated_subinterpreter_is_told_why_laptime_does_not_load():
+    if sys.version_info < (3, 12):
+        pytest.skip("isolated subinterpreters (a GIL of their own) exist from Python 3.12")
+    proc = run("""
+        try:
+            import _interpreters as interpreters  # 3.13
+        except ImportError:
+            import _xxsubinterpreters as interpreters  # 3.12
+        interp = interpreters.create()  # isolated by default
+        try:
+            failure = interpreters.exec(interp, "import laptime")
+        except AttributeError:  # 3.12
+            try:
+                failure = interpreters.run_string(interp, "import laptime")
+            except Exception as error:
+                failure = error
+        print(getattr(failure, "formatted", failure))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert "loads only in the main interpreter or in a legacy subinterpreter" in proc.stdout
+    assert "not built for this Python" not in proc.stdout, proc.stdout
