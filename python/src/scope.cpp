@@ -91,9 +91,8 @@ PyObject* scope_enter_kind(Scope* self) {
   try {
     if constexpr (K == ScopeKind::Measure) {
       // Nothing to end where the name ran already on this thread (recursion, two generators
-      // suspended in one name) and the error policy let the start return. A block's exit does
-      // not say where it began: the thread it started on is not kept (docs/python.md).
-      laptime::detail::ThreadRecord* started_on = nullptr;
+      // suspended in one name) and the error policy let the start return.
+      laptime::detail::ThreadRecord* started_on = nullptr;  // not kept: docs/python.md
       if (!laptime::detail::start_for_scope(self->text, started_on)) {
         t_refused.push_back(self);
         Py_INCREF(self);
