@@ -12,8 +12,7 @@
 //   - measure(name) / range(name) return the calling thread's scope for that name object, kept
 //     in a small table (the scope cache, scope_cache.cpp): no allocation either once the name was
 //     used.
-// A scope and its __enter__ and __exit__ refer to each other, so _Scope is a garbage-collected
-// type.
+// A scope and its __enter__ and __exit__ refer to each other: _Scope is garbage-collected.
 #include "scope.hpp"
 
 #include <structmember.h>  // PyMemberDef, T_PYSSIZET, T_OBJECT, READONLY
@@ -91,8 +90,8 @@ PyObject* scope_enter_kind(Scope* self) {
   try {
     if constexpr (K == ScopeKind::Measure) {
       // Nothing to end where the name ran already on this thread (recursion, two generators
-      // suspended in one name) and the error policy let the start return.
-      laptime::detail::ThreadRecord* started_on = nullptr;  // not kept: docs/python.md
+      // suspended in one name) and the error policy let the start return. (Its thread: unkept.)
+      laptime::detail::ThreadRecord* started_on = nullptr;
       if (!laptime::detail::start_for_scope(self->text, started_on)) {
         t_refused.push_back(self);
         Py_INCREF(self);
