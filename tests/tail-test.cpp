@@ -420,8 +420,9 @@ TEST_CASE("an evaluation phase between disable() and enable() is no iteration of
   REQUIRE(r.loop.has_value());
   REQUIRE(r.tail.has_value());
   CHECK(r.tail->iterations <= r.loop->count);  // no iteration the loop did not time
-  CHECK(r.tail->slowest.front().ns < 30.0 * kMs);
-  CHECK_FALSE(r.tail->tail_bound);
+  // Not the 60 ms evaluation (whether 1 ms iterations are tail-bound is the machine's business:
+  // under ThreadSanitizer on a busy machine one may take over 2 ms).
+  CHECK(r.tail->slowest.front().ns < 45.0 * kMs);
 }
 
 TEST_CASE("without recording the results have no tail, and the verdict does not speak of one") {
