@@ -28,7 +28,7 @@ struct IterationLog {
   std::vector<std::pair<std::int64_t, std::int64_t>> iter_ends;
   std::size_t iter_next = 0;
   std::size_t iter_capacity = 0;
-  bool iter_ends_broken = false;  // disable() since the last end: the next one is not kept
+  bool iter_ends_broken = false;      // disable() since the last end: the next one is not kept
   resources::Sample progress_cpu;     // the CPU at the last progress line
   std::int64_t progress_line_ns = 0;  // when the last progress line was printed
 
