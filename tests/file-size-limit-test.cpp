@@ -48,7 +48,7 @@ TEST_CASE(
     const workers_test::Pipe warnings;
     if (::dup2(warnings.fd[1], 2) != 2) return 15;
     ::fcntl(warnings.fd[0], F_SETFL, O_NONBLOCK);  // no warning: the read fails, never waits
-    sw.enable(0, std::nullopt, false);  // the workers' region is larger than 512 bytes
+    sw.enable(0, std::nullopt, false);             // the workers' region is larger than 512 bytes
     char said[512] = {};
     if (::read(warnings.fd[0], said, sizeof said - 1) <= 0 ||
         std::strstr(said, "workers: cannot make the region") == nullptr ||
