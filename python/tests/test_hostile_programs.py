@@ -285,10 +285,14 @@ LEGACY_SUBINTERPRETERS = """
 """
 
 
-def run_with_subinterpreters(code):
+def skip_without_subinterpreters():
     import importlib.util
     if not any(importlib.util.find_spec(m) for m in ("_interpreters", "_xxsubinterpreters")):
         pytest.skip("this Python has no subinterpreters (_interpreters, _xxsubinterpreters)")
+
+
+def run_with_subinterpreters(code):
+    skip_without_subinterpreters()
     return run(textwrap.dedent(LEGACY_SUBINTERPRETERS) + textwrap.dedent(code))
 
 

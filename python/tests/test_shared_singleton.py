@@ -6,11 +6,13 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
 import laptime
+from test_hostile_programs import LEGACY_SUBINTERPRETERS, skip_without_subinterpreters
 
 
 def test_python_enable_is_seen_by_cpp(cpp_ext, stopwatch, nvtx):
@@ -73,35 +75,25 @@ def test_nvtx_stack_is_shared(cpp_ext, nvtx):
     nvtx.range_pop("pushed in C++")
 
 
-def test_a_cpp_thread_prints_while_the_gil_is_held_by_whoever_waits_for_it(cpp_ext):
-    """A pybind11 op that joins its C++ thread without releasing the GIL: the report that thread
-    prints goes to the C stdout after a short wait for the GIL, instead of waiting forever."""
-    program = (
-        "import sys; sys.path.insert(0, sys.argv[1])\n"
-        "import laptime, laptime_cpp_ext\n"
-        "sw = laptime.Stopwatch()\n"
-        "sw.enable(0, 1)\n"
-        "for _ in range(2): laptime_cpp_ext.finish_on_cpp_thread_holding_gil()\n"
-        "print('done', flush=True)\n"
-    )
+def _prints_two_reports_then_done(cpp_ext, program):
+    """Runs `program` (sys.argv[1]: laptime_cpp_ext's folder): it must end, with both reports."""
     r = subprocess.run([sys.executable, "-c", program, str(Path(cpp_ext.__file__).parent)],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("measured iteration") == 2 and r.stdout.endswith("done\n"), r.stdout
 
 
-SUBINTERPRETER_MADE = (
-    "try:\n"
-    "    import _xxsubinterpreters as interpreters\n"
-    "except ImportError:\n"
-    "    import _interpreters as interpreters\n"
-    "interpreters.destroy(interpreters.create())\n"
-)
-
-
-def _can_make_subinterpreters():
-    import importlib.util
-    return any(importlib.util.find_spec(m) for m in ("_xxsubinterpreters", "_interpreters"))
+def test_a_cpp_thread_prints_while_the_gil_is_held_by_whoever_waits_for_it(cpp_ext):
+    """A pybind11 op that joins its C++ thread without releasing the GIL: the report that thread
+    prints goes to the C stdout after a short wait for the GIL, instead of waiting forever."""
+    _prints_two_reports_then_done(cpp_ext, (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import laptime, laptime_cpp_ext\n"
+        "sw = laptime.Stopwatch()\n"
+        "sw.enable(0, 1)\n"
+        "for _ in range(2): laptime_cpp_ext.finish_on_cpp_thread_holding_gil()\n"
+        "print('done', flush=True)\n"
+    ))
 
 
 @pytest.mark.parametrize("before", ["", "a subinterpreter made and destroyed"])
@@ -111,11 +103,12 @@ def test_a_python_thread_whose_gil_an_op_released_prints_while_another_op_holds_
     (a report is due), the other holds the GIL until that is done. The report goes to the C stdout
     after a short wait for the GIL, instead of waiting forever; also once a subinterpreter was
     made (CPython then answers PyGILState_Check() with yes on every thread)."""
-    if before and not _can_make_subinterpreters():
-        pytest.skip("this Python has no module that makes subinterpreters")
-    program = (
-        (SUBINTERPRETER_MADE if before else "")
-        + "import sys, threading, time; sys.path.insert(0, sys.argv[1])\n"
+    made = ""
+    if before:
+        skip_without_subinterpreters()
+        made = textwrap.dedent(LEGACY_SUBINTERPRETERS) + "interpreters.destroy(new_interpreter())\n"
+    _prints_two_reports_then_done(cpp_ext, made + (
+        "import sys, threading, time; sys.path.insert(0, sys.argv[1])\n"
         "import laptime, laptime_cpp_ext as ext\n"
         "laptime.Stopwatch().enable(0, 1)\n"
         "for _ in range(2):\n"
@@ -123,11 +116,7 @@ def test_a_python_thread_whose_gil_an_op_released_prints_while_another_op_holds_
         "    while ext.stage() != 1: time.sleep(0.001)\n"
         "    ext.hold_gil_until_finished(); t.join()\n"
         "print('done', flush=True)\n"
-    )
-    r = subprocess.run([sys.executable, "-c", program, str(Path(cpp_ext.__file__).parent)],
-                       capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.count("measured iteration") == 2 and r.stdout.endswith("done\n"), r.stdout
+    ))
 
 
 @pytest.mark.parametrize("order", ["logger, then import", "import, then logger"])

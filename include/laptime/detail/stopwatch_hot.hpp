@@ -309,7 +309,12 @@ struct StopwatchCore {
                      std::int64_t t, unsigned feats);
   /// end_meas of the interval of `name` that `owner` started (a scope that ends on another
   /// thread): where it does not run there, end_meas's own rule.
-  void end_started_on(std::string_view name, ThreadRecord& owner, std::int64_t t);
+  void end_started_on(ThreadRecord& rec, ThreadRecord& owner, std::string_view name, std::int64_t t,
+                      unsigned feats);
+  /// Ends the interval of this epoch that `theirs` (of thread `owner`) runs, into `mine`; false
+  /// where it runs none now (its thread ended it meanwhile).
+  bool take_interval(ThreadRecord& owner, Slot& theirs, Slot& mine, std::uint32_t id,
+                     std::int64_t t, unsigned feats);
   void sync_before_end(std::string_view name);
   void drop_stale(ThreadRecord& rec, Slot& s, std::uint32_t gen);
   void start_features(Slot& s, std::uint32_t id, unsigned feats, bool measuring);
@@ -405,7 +410,7 @@ inline void StopwatchCore::end(std::string_view name, ThreadRecord* owner) {
   const std::int64_t t = now_ns();
   ThreadRecord& rec = local_record();
   if (LAPTIME_UNLIKELY(owner != nullptr && owner != &rec)) {
-    end_started_on(name, *owner, t);  // a scope resumed on another thread (a coroutine)
+    end_started_on(rec, *owner, name, t, feats);  // a scope resumed here (a coroutine)
     return;
   }
   const NameCacheEntry* e = lookup(rec, name);

@@ -124,12 +124,7 @@ LAPTIME_IMPL void StopwatchCore::end_elsewhere(ThreadRecord& rec, Slot& mine, st
     found = &c[id % kChunk];
   });
   if (others == 1) {
-    std::uint32_t expected = ep;
-    if (found->run.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) {
-      if (LAPTIME_UNLIKELY(!mine.prepared)) prepare(mine);
-      add_interval(*owner, *found, mine, id, t, feats);
-      return;
-    }
+    if (take_interval(*owner, *found, mine, id, t, feats)) return;
     others = 0;  // its own thread ended it meanwhile
   }
   // Started elsewhere before a disable(), reset() or enable() (another thread's): this end ends
@@ -148,28 +143,30 @@ LAPTIME_IMPL void StopwatchCore::end_elsewhere(ThreadRecord& rec, Slot& mine, st
                                 " other threads (end it on the thread that started it)");
 }
 
+LAPTIME_IMPL bool StopwatchCore::take_interval(ThreadRecord& owner, Slot& theirs, Slot& mine,
+                                               std::uint32_t id, std::int64_t t, unsigned feats) {
+  std::uint32_t expected = epoch.load(std::memory_order_relaxed);
+  if (!theirs.run.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) return false;
+  if (LAPTIME_UNLIKELY(!mine.prepared)) prepare(mine);
+  add_interval(owner, theirs, mine, id, t, feats);
+  return true;
+}
+
 // A scope's end on another thread than the one it started on (a coroutine resumed elsewhere),
 // at `t`: the interval `owner` runs of the name is ended, as end_elsewhere ends one, even where the
 // ending thread runs one of that name too (which stays running). One `owner` started before a
 // disable(), reset() or enable() ends nothing, silently, as on its own thread (marked dropped: its
 // owner drops it at its next start). Never the ending thread's own interval.
-LAPTIME_IMPL void StopwatchCore::end_started_on(std::string_view name, ThreadRecord& owner,
-                                                std::int64_t t) {
-  const unsigned feats = features.load(std::memory_order_relaxed);
-  ThreadRecord& rec = local_record();
+LAPTIME_IMPL void StopwatchCore::end_started_on(ThreadRecord& rec, ThreadRecord& owner,
+                                                std::string_view name, std::int64_t t,
+                                                unsigned feats) {
   const NameCacheEntry* e = lookup(rec, name);
   if (e == nullptr) return;
   const std::uint32_t id = e->value->id;
   Slot& mine = *e->value;
   Slot* chunk = owner.chunks[id / kChunk].load(std::memory_order_acquire);
+  if (chunk != nullptr && take_interval(owner, chunk[id % kChunk], mine, id, t, feats)) return;
   std::uint32_t r = chunk != nullptr ? chunk[id % kChunk].run.load(std::memory_order_acquire) : 0;
-  if (r == epoch.load(std::memory_order_relaxed)) {
-    if (chunk[id % kChunk].run.compare_exchange_strong(r, 0, std::memory_order_acq_rel)) {
-      if (LAPTIME_UNLIKELY(!mine.prepared)) prepare(mine);
-      add_interval(owner, chunk[id % kChunk], mine, id, t, feats);
-      return;
-    }  // else `r` is what ended or dropped it meanwhile
-  }
   if (r == kDroppedRun || (r != 0 && chunk[id % kChunk].run.compare_exchange_strong(
                                          r, kDroppedRun, std::memory_order_acq_rel))) {
     return;
