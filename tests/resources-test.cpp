@@ -368,6 +368,52 @@ TEST_CASE("a forked child samples its own tree, not its parent's readings" *
   CHECK(res::sample().processes == 1);
 }
 
+// In a child of its own: sets SIGCHLD to `ignore` when asked, then samples its tree with one
+// sleeping grandchild. Returns what it wrote to stderr.
+std::string warnings_of_tree_sample(bool ignore_sigchld) {
+  int out[2];
+  REQUIRE(::pipe(out) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::alarm(60);
+    if (::dup2(out[1], 2) != 2) ::_exit(1);
+    if (ignore_sigchld) ::signal(SIGCHLD, SIG_IGN);
+    const pid_t grandchild = ::fork();
+    if (grandchild == 0) {
+      ::alarm(60);
+      for (;;) ::pause();
+    }
+    const res::Sample s = res::sample();
+    ::kill(grandchild, SIGKILL);
+    ::_exit(s.tree_cpu_ok && s.processes == 2 ? 0 : 2);
+  }
+  ::close(out[1]);
+  std::string said;
+  char buf[512];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;)
+    said.append(buf, static_cast<std::size_t>(n));
+  ::close(out[0]);
+  int status = -1;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  return said;
+}
+
+TEST_CASE("a process that ignores SIGCHLD is told its children's CPU is lost when they end" *
+          LAPTIME_NEEDS_ENABLED) {
+#if defined(__SANITIZE_THREAD__)
+  MESSAGE("skipped under ThreadSanitizer");  // it ends a child that starts a thread after fork
+  return;
+#endif
+  // The kernel reaps such children itself and adds them to no one's cutime (docs/resources.md).
+  const std::string ignored = warnings_of_tree_sample(true);
+  CHECK(ignored.find("ignores SIGCHLD") != std::string::npos);
+  CHECK(ignored.find("is lost when it ends") != std::string::npos);
+  CHECK(warnings_of_tree_sample(false).find("SIGCHLD") == std::string::npos);
+}
+
 // ---- cost ---------------------------------------------------------------------------------------
 
 // Not a test: prints what one sample() costs with 0 and with 8 idle child processes. Run with

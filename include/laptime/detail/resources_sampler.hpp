@@ -414,6 +414,19 @@ inline void read_own_io(SelfSampler& ss, char (&buf)[4096], Reading& out) noexce
 }
 
 /// The calling process and its descendants now (see the top of this file). Never throws.
+/// Children the kernel reaps itself (SIGCHLD ignored, or SA_NOCLDWAIT) add nothing to this
+/// process's counters: a live child's CPU and I/O since the last sample are lost when it ends
+/// (docs/resources.md, "What the tree cannot see"). Said once, when there is a child to lose.
+inline void warn_if_children_auto_reaped() noexcept {
+  struct sigaction now {};
+  if (::sigaction(SIGCHLD, nullptr, &now) != 0) return;
+  if (now.sa_handler != SIG_IGN && (now.sa_flags & SA_NOCLDWAIT) == 0) return;
+  laptime::detail::warn_once("resources.auto_reaped",
+                             "resources: this process ignores SIGCHLD (or set SA_NOCLDWAIT), so "
+                             "the kernel reaps its children without adding their CPU and I/O to "
+                             "it: what a child used since the last sample is lost when it ends");
+}
+
 inline Reading read_self() noexcept {
   Reading out;
   SelfSampler& ss = self_sampler();
@@ -459,6 +472,7 @@ inline Reading read_self() noexcept {
     out.taken_ns = now;
     out.processes = 1 + d->processes;
     out.io += d->io;
+    if (d->processes > 0) warn_if_children_auto_reaped();
     return out;
   }
   out.io_ok = false;
