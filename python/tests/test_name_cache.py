@@ -84,6 +84,20 @@ def test_measure_returns_one_object_per_name_and_thread(stopwatch, nvtx):
     assert seen[0] is not stopwatch.measure(name) and seen[0].name == "cached"
 
 
+def test_a_few_hundred_fixed_names_keep_their_scopes_round_robin(stopwatch, nvtx):
+    # Blocks of a model's fixed layer names allocate nothing once each was used: every name keeps
+    # its scope, also where two names' hashes meet (a table of one entry per hash gave 4 to 34 of
+    # 100 names a new scope at every block, by their addresses).
+    stopwatch.enable(0)
+    names = [fresh_str(f"layer {i}") for i in range(500)]
+    for scope_of in (stopwatch.measure, nvtx.range):
+        first = [scope_of(n) for n in names]
+        for n in names:
+            with scope_of(n):
+                pass
+        assert all(scope_of(n) is s for n, s in zip(names, first))
+
+
 def test_an_equal_name_from_another_object_is_the_same_measurement(stopwatch):
     stopwatch.enable(0)
     for _ in range(3):
@@ -219,18 +233,24 @@ def test_scopes_dropped_from_the_cache_are_collected(stopwatch, nvtx):
 
 
 def test_many_names_evict_scopes_without_losing_blocks(stopwatch):
-    # More names than the scope cache holds: evicted scopes are freed or, while a block is open,
-    # kept alive by it, and every block still ends its own measurement.
+    # More (name, thread) pairs than the scope cache holds (4096): evicted scopes are freed or,
+    # while a block is open, kept alive by it, and every block still ends its own measurement.
     stopwatch.enable(0)
     names = [f"n{i}" for i in range(3000)]
-    outer = stopwatch.measure("outer")
-    with outer:
-        for name in names:
-            with stopwatch.measure(name):
-                pass
+
+    def every_name():
+        with stopwatch.measure("outer"):
+            for name in names:
+                with stopwatch.measure(name):
+                    pass
+
+    every_name()
+    t = threading.Thread(target=every_name)
+    t.start()
+    t.join()
     gc.collect()
     c = counts(stopwatch)
-    assert c["outer"] == 1 and all(c[n] == 1 for n in names)
+    assert c["outer"] == 2 and all(c[n] == 2 for n in names)
 
 
 class Label:
@@ -278,10 +298,10 @@ def test_evicted_scopes_are_freed_without_the_cycle_collector(stopwatch):
     gc.collect()
     gc.disable()
     try:
-        for i in range(5000):
+        for i in range(10000):
             with stopwatch.measure(f"evicted {i}"):
                 pass
         alive = sum(1 for o in gc.get_objects() if type(o).__name__ == "_Scope")
     finally:
         gc.enable()
-    assert alive <= 1024  # the scope cache's size
+    assert alive <= 4096  # the scope cache's size
