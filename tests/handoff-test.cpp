@@ -179,3 +179,47 @@ TEST_CASE(
   // The latest ones still wait for their end.
   CHECK(error_of([&] { sw.end_meas("left running"); }).find("runs on") != std::string::npos);
 }
+
+TEST_CASE("end_meas of another thread's interval never waits for the thread registry's lock" *
+          LAPTIME_NEEDS_ENABLED) {
+  // A report holds that lock while it reads every thread's recorded intervals (hundreds of ms
+  // with a large recording): a loader thread's start ended by the training thread must not wait
+  // behind it (docs/stopwatch.md: no lock in the pair).
+  Fresh fresh;
+  auto& sw = laptime::Stopwatch::instance();
+  sw.enable(0, std::nullopt, false);
+  std::atomic<int> stage{0};
+  std::thread loader([&] {
+    sw.start_meas("batch");
+    stage = 1;
+    wait_for(stage, 4);
+  });
+  wait_for(stage, 1);
+  std::thread trainer([&] {
+    sw.start_meas("step");  // the thread and both names are known: no attach, no lookup lock
+    sw.end_meas("step");
+    sw.start_meas("batch");
+    sw.discard_meas("batch");
+    stage = 2;
+    wait_for(stage, 3);
+    sw.end_meas("batch");  // the loader's
+    stage = 4;
+  });
+  wait_for(stage, 2);
+  bool ended_under_lock = false;
+  laptime::detail::stopwatch_core().threads.under_lock([&] {  // as a report holds it
+    stage = 3;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (stage.load() != 4 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::yield();
+    }
+    ended_under_lock = stage.load() == 4;
+  });
+  CHECK(ended_under_lock);
+  trainer.join();
+  loader.join();
+  const auto m = find(sw.results(), "batch");
+  REQUIRE(m != nullptr);
+  CHECK(m->count == 1);
+  CHECK(m->running == 0);
+}

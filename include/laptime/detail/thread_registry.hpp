@@ -71,12 +71,21 @@ class ThreadRegistry {
   template <class Fn>
   void for_each(Fn&& f) {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (Node* n = head_; n != nullptr; n = n->next) {
+    for (Node* n = head_.load(std::memory_order_relaxed); n != nullptr; n = n->next) {
       // An exiting thread (its thread_local destructors run, or it is gone) counts as not alive.
       // Its open intervals still count as running in reports (another thread may end them:
       // docs/stopwatch.md), until its record is taken over.
       f(n->record, n->tid, n->alive && !n->exiting);
     }
+  }
+
+  /// Visits every record without the registry lock, for a hot path that reads only a record's
+  /// atomics (another thread's end_meas): f(Record&). Records are never freed, and one is linked
+  /// in whole (its `next` set before it is published), so the walk is safe while threads attach
+  /// and never waits behind a report; it misses a record published after it began.
+  template <class Fn>
+  void for_each_record(Fn&& f) {
+    for (Node* n = head_.load(std::memory_order_acquire); n != nullptr; n = n->next) f(n->record);
   }
 
   /// Runs f() under the registry lock: for state that Record::adopt writes.
@@ -94,7 +103,7 @@ class ThreadRegistry {
     new (&mutex_) std::mutex();
     const Fast& f = fast();
     Node* const mine = f.owner == this ? f.node : nullptr;
-    for (Node* n = head_; n != nullptr; n = n->next) {
+    for (Node* n = head_.load(std::memory_order_relaxed); n != nullptr; n = n->next) {
       n->alive = (n == mine);
       n->exiting = false;
     }
@@ -167,7 +176,7 @@ class ThreadRegistry {
     Node* spare = nullptr;
     Node* held = nullptr;  // the oldest record of an exited thread that is not reusable
     int held_count = 0;
-    for (Node* n = head_; n != nullptr; n = n->next) {
+    for (Node* n = head_.load(std::memory_order_relaxed); n != nullptr; n = n->next) {
       if (n->alive && n->tid == tid && (!n->exiting || ::pthread_equal(n->self, me))) {
         found = n;  // this thread already attached through another copy of the code
         break;
@@ -189,8 +198,8 @@ class ThreadRegistry {
       found = spare != nullptr ? spare : held_count >= kMaxHeld ? held : nullptr;
       if (found == nullptr) {
         found = new Node();
-        found->next = head_;
-        head_ = found;
+        found->next = head_.load(std::memory_order_relaxed);
+        head_.store(found, std::memory_order_release);  // for_each_record's walk
       }
       found->tid = tid;
       found->self = me;
@@ -231,7 +240,7 @@ class ThreadRegistry {
 
   static constexpr int kMaxHeld = 16;
   std::mutex mutex_;
-  Node* head_ = nullptr;
+  std::atomic<Node*> head_{nullptr};  // newest first; a node's `next` never changes
 };
 
 }  // namespace detail

@@ -107,7 +107,7 @@ LAPTIME_IMPL void StopwatchCore::end_elsewhere(ThreadRecord& rec, Slot& mine, st
   int others = 0;
   Slot* older = nullptr;  // one started elsewhere in an older epoch, not yet ended or dropped
   std::uint32_t older_run = 0;
-  threads.for_each([&](ThreadRecord& other, long, bool) {
+  threads.for_each_record([&](ThreadRecord& other) {  // no lock: reads the slots' atomics
     if (&other == &rec) return;
     Slot* c = other.chunks[id / kChunk].load(std::memory_order_acquire);
     if (c == nullptr) return;
