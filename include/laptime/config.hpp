@@ -47,6 +47,14 @@
 #include "laptime: exceptions are required"
 #endif
 
+// A 64-bit target (x86-64, aarch64): the clock scales its counter with 128-bit arithmetic, and
+// counts, sizes and the NVTX structures are laid out for 64 bits. One message on a 32-bit one
+// (-m32); compiled out it builds there.
+#if LAPTIME_ENABLED && defined(__SIZEOF_POINTER__) && __SIZEOF_POINTER__ < 8
+#error "laptime needs a 64-bit target; on a 32-bit one, compile it out: -DLAPTIME_DISABLE"
+#include "laptime: a 64-bit target is required"
+#endif
+
 // LAPTIME_HAVE_CUDA_HEADERS: whether the CUDA toolkit's cuda.h is visible to this file, for
 // information (build_info): laptime's CUDA layer does not need it. It loads the driver at run time
 // and declares the calling interface itself (detail/cuda_abi.hpp), so that files built with and

@@ -68,10 +68,11 @@ inline Liveness process_liveness(long pid, std::uint64_t* start_time,
   char buf[1024];
   const ssize_t n = fd >= 0 ? ::read(fd, buf, sizeof buf) : -1;
   if (fd >= 0) ::close(fd);
-  const auto st =
-      n > 0 ? procfs::parse_process_stat(std::string_view(buf, static_cast<std::size_t>(n)))
-            : std::nullopt;
-  if (st) {
+  // Two ifs, not `n > 0 ? parse(...) : std::nullopt`: g++ -Os then warns that the optional's
+  // state may be read uninitialised (-Wmaybe-uninitialized, a false positive).
+  std::optional<procfs::ProcessStat> st;
+  if (n > 0) st = procfs::parse_process_stat(std::string_view(buf, static_cast<std::size_t>(n)));
+  if (st.has_value()) {
     const bool ended = st->state == 'Z' || st->state == 'X' || st->state == 'x';
     if (!ended && start_time != nullptr) *start_time = st->start_time;
     answer = ended ? Liveness::Gone : Liveness::Alive;
