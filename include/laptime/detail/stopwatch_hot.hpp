@@ -202,8 +202,10 @@ struct alignas(kCacheLine) ThreadRecord {
   NameCache<Slot*> cache;
   TextTable<std::uint32_t> known;  // ids by text (behind the cache), keys are interned names
   // Intervals this thread started and may not have ended: an upper bound (another thread may
-  // end one, an epoch may drop one); finish_iter() counts exactly when it is not 0.
-  int running = 0;
+  // end one, an epoch may drop one); finish_iter() counts exactly when it is not 0. 64 bits: a
+  // loader thread whose starts another thread ends, and that never calls finish_iter(), only
+  // ever adds to it (2^31 hand-offs are 25 days at 1,000 a second).
+  std::int64_t running = 0;
   long tid = 0;
   std::mutex mutex;  // resource slots: written by the owner, read by reports
   // Interval recording: the ring in use (owner writes; reports read under the registry lock);
