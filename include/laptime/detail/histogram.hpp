@@ -53,8 +53,8 @@ struct BlockSource {
 
 /// A log-linear histogram of nanosecond values (the HDR histogram layout): values below 64 have a
 /// bucket each; above, every power of two is split into 64 equal buckets. Reporting a bucket's
-/// midpoint is then within 1/128 (0.8 %) of any value in it. Values from 2^47 ns (39 h) up share
-/// the last bucket.
+/// midpoint is then within 1/128 (0.8 %) of any value in it, up to 2^48 ns (78 h); longer values
+/// share the last bucket (a known limit: their percentiles read low, docs/stopwatch.md).
 ///
 /// Small: the 64 buckets of a power of two (a block: 64 32-bit counts, 256 B) are allocated the
 /// first time a value falls in it, so a name whose intervals span a few powers of two costs the
@@ -71,7 +71,7 @@ class Histogram {
   static constexpr std::uint64_t kSub = 1u << kSubBits;  // 64
   static constexpr int kMaxExponent = 47;
   static constexpr std::size_t kBuckets = kSub + (kMaxExponent - kSubBits + 1) * kSub;
-  static constexpr std::size_t kBlocks = kBuckets / kSub;  // 43: values < 64, then 2^6 .. 2^47
+  static constexpr std::size_t kBlocks = kBuckets / kSub;  // 43: values < 64, 2^6 .. 2^48 - 1
 
   static constexpr std::size_t bucket_of(std::uint64_t v) noexcept {
     if (v < kSub) return std::size_t{v};
