@@ -21,6 +21,13 @@ def add_arguments(parser):
 LITERAL = {"parse_math": False, "usetex": False}
 
 
+def _title(text, chars):
+    """``text`` on one line, cut to ``chars`` characters: a title fits its axes (matplotlib took
+    minutes to lay out a name of 100,000 characters, drawn across the neighbouring plots)."""
+    text = printable(text)  # a control character would make the SVG's XML invalid
+    return text if len(text) <= chars else text[:chars - 1] + "…"
+
+
 def _unit(max_s):
     if max_s >= 1:
         return "s", 1.0
@@ -61,7 +68,7 @@ def figure(results, names=None):
         _draw_per_iteration(axes[row][0], name, series[name], warmup, ended)
         _draw_histogram(axes[row][1], name, lengths[name])
     axes[-1][0].set_xlabel("iteration", **LITERAL)
-    fig.suptitle(f"laptime: {printable(results.get('host', ''))} pid {results.get('pid', '')} "
+    fig.suptitle(f"laptime: {_title(results.get('host', ''), 60)} pid {results.get('pid', '')} "
                  f"rank {results.get('rank', 0)}", fontsize=11, **LITERAL)
     fig.tight_layout()
     return fig
@@ -94,8 +101,7 @@ def _draw_per_iteration(ax, name, per, warmup, ended):
         label = "warm-up" if peak <= top else f"warm-up (up to {peak * scale:.3g} {unit}: clipped)"
         ax.axvspan(its[0] - 0.5, warmup - 0.5, color="0.85", label=label)
         ax.legend(loc="upper right", fontsize=8)
-    # printable: a control character would make the SVG's XML invalid.
-    ax.set_title(f"{printable(name)}: per iteration", fontsize=10, loc="left", **LITERAL)
+    ax.set_title(f"{_title(name, 80)}: per iteration", fontsize=10, loc="left", **LITERAL)
     ax.set_ylabel(unit, **LITERAL)
     ax.grid(alpha=0.3)
 
@@ -109,7 +115,8 @@ def _draw_histogram(ax, name, values):
         ax.set_xlabel(f"interval [{unit}]", **LITERAL)
     else:
         ax.text(0.5, 0.5, "warm-up only", ha="center", va="center", transform=ax.transAxes)
-    ax.set_title(f"{printable(name)}: {len(values)} intervals", fontsize=10, loc="left", **LITERAL)
+    ax.set_title(f"{_title(name, 30)}: {len(values)} intervals", fontsize=10, loc="left",
+                 **LITERAL)
     ax.grid(alpha=0.3)
 
 

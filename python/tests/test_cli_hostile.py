@@ -152,6 +152,25 @@ def test_an_svg_plot_of_a_name_with_a_control_character_is_well_formed(tmp_path)
     xml.dom.minidom.parse(str(svg))
 
 
+def test_a_plot_of_a_name_of_100000_characters_is_drawn_with_the_name_cut(tmp_path):
+    # It took matplotlib minutes (html 103 s; a 1 MB name never ended), its title drawn across the
+    # neighbouring plots.
+    pytest.importorskip("matplotlib")
+    from laptime.plot import figure
+    long = "layer." * 20000
+    results = copy.deepcopy(GOOD)
+    results["samples"]["names"] = [long]
+    for m in results["measurements"]:
+        m["name"] = long
+    fig = figure(results)
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert titles and all(len(t) < 100 and t.startswith("layer.layer.") for t in titles)
+    assert all("…" in t for t in titles)
+    r = laptime("html", str(write(tmp_path / "run.json", lambda x: x.update(results))), "-o",
+                str(tmp_path / "run.html"))
+    assert r.returncode == 0, r.stderr.decode()
+
+
 @pytest.mark.parametrize("command", ["html", "trace"])
 def test_an_output_that_cannot_be_written_is_named(command, tmp_path):
     if command == "html":
