@@ -44,6 +44,18 @@ TEST_CASE("quoted escapes what could rewrite a terminal") {
   CHECK(quoted("back\\slash") == "'back\\\\slash'");
   CHECK(quoted("caf\xc3\xa9") == "'caf\xc3\xa9'");
   CHECK(quoted("\xe9t\xe9") == "'\\xe9t\\xe9'");
+  // Characters that reorder the rest of a line in a bidi-aware terminal ("Trojan Source"), or
+  // break it, are escaped as the laptime command's Python escapes them; other text stays.
+  CHECK(quoted("a\xe2\x80\xae"
+               "b") == "'a\\u202eb'");                                // RIGHT-TO-LEFT OVERRIDE
+  CHECK(quoted("\xe2\x81\xa6x\xe2\x81\xa9") == "'\\u2066x\\u2069'");  // an isolate
+  CHECK(quoted("\xe2\x80\x8f\xd8\x9c") == "'\\u200f\\u061c'");        // marks
+  CHECK(quoted("l\xe2\x80\xa8m") == "'l\\u2028m'");                   // LINE SEPARATOR
+  CHECK(quoted("\xe2\x80\x94\xe2\x80\xaf\xe2\x81\xa0") ==
+        "'\xe2\x80\x94\xe2\x80\xaf\xe2\x81\xa0'");  // an em dash, a narrow space, a joiner
+  std::string json;
+  laptime::detail::append_escaped(json, "\xe2\x80\xae", /*json=*/true);
+  CHECK(json == "\\u202e");
 }
 
 TEST_CASE("the name cache finds what was inserted, by pointer and length, verified by content") {

@@ -100,20 +100,32 @@ inline std::uint64_t text_hash(std::string_view text) noexcept {
   return h;
 }
 
-/// Appends the escape of code point `c` (< 0x100): "\u001b".
+/// Appends the escape of code point `c` (at most U+FFFF): "\u001b", "\u202e".
 inline void append_u_escape(std::string& out, unsigned c) {
   const char* hex = "0123456789abcdef";
-  out += "\\u00";
-  out += hex[(c >> 4) & 0xf];
-  out += hex[c & 0xf];
+  out += "\\u";
+  for (int shift = 12; shift >= 0; shift -= 4) out += hex[(c >> shift) & 0xf];
+}
+
+/// The code point of a valid 2- or 3-byte UTF-8 sequence at `p` that reorders or breaks the text
+/// around it: the bidirectional marks, embeddings, overrides and isolates (U+061C, U+200E/F,
+/// U+202A..E, U+2066..9; "Trojan Source") and the line and paragraph separators (U+2028/9).
+/// 0 for any other.
+inline unsigned layout_control(const unsigned char* p, int len) {
+  if (len == 2) return p[0] == 0xd8 && p[1] == 0x9c ? 0x061c : 0;
+  if (len != 3 || p[0] != 0xe2) return 0;
+  const unsigned cp = 0x2000u | ((p[1] & 0x3fu) << 6) | (p[2] & 0x3fu);
+  const bool marks = cp == 0x200e || cp == 0x200f || (cp >= 0x2028 && cp <= 0x202e);
+  return marks || (cp >= 0x2066 && cp <= 0x2069) ? cp : 0;
 }
 
 /// Appends `s` so that it can neither rewrite a terminal nor break a JSON string: control
 /// characters (C0, DEL, and C1 such as U+009B, which terminals take as an escape sequence) become
-/// \\u00XX, and bytes that are not valid UTF-8 become U+FFFD in JSON and "\xe9" in a report (as
-/// `ls -b` shows a file name's byte). With `json`, '"' and '\' are escaped too; without, a '\' is
-/// doubled (so that "\u001b" in a report is never a real name's text). Names are arbitrary bytes:
-/// the JSON and the text report escape them alike.
+/// \\u00XX, the characters that reorder or break a line (layout_control) \\u20XX, and bytes that
+/// are not valid UTF-8 become U+FFFD in JSON and "\xe9" in a report (as `ls -b` shows a file name's
+/// byte). With `json`, '"' and '\' are escaped too; without, a '\' is doubled (so that "\u001b" in
+/// a report is never a real name's text). Names are arbitrary bytes: the JSON and the text report
+/// escape them alike.
 inline void append_escaped(std::string& out, std::string_view s, bool json) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const auto* end = p + s.size();
@@ -141,6 +153,9 @@ inline void append_escaped(std::string& out, std::string_view s, bool json) {
       if (ok && len == 4 && (c > 0xf4 || (c == 0xf4 && p[1] >= 0x90))) ok = false;
       if (ok && len == 2 && c == 0xc2 && p[1] < 0xa0) {
         append_u_escape(out, p[1]);  // C1 control, U+0080..U+009F
+        p += len;
+      } else if (const unsigned cp = ok ? layout_control(p, len) : 0) {
+        append_u_escape(out, cp);
         p += len;
       } else if (ok) {
         out.append(reinterpret_cast<const char*>(p), static_cast<std::size_t>(len));
