@@ -197,8 +197,9 @@ LAPTIME_IMPL void StopwatchCore::finish_iter() {
     if (s.share.regions_short()) s.share.reap();  // regions of ended workers, folded
     finished = iter_gate().finished.fetch_add(1, std::memory_order_relaxed) + 1;
     now = now_ns();
-    s.add_loop_time(now, finished > iter_gate().warmup.load(std::memory_order_relaxed));
-    s.record_iteration_end(finished);
+    s.add_iteration(finished - 1, now,
+                    finished > iter_gate().warmup.load(std::memory_order_relaxed),
+                    s.iteration_ends_capacity());
     mark_iteration(finished);
     if (features.load(std::memory_order_relaxed) & (kFeatGpuTiming | kFeatGpuNames)) {
       (void)s.collect_gpu(/*wait=*/false, iter_gate());

@@ -32,17 +32,18 @@ struct IterationLog {
   resources::Sample progress_cpu;     // the CPU at the last progress line
   std::int64_t progress_line_ns = 0;  // when the last progress line was printed
 
-  /// An iteration ended at `now`; `measured`: it is after warm-up.
-  void add_loop_time(std::int64_t now, bool measured) {
+  /// Iteration `iteration` (from 0) ended at `now`; `measured`: it is after warm-up. While
+  /// recording (`capacity` > 0) its end is kept too, in a ring of `capacity`: one lock for both.
+  void add_iteration(std::int64_t iteration, std::int64_t now, bool measured,
+                     std::size_t capacity) {
     std::lock_guard<std::mutex> lock(iter_mutex);
     loop.add(now, measured);
+    if (capacity != 0) keep_iteration_end(iteration, now, capacity);
   }
 
-  /// Iteration `iteration` (from 0) ended at `t`, kept in a ring of `capacity` (recording).
   /// The first end after disable() is not kept: the iteration it ends spans the time while
   /// disabled, which is no iteration's (break_loop), so it must not be a whole one.
-  void add_iteration_end(std::int64_t iteration, std::int64_t t, std::size_t capacity) {
-    std::lock_guard<std::mutex> lock(iter_mutex);
+  void keep_iteration_end(std::int64_t iteration, std::int64_t t, std::size_t capacity) {
     if (iter_ends_broken) {
       iter_ends_broken = false;
       return;

@@ -132,7 +132,7 @@ struct StopwatchState : StopwatchCore,
   // --- recording (stopwatch_recording.hpp) ---
   void ensure_ring(ThreadRecord& rec);
   void keep_exited(const IntervalRing& ring) noexcept;
-  void record_iteration_end(std::int64_t finished);
+  std::size_t iteration_ends_capacity() const;
   void set_recording(std::size_t capacity, bool from_env);
   /// set_recording's change itself, config_mutex held (no precedence rule applied).
   void set_record_capacity(std::size_t capacity) noexcept;

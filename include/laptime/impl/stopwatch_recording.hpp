@@ -62,12 +62,10 @@ LAPTIME_IMPL void StopwatchCore::record_interval(std::uint32_t id, std::int64_t 
           iter_gate().finished.load(std::memory_order_relaxed));
 }
 
-/// finish_iter: iteration `finished` (counted from 1) ended now, while recording.
-inline void StopwatchState::record_iteration_end(std::int64_t finished) {
-  if (!(features.load(std::memory_order_relaxed) & kFeatRecord)) return;
-  const std::size_t cap = record_capacity.load(std::memory_order_relaxed);
-  if (cap == 0) return;
-  add_iteration_end(finished - 1, now_ns(), cap);
+/// The ring capacity of the iteration ends finish_iter keeps: 0 while not recording.
+inline std::size_t StopwatchState::iteration_ends_capacity() const {
+  if (!(features.load(std::memory_order_relaxed) & kFeatRecord)) return 0;
+  return record_capacity.load(std::memory_order_relaxed);
 }
 
 inline void StopwatchState::set_recording(std::size_t capacity, bool from_env) {
