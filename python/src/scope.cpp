@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <new>
 #include <string_view>
+#include <vector>
 
 namespace pyext {
 namespace {
@@ -51,6 +52,33 @@ LAPTIME_NOINLINE bool resolve_text(Scope* self) {
 
 // ---- Entering and leaving a block, one function of each per kind ------------------------------
 
+// The blocks of this thread whose start was refused (the name ran already, and the error policy
+// let the start return), innermost last: their __exit__ ends nothing. Per thread, so that a scope
+// object held and re-entered (`with timer:` in a recursion) or shared by threads ends only what
+// each block started. Touched only on a refusal and by the exits that follow one. Strong
+// references: a block whose exit never comes here (a generator closed from another thread) keeps
+// its scope alive, so that no later scope at the same address is taken for it.
+thread_local std::vector<Scope*> t_refused;
+// All threads' refused blocks not yet exited (under the GIL): 0, the common case, spares every
+// exit the thread-local lookup.
+Py_ssize_t g_refused = 0;
+
+/// Whether this exit of `self` is a refused block's, which it then forgets: the thread's
+/// innermost refused block is the scope's, or none of the scope's blocks is open and a deeper one
+/// is (generators closed in another order than they were suspended in).
+bool take_refused(Scope* self) {
+  for (std::size_t i = t_refused.size(); i-- > 0;) {
+    if (t_refused[i] != self) continue;
+    if (i + 1 != t_refused.size() && self->open != 0) return false;
+    t_refused.erase(t_refused.begin() + static_cast<std::ptrdiff_t>(i));
+    --g_refused;
+    --self->refused;
+    Py_DECREF(self);  // not the last reference: the caller's bound __exit__ holds one
+    return true;
+  }
+  return false;
+}
+
 template <ScopeKind K>
 PyObject* scope_enter_kind(Scope* self) {
   if constexpr (K == ScopeKind::Measure) {
@@ -65,7 +93,10 @@ PyObject* scope_enter_kind(Scope* self) {
       // suspended in one name) and the error policy let the start return. (Its thread: unkept.)
       laptime::detail::ThreadRecord* started_on = nullptr;
       if (!laptime::detail::start_for_scope(self->text, started_on)) {
-        keep_refused(self);
+        t_refused.push_back(self);
+        Py_INCREF(self);
+        ++g_refused;
+        ++self->refused;
         Py_RETURN_NONE;
       }
     } else {

@@ -37,15 +37,6 @@ struct Scope {
 
 /// A new scope of `kind` for `name`, with its __enter__ and __exit__; nullptr with an exception.
 PyObject* scope_new(PyObject* name, ScopeKind kind);
-// A measure block whose start was refused ends nothing at its exit (scope_refused.cpp).
-// All threads' refused blocks not yet exited (under the GIL): 0, the common case, spares every
-// exit the lookup.
-extern Py_ssize_t g_refused;
-/// Keeps the block of `self` being entered, refused, until its exit.
-void keep_refused(Scope* self);
-/// Whether this exit of `self` is a refused block's, which it then forgets.
-bool take_refused(Scope* self);
-
 /// Unlinks a scope from its __enter__ and __exit__ (its tp_clear): the cycle they form is broken.
 int scope_clear(PyObject* obj);
 

@@ -190,58 +190,6 @@ def test_warn_policy_a_held_scope_reentered_ends_only_what_it_started(stopwatch,
     assert m["pair"]["count"] == 1 and m["pair"]["max_s"] >= 0.03
 
 
-def test_warn_policy_a_held_scope_in_two_tasks_or_generators_ends_the_block_it_started(
-        stopwatch, capfd):
-    # One object, two overlapping blocks on one thread: the second is refused, and the first
-    # block's exit ends the first block, whichever of the two ends first.
-    import asyncio
-    laptime.set_error_policy("warn")
-    stopwatch.enable(0)
-
-    def running(name):
-        return [m["running"] for m in stopwatch.results()["measurements"] if m["name"] == name]
-
-    timer = stopwatch.measure("task")
-    seen = []
-
-    async def first(entered, leave):
-        with timer:
-            entered.set()
-            await leave.wait()
-        seen.append(running("task"))  # the first block ended here
-
-    async def second(entered, leave):
-        await entered.wait()
-        with timer:  # refused: "task" runs
-            leave.set()
-            await asyncio.sleep(0.01)
-        seen.append(running("task"))
-
-    async def main():
-        entered, leave = asyncio.Event(), asyncio.Event()
-        await asyncio.gather(first(entered, leave), second(entered, leave))
-
-    asyncio.run(main())
-    assert seen == [[False], [False]]
-
-    held = stopwatch.measure("gen")
-
-    def gen():
-        with held:
-            yield
-
-    g1, g2 = gen(), gen()
-    next(g1)
-    next(g2)  # refused
-    g1.close()
-    assert running("gen") == [False]
-    g2.close()
-    capfd.readouterr()
-    laptime.set_error_policy("throw")
-    m = {x["name"]: x for x in stopwatch.results()["measurements"]}
-    assert m["task"]["count"] == 1 and m["gen"]["count"] == 1
-
-
 def test_unknown_policy_is_a_value_error():
     with pytest.raises(ValueError, match="throw"):
         laptime.set_error_policy("ignore")
