@@ -190,6 +190,74 @@ def test_warn_policy_a_held_scope_reentered_ends_only_what_it_started(stopwatch,
     assert m["pair"]["count"] == 1 and m["pair"]["max_s"] >= 0.03
 
 
+def test_warn_policy_overlapping_tasks_or_generators_calling_measure_each_end_their_own(
+        stopwatch, capfd):
+    # Two blocks of one name overlap on one thread; the second is refused. With measure(name)
+    # called in each block (not one scope object held by both: a known limit), the first block's
+    # exit ends the first block, whichever of the two ends first.
+    import asyncio
+    laptime.set_error_policy("warn")
+    stopwatch.enable(0)
+
+    def running(name):
+        return [m["running"] for m in stopwatch.results()["measurements"] if m["name"] == name]
+
+    seen = []
+
+    async def first(entered, leave):
+        with stopwatch.measure("task"):
+            entered.set()
+            await leave.wait()
+        seen.append(running("task"))  # the first block ended here
+
+    async def second(entered, leave):
+        await entered.wait()
+        with stopwatch.measure("task"):  # refused: "task" runs
+            leave.set()
+            await asyncio.sleep(0.01)
+        seen.append(running("task"))
+
+    async def main():
+        entered, leave = asyncio.Event(), asyncio.Event()
+        await asyncio.gather(first(entered, leave), second(entered, leave))
+
+    asyncio.run(main())
+    assert seen == [[False], [False]]
+
+    def gen():
+        with stopwatch.measure("gen"):
+            yield
+
+    g1, g2 = gen(), gen()
+    next(g1)
+    next(g2)  # refused
+    g1.close()
+    assert running("gen") == [False]
+    g2.close()
+    capfd.readouterr()
+    laptime.set_error_policy("throw")
+    m = {x["name"]: x for x in stopwatch.results()["measurements"]}
+    assert m["task"]["count"] == 1 and m["gen"]["count"] == 1
+
+
+def test_warn_policy_a_held_scope_refused_through_exit_stack_leaves_the_outer_block_whole(
+        stopwatch, capfd):
+    # The refused inner block is entered and exited from other frames than the outer one's
+    # (ExitStack, a class forwarding to the scope): its exit ends nothing.
+    import contextlib
+    laptime.set_error_policy("warn")
+    stopwatch.enable(0)
+    timer = stopwatch.measure("stacked")
+    with timer:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(timer)  # refused: "stacked" runs
+        time.sleep(0.02)
+    capfd.readouterr()
+    laptime.set_error_policy("throw")
+    m = {x["name"]: x for x in stopwatch.results()["measurements"]}
+    assert m["stacked"]["count"] == 1 and m["stacked"]["max_s"] >= 0.02
+
+
 def test_unknown_policy_is_a_value_error():
     with pytest.raises(ValueError, match="throw"):
         laptime.set_error_policy("ignore")
