@@ -123,7 +123,7 @@ inline unsigned layout_control(const unsigned char* p, int len) {
 /// characters (C0, DEL, and C1 such as U+009B, which terminals take as an escape sequence) become
 /// \\u00XX, the characters that reorder or break a line (layout_control) \\u20XX, and bytes that
 /// are not valid UTF-8 become U+FFFD in JSON and "\xe9" in a report (as `ls -b` shows a file name's
-/// byte). With `json`, '"' and '\' are escaped too; without, a '\' is doubled (so that "\u001b" in
+/// byte). With `json`, '"' and '\' are escaped too; without, a '\' is doubled (so that "\\u001b" in
 /// a report is never a real name's text). Names are arbitrary bytes: the JSON and the text report
 /// escape them alike.
 inline void append_escaped(std::string& out, std::string_view s, bool json) {

@@ -417,6 +417,8 @@ inline void read_own_io(SelfSampler& ss, char (&buf)[4096], Reading& out) noexce
 /// Children the kernel reaps itself (SIGCHLD ignored, or SA_NOCLDWAIT) add nothing to this
 /// process's counters: a live child's CPU and I/O since the last sample are lost when it ends
 /// (docs/resources.md, "What the tree cannot see"). Said once, when there is a child to lose.
+// glibc's sa_handler is a macro that names itself (a member of a union).
+LAPTIME_CLANG_ALLOW("-Wdisabled-macro-expansion")
 inline void warn_if_children_auto_reaped() noexcept {
   struct sigaction now {};
   if (::sigaction(SIGCHLD, nullptr, &now) != 0) return;
@@ -426,6 +428,7 @@ inline void warn_if_children_auto_reaped() noexcept {
                              "the kernel reaps its children without adding their CPU and I/O to "
                              "it: what a child used since the last sample is lost when it ends");
 }
+LAPTIME_CLANG_ALLOW_END
 
 inline Reading read_self() noexcept {
   Reading out;
