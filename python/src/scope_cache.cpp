@@ -84,16 +84,13 @@ LAPTIME_ALWAYS_INLINE PyObject* hit(Scope* scope, PyObject* name, ScopeKind kind
 /// from its hash's on (its hash's entry where none of them is empty).
 LAPTIME_NOINLINE PyObject* scope_cache_miss(std::size_t home, PyObject* name, PyThreadState* thread,
                                             ScopeKind kind) {
-  ScopeCacheEntry* slot = &g_scope_cache[home];
+  ScopeCacheEntry* slot = &g_scope_cache[home];  // replaced where every probe is taken
   for (std::size_t i = 1; slot->scope != nullptr && i <= kProbes; ++i) {
     ScopeCacheEntry& e = g_scope_cache[(home + i) & kScopeCacheMask];
     if (e.scope == nullptr) {
       slot = &e;
     } else if (holds(e, name, thread, kind)) {
       return hit(e.scope, name, kind);
-    } else if (i == kProbes) {
-      slot = &g_scope_cache[home];  // every probe taken: the hash's entry is replaced
-      break;
     }
   }
   PyObject* scope = scope_new(name, kind);
@@ -109,7 +106,7 @@ LAPTIME_ALWAYS_INLINE PyObject* cached_scope(PyObject* name, ScopeKind kind) {
   PyThreadState* thread = PyThreadState_Get();
   const std::size_t home = scope_cache_index(name, thread, kind);
   const ScopeCacheEntry& e = g_scope_cache[home];
-  if (LAPTIME_LIKELY(e.scope != nullptr && holds(e, name, thread, kind))) {
+  if (LAPTIME_LIKELY(holds(e, name, thread, kind))) {  // an empty entry's name is null
     return hit(e.scope, name, kind);
   }
   return scope_cache_miss(home, name, thread, kind);

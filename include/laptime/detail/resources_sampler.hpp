@@ -413,7 +413,6 @@ inline void read_own_io(SelfSampler& ss, char (&buf)[4096], Reading& out) noexce
   }
 }
 
-/// The calling process and its descendants now (see the top of this file). Never throws.
 /// Children the kernel reaps itself (SIGCHLD ignored, or SA_NOCLDWAIT) add nothing to this
 /// process's counters: a live child's CPU and I/O since the last sample are lost when it ends
 /// (docs/resources.md, "What the tree cannot see"). Said once, when there is a child to lose.
@@ -430,6 +429,7 @@ inline void warn_if_children_auto_reaped() noexcept {
 }
 LAPTIME_CLANG_ALLOW_END
 
+/// The calling process and its descendants now (see the top of this file). Never throws.
 inline Reading read_self() noexcept {
   Reading out;
   SelfSampler& ss = self_sampler();

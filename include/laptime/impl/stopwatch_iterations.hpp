@@ -41,8 +41,9 @@ struct IterationLog {
     if (capacity != 0) keep_iteration_end(iteration, now, capacity);
   }
 
-  /// The first end after disable() is not kept: the iteration it ends spans the time while
-  /// disabled, which is no iteration's (break_loop), so it must not be a whole one.
+  /// add_iteration's recording part, iter_mutex held. The first end after disable() is not kept:
+  /// the iteration it ends spans the time while disabled, which is no iteration's (break_loop),
+  /// so it must not be a whole one.
   void keep_iteration_end(std::int64_t iteration, std::int64_t t, std::size_t capacity) {
     if (iter_ends_broken) {
       iter_ends_broken = false;
